@@ -1,0 +1,32 @@
+# The two commands the README opens with: `make lab` and `make test`. Both set up a fresh
+# checkout first (Debian packages, .venv/ with torch==2.13.0 and dpviz installed).
+PY := .venv/bin/python
+STAMP := .venv/.dpviz-installed
+
+.PHONY: setup lab tour test test-fast bench animations clean
+
+setup: $(STAMP)
+$(STAMP): pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh
+
+lab: $(STAMP)  ## open the notebooks in JupyterLab on 127.0.0.1
+	$(PY) -m jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
+
+tour: $(STAMP)  ## headless: execute every notebook and write HTML to out/tour/
+	$(PY) -m dpviz tour --out out/tour
+
+test: $(STAMP)  ## every test: unit + live ranks + scenes + browser, then every notebook via nbval
+	$(PY) -m pytest tests
+	$(PY) -m pytest --nbval-lax -p no:cacheprovider notebooks
+
+test-fast: $(STAMP)  ## unit and live-rank tests only (no browser, no notebooks)
+	$(PY) -m pytest tests -m "not browser"
+
+bench: $(STAMP)  ## the benchmarks: ratios measured side by side
+	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+
+animations: $(STAMP)  ## render every scene from fresh live runs into out/animations/
+	$(PY) -m dpviz animate all --out out/animations
+
+clean:
+	rm -rf out .pytest_cache

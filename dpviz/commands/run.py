@@ -1,0 +1,34 @@
+"""`dpviz run`: one live DDP run → record.json, per-rank traces, a merged trace."""
+from __future__ import annotations
+
+from ..config import RunConfig
+from ..ddp_run import run
+from ..timeline import describe
+from ._args import positive_float, positive_int
+
+NAME = "run"
+HELP = "train the MLP with DDP on live ranks and record traces, buckets and checks"
+
+
+def add_arguments(p) -> None:
+    d = RunConfig()
+    p.add_argument("--ranks", type=positive_int, default=d.world_size, help="number of ranks (default %(default)s)")
+    p.add_argument("--steps", type=positive_int, default=d.steps, help="optimizer steps (default %(default)s)")
+    p.add_argument("--bucket-cap-mb", type=positive_float, default=d.bucket_cap_mb, help="DDP bucket_cap_mb (default %(default)s)")
+    p.add_argument("--accum-steps", type=positive_int, default=d.accum_steps, help="micro-batches per step, no_sync on all but the last")
+    p.add_argument("--layers", type=positive_int, default=d.layers, help="Linear+ReLU blocks (default %(default)s)")
+    p.add_argument("--width", type=positive_int, default=d.width, help="hidden width (default %(default)s)")
+    p.add_argument("--batch", type=positive_int, default=d.batch_per_rank, help="samples per rank per micro-step")
+    p.add_argument("--backend", default=d.backend, help="gloo (CPU) or nccl (one GPU per rank)")
+    p.add_argument("--timeout", type=positive_float, default=d.timeout_s, help="seconds before a silent rank is an error")
+    p.add_argument("--out", required=True, help="folder for record.json and the traces")
+
+
+def main(args) -> int:
+    cfg = RunConfig(world_size=args.ranks, steps=args.steps, bucket_cap_mb=args.bucket_cap_mb,
+                    accum_steps=args.accum_steps, layers=args.layers, width=args.width,
+                    batch_per_rank=args.batch, backend=args.backend, timeout_s=args.timeout)
+    record = run(cfg, out=args.out)
+    print(describe(record))
+    print(f"wrote {args.out}/record.json, trace-rank{{0..{record.world_size - 1}}}.json, trace-merged.json")
+    return 0

@@ -1,0 +1,119 @@
+"""Run configuration: one frozen object per live run, validated before anything spawns.
+
+Every message a user sees for bad input lives here, so the CLI, the notebooks and the
+library reject the same things with the same words.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+BACKENDS = ("gloo", "nccl")
+
+
+def max_cpu_ranks() -> int:
+    """A sane cap for local CPU ranks: four per core (2 cores here → 8)."""
+    return 4 * (os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What one live DDP run does. Defaults are the small CPU demo used by the notebooks."""
+
+    world_size: int = 2
+    steps: int = 3
+    layers: int = 4          # Linear+ReLU blocks in the MLP
+    width: int = 256         # hidden features
+    batch_per_rank: int = 32  # samples per rank per micro-step
+    accum_steps: int = 1     # micro-steps per optimizer step (no_sync on all but the last)
+    bucket_cap_mb: float = 25.0
+    lr: float = 0.1
+    seed: int = 0
+    backend: str = "gloo"
+    profile: bool = True
+    timeout_s: float = 120.0
+
+    @property
+    def device(self) -> str:
+        """gloo ranks compute on CPU; nccl ranks each own one GPU."""
+        return "cuda" if self.backend == "nccl" else "cpu"
+
+    def replace(self, **changes) -> "RunConfig":
+        """A validated copy with some fields changed (the notebooks' knob)."""
+        return validate(dataclasses.replace(self, **changes))
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown RunConfig fields {sorted(unknown)}; known: {sorted(known)}")
+        return validate(cls(**data))
+
+
+def _require_int(name: str, value, low: int, high: int | None = None, hint: str = "") -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be a whole number, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"between {low} and {high}"
+        raise ValueError(f"{name} must be {bound}, got {value}{hint}")
+
+
+def validate_world_size(world_size, backend: str = "gloo", minimum: int = 1) -> int:
+    """Check a rank count for this machine; returns it. NCCL needs one GPU per rank."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend == "nccl":
+        _require_int("ranks", world_size, minimum)
+        gpus = _cuda_device_count()
+        if world_size > gpus:
+            raise ValueError(
+                f"backend nccl needs one GPU per rank: asked for {world_size} ranks, "
+                f"this machine has {gpus} GPU(s). Use --backend gloo on CPU."
+            )
+    else:
+        cap = max_cpu_ranks()
+        _require_int("ranks", world_size, minimum, cap,
+                     f" (this machine has {os.cpu_count()} cores; at most {cap} CPU ranks)")
+    return world_size
+
+
+def _cuda_device_count() -> int:
+    import torch  # local: config must stay importable without torch for renderers
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def validate(cfg: RunConfig) -> RunConfig:
+    """Reject a bad config with a message that says how to fix it; returns cfg."""
+    validate_world_size(cfg.world_size, cfg.backend)
+    _require_int("steps", cfg.steps, 1, 10_000)
+    _require_int("layers", cfg.layers, 1, 512)
+    _require_int("width", cfg.width, 1, 1 << 16)
+    _require_int("batch_per_rank", cfg.batch_per_rank, 1, 1 << 20)
+    _require_int("accum_steps", cfg.accum_steps, 1, 1024)
+    _require_int("seed", cfg.seed, 0)
+    for name in ("bucket_cap_mb", "lr", "timeout_s"):
+        value = getattr(cfg, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            raise ValueError(f"{name} must be a number > 0, got {value!r}")
+    return cfg
+
+
+def writable_dir(path: str | os.PathLike) -> Path:
+    """Create an output folder or say clearly why it cannot be written."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"output path {out} exists and is not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cannot create output folder {out}: {err.strerror}") from None
+    if not os.access(out, os.W_OK):
+        raise ValueError(f"output folder {out} is not writable")
+    return out

@@ -1,0 +1,200 @@
+"""One live DDP training run: the rank side (`train_rank`) and the parent side (`run`).
+
+Each rank trains the workload under torch.profiler with a comm hook that records every
+bucket DDP hands over, then checks the central claim outside the profiled region:
+parameters are identical on all ranks and equal to one process on the concatenated batch.
+"""
+from __future__ import annotations
+
+import os
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+from .config import RunConfig, validate, writable_dir
+from .launch import Cluster, RankContext
+from .record import Bucket, MicroStep, RunRecord, Span, StepCheck, save
+from .trace import HOOK_PREFIX, MICRO_PREFIX, STEP_PREFIX, merge_traces, read_trace, shift, \
+    spans_from_trace, write_json
+
+
+
+# --- rank side ----------------------------------------------------------------------------
+
+class _BucketLog:
+    """Comm-hook state: where we are in the loop, and what DDP handed over."""
+
+    def __init__(self, names_by_ptr: dict[int, str], world_size: int):
+        self.names_by_ptr = names_by_ptr
+        self.world_size = world_size
+        self.step = 0
+        self.micro_step = 0
+        self.seen: list[dict] = []
+
+
+def _recording_allreduce(state: _BucketLog, bucket):
+    """DDP's default hook (average, all-reduce), plus a note and a trace span per bucket."""
+    import torch.distributed as dist
+    from torch.profiler import record_function
+
+    buf = bucket.buffer()
+    with record_function(f"{HOOK_PREFIX}{bucket.index()}"):
+        buf.div_(state.world_size)
+        fut = dist.all_reduce(buf, async_op=True).get_future()
+    state.seen.append(dict(
+        step=state.step, micro_step=state.micro_step, index=bucket.index(), numel=buf.numel(),
+        bytes=buf.numel() * buf.element_size(),
+        params=[state.names_by_ptr.get(p.data_ptr(), "?") for p in bucket.parameters()]))
+    return fut.then(lambda f: f.value()[0])
+
+
+def _train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: _BucketLog, step: int,
+                annotate) -> float:
+    """One optimizer step of `accum_steps` micro-steps; returns the step's loss."""
+    from .workloads import loss_fn, rank_batch
+
+    total = 0.0
+    for micro in range(cfg.accum_steps):
+        log.micro_step = micro
+        x, y = (t.to(ctx.device) for t in rank_batch(cfg, step, micro, ctx.rank))
+        last = micro == cfg.accum_steps - 1
+        # no_sync must cover forward too: DDP decides in forward whether backward syncs
+        with annotate(f"{MICRO_PREFIX}{micro}"), (nullcontext() if last else ddp.no_sync()):
+            loss = loss_fn(ddp(x), y) / cfg.accum_steps
+            loss.backward()
+        total += loss.item()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return total
+
+
+def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
+    """Train `cfg.steps` optimizer steps under the profiler; return what this rank saw."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from .workloads import build_mlp, flat_params, single_process_params
+
+    device = torch.device(ctx.device)
+    model = build_mlp(cfg).to(device)
+    names = {p.data_ptr(): n for n, p in model.named_parameters()}
+    ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb,
+              device_ids=[device.index] if device.type == "cuda" else None)
+    ddp._set_ddp_runtime_logging_sample_rate(1)  # timing stats on every iteration
+    log = _BucketLog(names, ctx.world_size)
+    if cfg.profile:  # a bare run (profile=False) is plain DDP: the overhead baseline
+        ddp.register_comm_hook(log, _recording_allreduce)
+    opt = torch.optim.SGD(ddp.parameters(), lr=cfg.lr)
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    losses, snapshots, wall_ms = [], [], []
+    annotate = record_function if cfg.profile else (lambda name: nullcontext())
+    with profile(activities=activities, record_shapes=True) if cfg.profile else nullcontext() as prof:
+        for step in range(cfg.steps):
+            log.step, t0 = step, time.perf_counter()
+            with annotate(f"{STEP_PREFIX}{step}"):
+                losses.append(_train_step(ctx, cfg, ddp, opt, log, step, annotate))
+            wall_ms.append((time.perf_counter() - t0) * 1e3)
+            snapshots.append(flat_params(model))
+    trace_path = None
+    if prof is not None:
+        trace_path = str(Path(ctx.workdir) / f"trace-rank{ctx.rank}.json")
+        prof.export_chrome_trace(trace_path)
+
+    # The checks run after profiling, so their collectives stay out of the trace.
+    mine = torch.stack(snapshots).cpu()
+    everyone = [torch.empty_like(mine) for _ in range(ctx.world_size)]
+    dist.all_gather(everyone, mine.to(device) if ctx.backend == "nccl" else mine)
+    checks = []
+    if ctx.rank == 0:
+        reference = single_process_params(cfg)
+        for step in range(cfg.steps):
+            across = max(float((e[step].cpu() - mine[step]).abs().max()) for e in everyone)
+            single = float((reference[step] - mine[step]).abs().max())
+            checks.append(dict(step=step, max_diff_across_ranks=across,
+                               max_diff_vs_single_process=single))
+    logging = {k: v for k, v in ddp._get_ddp_logging_data().items()
+               if isinstance(v, (int, float, str, bool))}
+    return dict(trace_path=trace_path, buckets=log.seen, losses=losses, checks=checks,
+                step_wall_ms=wall_ms,
+                ddp_logging=logging,
+                param_names=[n for n, _ in model.named_parameters()],
+                param_bytes=[p.numel() * p.element_size() for p in model.parameters()])
+
+
+# --- parent side --------------------------------------------------------------------------
+
+def run(cfg: RunConfig | None = None, cluster: Cluster | None = None,
+        out: str | os.PathLike | None = None, **changes) -> RunRecord:
+    """Run the DDP workload live and return its record; `out` also writes the files.
+
+    Pass a warm `cluster` to re-run in a fraction of a cold start; without one, ranks are
+    started for this run and stopped after it. Keyword `changes` override config fields.
+    """
+    cfg = validate(cfg or RunConfig())
+    if changes:
+        cfg = cfg.replace(**changes)
+    out_dir = writable_dir(out) if out is not None else None
+    if cluster is None:
+        with Cluster(cfg.world_size, cfg.backend, cfg.timeout_s) as fresh:
+            return run(cfg, fresh, out_dir)
+    if (cluster.world_size, cluster.backend) != (cfg.world_size, cfg.backend):
+        raise ValueError(f"this cluster has {cluster.world_size} {cluster.backend} ranks but the "
+                         f"config asks for {cfg.world_size} {cfg.backend} ranks: start a new Cluster")
+    results = cluster.run_task(train_rank, cfg, timeout_s=cfg.timeout_s)
+    return assemble(cfg, results, out_dir)
+
+
+def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -> RunRecord:
+    """Turn per-rank results and their traces into one record (and files, with `out_dir`)."""
+    traces = {r: read_trace(res["trace_path"]) for r, res in enumerate(results) if res["trace_path"]}
+    spans = [s for r, t in traces.items() for s in spans_from_trace(t, r)]
+    steps = [s.start_us for s in spans if s.kind == "step"]
+    spans = shift(spans, min(steps)) if steps else spans
+    record = RunRecord(
+        config=cfg.to_dict(), world_size=cfg.world_size,
+        spans=tuple(sorted(spans, key=lambda s: (s.rank, s.start_us))),
+        buckets=tuple(_buckets(results, spans)),
+        micro_steps=tuple(_micro_steps(spans)),
+        losses={r: tuple(res["losses"]) for r, res in enumerate(results)},
+        checks=tuple(StepCheck(**c) for c in results[0]["checks"]),
+        ddp_logging={r: res["ddp_logging"] for r, res in enumerate(results)},
+        step_wall_ms={r: tuple(res["step_wall_ms"]) for r, res in enumerate(results)},
+        param_names=tuple(results[0]["param_names"]),
+        param_bytes=tuple(results[0]["param_bytes"]))
+    if out_dir is not None:
+        for rank, trace in traces.items():
+            write_json(trace, out_dir / f"trace-rank{rank}.json")
+        write_json(merge_traces(traces), out_dir / "trace-merged.json")
+        save(record, out_dir / "record.json")
+    for res in results:
+        if res["trace_path"]:
+            Path(res["trace_path"]).unlink(missing_ok=True)
+    return record
+
+
+def _buckets(results: list[dict], spans: list[Span]) -> list[Bucket]:
+    """The hook's notes, timed by their trace spans (the k-th call is the k-th span)."""
+    out = []
+    for rank, res in enumerate(results):
+        hooks = sorted((s for s in spans if s.rank == rank and s.kind == "bucket_hook"),
+                       key=lambda s: s.start_us)
+        for seen, span in zip(res["buckets"], hooks):
+            out.append(Bucket(rank=rank, step=seen["step"], micro_step=seen["micro_step"],
+                              index=seen["index"], numel=seen["numel"], bytes=seen["bytes"],
+                              params=tuple(seen["params"]), hook_us=span.start_us))
+    return out
+
+
+def _micro_steps(spans: list[Span], rank: int = 0) -> list[MicroStep]:
+    """Each micro-step of one rank with the all-reduces launched inside it (from its trace)."""
+    launches = [s for s in spans if s.rank == rank and s.kind == "allreduce_launch"]
+    out = []
+    for m in sorted((s for s in spans if s.rank == rank and s.kind == "micro_step"),
+                    key=lambda s: s.start_us):
+        count = sum(m.start_us <= s.start_us < m.end_us for s in launches)
+        out.append(MicroStep(step=m.step, micro_step=int(m.name[len(MICRO_PREFIX):]),
+                             all_reduces=count, start_us=m.start_us, end_us=m.end_us))
+    return out

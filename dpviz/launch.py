@@ -1,0 +1,263 @@
+"""Local ranks as processes: spawn, rendezvous on 127.0.0.1, run tasks, tear down.
+
+The only module that spawns. A `Cluster` keeps its ranks (and their process group) alive
+between tasks, so a notebook knob re-runs in a fraction of a cold launch. A task is any
+importable function `fn(ctx, *args) -> JSON-able`, run on every rank at once.
+
+Failure is loud and leaves nothing behind: a rank that raises, dies or hangs becomes one
+exception naming the rank; all ranks are then killed, and the next task starts fresh ones.
+A rank whose parent disappears (kernel restart, kill -9) exits by itself within a second.
+"""
+from __future__ import annotations
+
+import itertools
+import multiprocessing as mp
+import os
+import shutil
+import tempfile
+import threading
+import time
+import traceback
+import weakref
+from dataclasses import dataclass
+from datetime import timedelta
+from multiprocessing.connection import wait
+from typing import Any, Callable
+
+from .config import validate_world_size
+
+LOOPBACK = "127.0.0.1"
+START_TIMEOUT_S = 60.0
+
+
+class RankError(RuntimeError):
+    """A rank raised or died; `.rank` names it and the message carries its traceback."""
+
+    def __init__(self, rank: int, message: str):
+        self.rank = rank
+        super().__init__(f"rank {rank}: {message}")
+
+
+class RankTimeout(RankError, TimeoutError):
+    """Ranks that did not answer within the timeout (the first is in `.rank`, all in `.ranks`)."""
+
+    def __init__(self, ranks: list[int], timeout_s: float, what: str):
+        self.ranks = ranks
+        RuntimeError.__init__(self, f"rank(s) {', '.join(map(str, ranks))} did not finish {what} "
+                                    f"within {timeout_s:g} s; all ranks were stopped")
+        self.rank = ranks[0]
+
+
+@dataclass(frozen=True)
+class RankContext:
+    """What a task learns about where it runs."""
+
+    rank: int
+    world_size: int
+    backend: str
+    device: str      # "cpu", or "cuda:R" with nccl
+    workdir: str     # a scratch folder shared by all ranks of the cluster
+
+
+# --- inside a rank ----------------------------------------------------------------------
+
+def _exit_when_orphaned(parent_pid: int) -> None:
+    """Watchdog thread: a rank must never outlive the process that started it."""
+    while os.getppid() == parent_pid:
+        time.sleep(0.5)
+    os._exit(3)
+
+
+def _rank_main(rank: int, world_size: int, backend: str, store_port: int, workdir: str,
+               conn, parent_pid: int, timeout_s: float) -> None:
+    threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
+    try:
+        import torch
+        import torch.distributed as dist
+
+        torch.set_num_threads(1)  # 2 cores shared by all ranks: one intra-op thread each
+        device = "cpu"
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+            device = f"cuda:{rank}"
+        store = dist.TCPStore(LOOPBACK, store_port, world_size, is_master=False,
+                              timeout=timedelta(seconds=timeout_s))
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=timeout_s))
+        ctx = RankContext(rank, world_size, backend, device, workdir)
+        conn.send(("ready", None))
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+        return
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            break
+        fn, args = msg
+        try:
+            conn.send(("ok", fn(ctx, *args)))
+        except BaseException:
+            conn.send(("error", traceback.format_exc()))
+    dist.destroy_process_group()
+
+
+# --- in the parent ----------------------------------------------------------------------
+
+class _Ranks:
+    """The live processes of one cluster start; a finalizer kills them if it is dropped."""
+
+    def __init__(self, world_size: int, backend: str, timeout_s: float):
+        import torch.distributed as dist  # the store lives here: a free port with no race
+
+        self.workdir = tempfile.mkdtemp(prefix="dpviz-")
+        self.store = dist.TCPStore(LOOPBACK, 0, None, is_master=True, wait_for_workers=False,
+                                   timeout=timedelta(seconds=timeout_s))
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo pairs bind to loopback too
+        ctx = mp.get_context("spawn")
+        self.conns, self.procs = [], []
+        for rank in range(world_size):
+            parent_end, child_end = ctx.Pipe()
+            proc = ctx.Process(target=_rank_main, name=f"dpviz-rank{rank}", daemon=True,
+                               args=(rank, world_size, backend, self.store.port, self.workdir,
+                                     child_end, os.getpid(), timeout_s))
+            proc.start()
+            child_end.close()
+            self.conns.append(parent_end)
+            self.procs.append(proc)
+        self.finalizer = weakref.finalize(self, _kill, self.procs, self.conns, self.workdir)
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+
+def _kill(procs, conns, workdir: str) -> None:
+    for proc in procs:
+        if proc.is_alive():
+            proc.kill()
+    for proc in procs:
+        proc.join(5)
+    for conn in conns:
+        conn.close()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _stop(procs, conns, workdir: str) -> None:
+    """Polite shutdown: ask each rank to leave its process group, then make sure."""
+    for conn in conns:
+        try:
+            conn.send(None)
+        except (OSError, ValueError):
+            pass
+    deadline = time.monotonic() + 5
+    for proc in procs:
+        proc.join(max(0.0, deadline - time.monotonic()))
+    _kill(procs, conns, workdir)
+
+
+class Cluster:
+    """`world_size` warm local ranks. Use as a context manager, or call `close()`.
+
+    >>> with Cluster(2) as cluster:
+    ...     cluster.run_task(some_module.some_function, arg)   # one result per rank
+    """
+
+    _ids = itertools.count()
+
+    def __init__(self, world_size: int = 2, backend: str = "gloo", timeout_s: float = 120.0):
+        self.world_size = validate_world_size(world_size, backend)
+        self.backend = backend
+        self.timeout_s = float(timeout_s)
+        self._ranks: _Ranks | None = None
+
+    # lifecycle
+    def __enter__(self) -> "Cluster":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @property
+    def alive(self) -> bool:
+        return self._ranks is not None
+
+    def pids(self) -> list[int]:
+        """The ranks' process ids (empty when not started)."""
+        return self._ranks.pids() if self._ranks else []
+
+    @property
+    def workdir(self) -> str:
+        self.start()
+        return self._ranks.workdir
+
+    def start(self) -> None:
+        """Spawn the ranks and wait until every one has joined the process group."""
+        if self._ranks is not None:
+            return
+        self._ranks = _Ranks(self.world_size, self.backend, self.timeout_s)
+        self._collect("start-up", min(self.timeout_s, START_TIMEOUT_S) + 30)
+
+    def close(self) -> None:
+        """Stop the ranks cleanly; safe to call twice."""
+        ranks, self._ranks = self._ranks, None
+        if ranks is not None:
+            ranks.finalizer.detach()
+            _stop(ranks.procs, ranks.conns, ranks.workdir)
+
+    def _abort(self) -> None:
+        ranks, self._ranks = self._ranks, None
+        if ranks is not None:
+            ranks.finalizer()
+
+    # work
+    def run_task(self, fn: Callable[..., Any], *args, timeout_s: float | None = None) -> list[Any]:
+        """Run `fn(ctx, *args)` on every rank; returns the results in rank order.
+
+        `fn` must be importable (defined in a module, not in a notebook cell): spawned ranks
+        find it by name.
+        """
+        if getattr(fn, "__module__", "__main__") == "__main__" or "<locals>" in fn.__qualname__:
+            raise ValueError(f"{fn.__qualname__} must be defined at the top level of an importable "
+                             "module: ranks are separate processes and import it by name")
+        self.start()
+        try:
+            for conn in self._ranks.conns:
+                conn.send((fn, args))
+        except (OSError, ValueError):
+            self._abort()
+            raise RankError(0, "a rank's pipe is closed; the cluster was restarted, run again")
+        return self._collect(fn.__qualname__, timeout_s or self.timeout_s)
+
+    def _collect(self, what: str, timeout_s: float) -> list[Any]:
+        ranks = self._ranks
+        results: dict[int, Any] = {}
+        by_conn = {conn: r for r, conn in enumerate(ranks.conns)}
+        by_sentinel = {p.sentinel: r for r, p in enumerate(ranks.procs)}
+        deadline = time.monotonic() + timeout_s
+        try:
+            while len(results) < self.world_size:
+                left = deadline - time.monotonic()
+                pending = [c for c, r in by_conn.items() if r not in results]
+                ready = wait(pending + list(by_sentinel), timeout=max(0.0, left))
+                if not ready:
+                    late = sorted(set(range(self.world_size)) - set(results))
+                    raise RankTimeout(late, timeout_s, what)
+                for obj in sorted(ready, key=lambda o: o in by_sentinel):  # messages first
+                    if obj in by_conn:
+                        rank = by_conn[obj]
+                        try:
+                            status, payload = obj.recv()
+                        except EOFError:
+                            continue  # its sentinel reports the death
+                        if status == "error":
+                            raise RankError(rank, f"raised during {what}:\n{payload}")
+                        results[rank] = payload
+                    else:
+                        rank = by_sentinel[obj]
+                        ranks.procs[rank].join(1)
+                        code = ranks.procs[rank].exitcode
+                        raise RankError(rank, f"died during {what} (exit code {code})")
+        except BaseException:  # errors, timeouts and KeyboardInterrupt all stop every rank
+            self._abort()
+            raise
+        return [results[r] for r in range(self.world_size)]

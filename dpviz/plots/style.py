@@ -1,0 +1,47 @@
+"""One palette for every figure and animation: ranks, span kinds, buckets.
+
+Manim scenes import these hex strings too, so a rank or a bucket has the same colour
+in a lecture video as in the notebook figure next to it.
+"""
+from __future__ import annotations
+
+# Colour-blind-safe (Okabe–Ito) for ranks; compute vs communication kept apart by hue.
+RANK_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+KIND_COLORS = {
+    "forward": "#4C72B0",
+    "backward": "#DD8452",
+    "recompute": "#C44E52",
+    "optimizer": "#55A868",
+    "compute": "#8C8C8C",
+    "allreduce": "#8172B3",
+    "allreduce_launch": "#8172B3",
+    "collective": "#937860",
+    "memcpy": "#DA8BC3",
+    "other": "#CCCCCC",
+}
+BUCKET_COLORS = ("#8172B3", "#64B5CD", "#CCB974", "#B07AA1", "#76B7B2", "#9C755F", "#FF9DA7", "#5F4B8B")
+BACKGROUND = "#FFFFFF"
+TEXT = "#222222"
+MUTED = "#9E9E9E"
+
+
+def rank_color(rank: int) -> str:
+    return RANK_COLORS[rank % len(RANK_COLORS)]
+
+
+def bucket_color(index: int | None) -> str:
+    return KIND_COLORS["allreduce"] if index is None else BUCKET_COLORS[index % len(BUCKET_COLORS)]
+
+
+def kind_color(kind: str) -> str:
+    return KIND_COLORS.get(kind, KIND_COLORS["other"])
+
+
+def new_axes(ax=None, figsize=(10, 3.5)):
+    """The given axes, or a fresh figure's (library code never calls plt.show())."""
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=figsize, layout="constrained")
+    return ax

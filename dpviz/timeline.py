@@ -1,0 +1,122 @@
+"""Pure functions on spans: step windows, overlap, exposed communication.
+
+No torch here: these work the same on a live record and on a loaded trace.
+Overlap fraction = time the all-reduces run while backward computes ÷ all-reduce time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .record import RunRecord, Span
+
+COMPUTE_KINDS = ("forward", "backward", "recompute", "optimizer", "compute")
+
+
+def union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Merge overlapping [start, end) intervals."""
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def length(intervals: list[tuple[float, float]]) -> float:
+    return sum(end - start for start, end in union(intervals))
+
+
+def intersection(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
+    """Total time covered by both interval sets."""
+    a, b = union(a), union(b)
+    total, i, j = 0.0, 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        total += max(0.0, hi - lo)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def _iv(spans: list[Span]) -> list[tuple[float, float]]:
+    return [(s.start_us, s.end_us) for s in spans]
+
+
+@dataclass(frozen=True)
+class StepSummary:
+    """One rank's step, in ms: what the figures and the CLI summary report."""
+
+    rank: int
+    step: int
+    step_ms: float
+    backward_ms: float
+    comm_ms: float            # wall time some all-reduce is running
+    overlapped_ms: float      # ... while backward computes
+    exposed_comm_ms: float    # ... while nothing computes (what overlap could not hide)
+    n_allreduces: int
+
+    @property
+    def overlap_fraction(self) -> float:
+        return self.overlapped_ms / self.comm_ms if self.comm_ms else 0.0
+
+
+def summarize_step(spans: list[Span], rank: int, step: int) -> StepSummary:
+    """Step summary of one rank from its spans (any source: live run or loaded trace)."""
+    mine = [s for s in spans if s.rank == rank and s.step == step]
+    window = [s for s in mine if s.kind == "step"]
+    comm = _iv([s for s in mine if s.kind == "allreduce"])
+    backward = _iv([s for s in mine if s.kind in ("backward", "recompute")])
+    compute = _iv([s for s in mine if s.kind in COMPUTE_KINDS])
+    return StepSummary(
+        rank=rank, step=step,
+        step_ms=(window[0].dur_us if window else length(_iv(mine))) / 1e3,
+        backward_ms=length(backward) / 1e3,
+        comm_ms=length(comm) / 1e3,
+        overlapped_ms=intersection(comm, backward) / 1e3,
+        exposed_comm_ms=(length(comm) - intersection(comm, compute)) / 1e3,
+        n_allreduces=sum(s.kind == "allreduce" for s in mine))
+
+
+def summarize(record: RunRecord, steps: list[int] | None = None) -> list[StepSummary]:
+    """Every (rank, step) summary; `steps` picks some (default: all)."""
+    chosen = record.steps if steps is None else steps
+    return [summarize_step(list(record.spans), r, s)
+            for r in range(record.world_size) for s in chosen]
+
+
+def steady_steps(record: RunRecord) -> list[int]:
+    """Steps after the first: DDP rebuilds its buckets after iteration 0, so step 0 differs."""
+    return record.steps[1:] or record.steps
+
+
+def ddp_overlap_fraction(record: RunRecord, rank: int = 0) -> float | None:
+    """DDP's own figure (from its logging data): overlap time ÷ backward comm time."""
+    data = record.ddp_logging.get(rank, {})
+    comm, overlap = data.get("avg_backward_comm_time"), data.get("avg_backward_compute_comm_overlap_time")
+    return overlap / comm if comm else None
+
+
+def describe(record: RunRecord) -> str:
+    """A few lines for the CLI and notebooks: step time, communication, overlap."""
+    rows = summarize(record, steady_steps(record))
+    if not rows:
+        return "no profiled steps in this record"
+    mean = lambda xs: sum(xs) / len(xs)
+    ddp = ddp_overlap_fraction(record)
+    worst = max(c.max_diff_across_ranks for c in record.checks) if record.checks else float("nan")
+    single = max(c.max_diff_vs_single_process for c in record.checks) if record.checks else float("nan")
+    lines = [
+        f"{record.world_size} ranks, {len(record.steps)} steps (steady steps: {steady_steps(record)})",
+        f"step time        {mean([r.step_ms for r in rows]):8.2f} ms",
+        f"communication    {mean([r.comm_ms for r in rows]):8.2f} ms "
+        f"({mean([r.n_allreduces for r in rows]):.0f} all-reduces/step), "
+        f"exposed {mean([r.exposed_comm_ms for r in rows]):.2f} ms",
+        f"overlap fraction {mean([r.overlap_fraction for r in rows]):8.2f} (from spans; DDP's own "
+        f"figure: {'n/a' if ddp is None else f'{ddp:.2f}'})",
+        f"params equal across ranks: max |diff| {worst:.1e}; vs one process on the whole "
+        f"batch: {single:.1e}",
+    ]
+    return "\n".join(lines)
