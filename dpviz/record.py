@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import importlib
 import json
 import os
 import types
@@ -19,6 +20,16 @@ from typing import Any, TypeVar
 SCHEMA_VERSION = 1
 T = TypeVar("T")
 _KINDS: dict[str, type] = {}
+# Record kinds defined beside their subject: `load()` imports the module on first sight of
+# the kind. These modules must not import torch at module level (records load without it).
+RECORD_MODULES = {
+    "collective": "dpviz.collectives.record",
+    "primitives": "dpviz.collectives.record",
+    "bench": "dpviz.collectives.bandwidth",
+    "bucket_sweep": "dpviz.buckets",
+    "accumulation_sweep": "dpviz.accumulation",
+    "memory": "dpviz.checkpointing",
+}
 
 
 class RecordError(ValueError):
@@ -141,7 +152,10 @@ def load(path: str | os.PathLike, expect: type[T] | None = None) -> T:
     if data["schema_version"] != SCHEMA_VERSION:
         raise RecordError(f"{path} has schema_version {data['schema_version']!r}; "
                           f"this dpviz reads version {SCHEMA_VERSION}: re-run to record it again")
-    cls = _KINDS.get(data["kind"])
+    kind = data["kind"]
+    if kind not in _KINDS and kind in RECORD_MODULES:
+        importlib.import_module(RECORD_MODULES[kind])
+    cls = _KINDS.get(kind)
     if cls is None:
         raise RecordError(f"{path} has unknown kind {data['kind']!r}; known: {sorted(_KINDS)}")
     if expect is not None and cls is not expect:
