@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BACKENDS = ("gloo", "nccl")
+# Where no_sync() goes during accumulation: around forward and backward (right), around
+# backward only (the pitfall: forward already armed the all-reduce), or nowhere (forgotten).
+NO_SYNC_SCOPES = ("forward_backward", "backward_only", "off")
 
 
 def max_cpu_ranks() -> int:
@@ -28,6 +31,9 @@ class RunConfig:
     width: int = 256         # hidden features
     batch_per_rank: int = 32  # samples per rank per micro-step
     accum_steps: int = 1     # micro-steps per optimizer step (no_sync on all but the last)
+    no_sync: str = "forward_backward"  # see NO_SYNC_SCOPES
+    scale_loss: bool = True  # divide each micro-step's loss by accum_steps (False shows why)
+    checkpoint_every: int = 0  # recompute activations in segments of k blocks (0 = keep all)
     bucket_cap_mb: float = 25.0
     lr: float = 0.1
     seed: int = 0
@@ -98,6 +104,13 @@ def validate(cfg: RunConfig) -> RunConfig:
     _require_int("batch_per_rank", cfg.batch_per_rank, 1, 1 << 20)
     _require_int("accum_steps", cfg.accum_steps, 1, 1024)
     _require_int("seed", cfg.seed, 0)
+    _require_int("checkpoint_every", cfg.checkpoint_every, 0, cfg.layers,
+                 " (0 keeps every activation; k recomputes segments of k blocks)")
+    if cfg.no_sync not in NO_SYNC_SCOPES:
+        raise ValueError(f"no_sync must be one of {', '.join(NO_SYNC_SCOPES)}, got {cfg.no_sync!r}")
+    for name in ("profile", "scale_loss"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise ValueError(f"{name} must be True or False, got {getattr(cfg, name)!r}")
     for name in ("bucket_cap_mb", "lr", "timeout_s"):
         value = getattr(cfg, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:

@@ -54,15 +54,19 @@ def _train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: _BucketLog, ste
     from .workloads import loss_fn, rank_batch
 
     total = 0.0
+    scale = cfg.accum_steps if cfg.scale_loss else 1
     for micro in range(cfg.accum_steps):
         log.micro_step = micro
         x, y = (t.to(ctx.device) for t in rank_batch(cfg, step, micro, ctx.rank))
-        last = micro == cfg.accum_steps - 1
+        skip = micro < cfg.accum_steps - 1  # all but the last micro-step skip the all-reduce
+        around_all = ddp.no_sync() if skip and cfg.no_sync == "forward_backward" else nullcontext()
+        around_backward = ddp.no_sync() if skip and cfg.no_sync == "backward_only" else nullcontext()
         # no_sync must cover forward too: DDP decides in forward whether backward syncs
-        with annotate(f"{MICRO_PREFIX}{micro}"), (nullcontext() if last else ddp.no_sync()):
-            loss = loss_fn(ddp(x), y) / cfg.accum_steps
-            loss.backward()
-        total += loss.item()
+        with annotate(f"{MICRO_PREFIX}{micro}"), around_all:
+            loss = loss_fn(ddp(x), y) / scale
+            with around_backward:
+                loss.backward()
+        total += loss.item() * scale / cfg.accum_steps
     opt.step()
     opt.zero_grad(set_to_none=True)
     return total

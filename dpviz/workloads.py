@@ -12,14 +12,34 @@ from torch import nn
 from .config import RunConfig
 
 
-def build_mlp(cfg: RunConfig) -> nn.Sequential:
+class MLP(nn.Sequential):
+    """Linear+ReLU blocks then a Linear head; with `checkpoint_every = k`, each run of k
+    blocks keeps only its input during forward and recomputes the rest in backward."""
+
+    def __init__(self, *modules: nn.Module, checkpoint_every: int = 0):
+        super().__init__(*modules)
+        self.checkpoint_every = checkpoint_every
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.checkpoint_every:
+            return super().forward(x)
+        from torch.utils.checkpoint import checkpoint
+
+        mods, span = list(self), 2 * self.checkpoint_every  # 2 modules per block
+        for i in range(0, len(mods) - 1, span):
+            segment = nn.Sequential(*mods[i:min(i + span, len(mods) - 1)])
+            x = checkpoint(segment, x, use_reentrant=False)
+        return mods[-1](x)
+
+
+def build_mlp(cfg: RunConfig) -> MLP:
     """`layers` blocks of Linear+ReLU and a Linear head; same weights for a given seed."""
     torch.manual_seed(cfg.seed)
     blocks: list[nn.Module] = []
     for _ in range(cfg.layers):
         blocks += [nn.Linear(cfg.width, cfg.width), nn.ReLU()]
     blocks.append(nn.Linear(cfg.width, 1))
-    return nn.Sequential(*blocks)
+    return MLP(*blocks, checkpoint_every=cfg.checkpoint_every)
 
 
 def global_batch(cfg: RunConfig, step: int, micro_step: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -46,7 +66,8 @@ def loss_fn(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 def single_process_params(cfg: RunConfig) -> list[torch.Tensor]:
     """Train one process on the concatenated batches; flat parameters after each step.
 
-    Same model, same optimizer, loss scaled by 1/accum_steps — the reference DDP must equal.
+    Same model, same optimizer, loss scaled by 1/accum_steps: the large-batch SGD that DDP
+    with accumulation must equal (a run with `scale_loss=False` is compared against it too).
     """
     model = build_mlp(cfg)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
