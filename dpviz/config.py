@@ -34,7 +34,7 @@ class RunConfig:
     no_sync: str = "forward_backward"  # see NO_SYNC_SCOPES
     scale_loss: bool = True  # divide each micro-step's loss by accum_steps (False shows why)
     checkpoint_every: int = 0  # recompute activations in segments of k blocks (0 = keep all)
-    bucket_cap_mb: float = 25.0
+    bucket_cap_mb: float | None = 25.0  # None: DDP's own default (25 MiB, first bucket 1 MiB)
     lr: float = 0.1
     seed: int = 0
     backend: str = "gloo"
@@ -113,6 +113,8 @@ def validate(cfg: RunConfig) -> RunConfig:
             raise ValueError(f"{name} must be True or False, got {getattr(cfg, name)!r}")
     for name in ("bucket_cap_mb", "lr", "timeout_s"):
         value = getattr(cfg, name)
+        if name == "bucket_cap_mb" and value is None:
+            continue  # DDP's default; an explicit cap also caps the first bucket (torch 2.13)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(f"{name} must be a number > 0, got {value!r}")
     return cfg
