@@ -1,0 +1,305 @@
+"""What ranks average, and when: the worked example, uneven shards, parameter vs gradient averaging.
+
+Three live experiments on the same idea — data parallel training is one optimizer seeing the
+*global* gradient, and averaging is how ranks agree on it:
+
+1. `worked_example`: f(x) = w·x, squared loss, 2 ranks, w = 1, lr = 0.1 (seed 002 §4.3),
+   computed with autograd and `all_reduce` on real ranks, next to the numbers the seed prints.
+2. `uneven_shards`: with shards of M_n samples the global gradient is Σ (M_n/M)·g_n; a plain
+   mean of the g_n (what DDP computes) is wrong unless each rank scales its loss by N·M_n/M.
+3. `compare_averaging`: per-step gradient averaging (DDP) against local SGD that averages the
+   parameters every H steps: replica drift between syncs and the loss of the averaged model.
+
+Rank-side functions (`*_rank`) run via `Cluster.run_task` and return plain data; the parent
+functions assemble frozen records that render without torch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .config import RunConfig, validate
+from .launch import Cluster, RankContext
+
+# --- 1. the worked example (seed 002 §4.3) -----------------------------------------------------
+
+# The seed prints y1 = 2, y2 = 4 for x1 = 1, x2 = 2 (y = 2x) and never prints y3, y4: they follow
+# the same rule, so the data are x = 1..4, y = 2x, and the best w is 2.
+WORKED_X = (1.0, 2.0, 3.0, 4.0)
+WORKED_Y = (2.0, 4.0, 6.0, 8.0)
+WORKED_W0, WORKED_LR = 1.0, 0.1
+
+# What seed 002 prints for iteration 1 (its worker 1 = our rank 0, worker 2 = rank 1).
+SEED_PRINTED = {"loss rank 0": 5.0, "grad rank 0": -10.0, "loss rank 1": 13.0,
+                "grad rank 1": -14.0, "averaged grad": -12.0, "w after step 1": 2.2}
+
+
+@dataclass(frozen=True)
+class WorkedStep:
+    """One iteration on every rank: local loss and gradient, their average, the update."""
+
+    step: int
+    w: float                      # before the update (equal on all ranks)
+    losses: tuple[float, ...]     # per rank, on its own shard
+    grads: tuple[float, ...]      # per rank: d(local loss)/dw
+    averaged_grad: float          # all_reduce(sum) / world_size, as every rank received it
+    w_after: float
+
+
+@dataclass(frozen=True)
+class WorkedExample:
+    """The worked example run live; `reduction` is how each rank's loss adds its samples."""
+
+    reduction: str                # "sum" (the seed's worked numbers) or "mean" (its §4.2 ℓ_n)
+    xs: tuple[float, ...]
+    ys: tuple[float, ...]
+    lr: float
+    steps: tuple[WorkedStep, ...]
+    max_w_diff_across_ranks: float
+
+
+def worked_example_rank(ctx: RankContext, xs, ys, w0: float, lr: float, steps: int,
+                        reduction: str) -> list[dict]:
+    """Each rank: its contiguous shard, autograd for d loss/dw, all_reduce, SGD update."""
+    import torch
+    import torch.distributed as dist
+
+    per_rank = len(xs) // ctx.world_size
+    lo = ctx.rank * per_rank
+    x = torch.tensor(xs[lo:lo + per_rank], dtype=torch.float64)
+    y = torch.tensor(ys[lo:lo + per_rank], dtype=torch.float64)
+    w = torch.tensor(w0, dtype=torch.float64, requires_grad=True)
+    out = []
+    for step in range(steps):
+        squared = (w * x - y) ** 2
+        loss = squared.sum() if reduction == "sum" else squared.mean()
+        (grad,) = torch.autograd.grad(loss, w)
+        mine = torch.stack([loss.detach(), grad])               # (2,): this rank's loss, grad
+        everyone = [torch.empty_like(mine) for _ in range(ctx.world_size)]
+        dist.all_gather(everyone, mine)                          # only to show them side by side
+        averaged = grad.clone()
+        dist.all_reduce(averaged)                                # the data-parallel step
+        averaged /= ctx.world_size
+        w_before = float(w.detach())
+        with torch.no_grad():
+            w -= lr * averaged
+        out.append(dict(step=step, w=w_before, losses=[float(e[0]) for e in everyone],
+                        grads=[float(e[1]) for e in everyone], averaged_grad=float(averaged),
+                        w_after=float(w.detach())))
+    return out
+
+
+def worked_example(cluster: Cluster, steps: int = 4, reduction: str = "sum") -> WorkedExample:
+    """Run the seed's example on the cluster's ranks (it needs len(WORKED_X) % ranks == 0)."""
+    if reduction not in ("sum", "mean"):
+        raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
+    if len(WORKED_X) % cluster.world_size:
+        raise ValueError(f"the worked example has {len(WORKED_X)} samples: use 1, 2 or 4 ranks, "
+                         f"not {cluster.world_size}")
+    per_rank = cluster.run_task(worked_example_rank, WORKED_X, WORKED_Y, WORKED_W0, WORKED_LR,
+                                steps, reduction)
+    worst = max(abs(a["w_after"] - b["w_after"]) for r in per_rank[1:]
+                for a, b in zip(per_rank[0], r)) if len(per_rank) > 1 else 0.0
+    return WorkedExample(reduction=reduction, xs=WORKED_X, ys=WORKED_Y, lr=WORKED_LR,
+                         steps=tuple(WorkedStep(step=s["step"], w=s["w"], losses=tuple(s["losses"]),
+                                                grads=tuple(s["grads"]),
+                                                averaged_grad=s["averaged_grad"], w_after=s["w_after"])
+                                     for s in per_rank[0]),
+                         max_w_diff_across_ranks=worst)
+
+
+@dataclass(frozen=True)
+class SeedCheck:
+    """One number the seed prints next to the live value."""
+
+    quantity: str
+    printed: float
+    live: float
+
+    @property
+    def agrees(self) -> bool:
+        return abs(self.printed - self.live) < 1e-9
+
+
+def check_seed(example: WorkedExample) -> list[SeedCheck]:
+    """The seed's iteration-1 numbers against the live run with the same (sum) loss."""
+    if example.reduction != "sum" or len(example.steps[0].losses) != 2:
+        raise ValueError("the seed's numbers are for the per-worker *sum* loss on 2 ranks: "
+                         "run worked_example(cluster_of_2, reduction='sum')")
+    first = example.steps[0]
+    live = {"loss rank 0": first.losses[0], "grad rank 0": first.grads[0],
+            "loss rank 1": first.losses[1], "grad rank 1": first.grads[1],
+            "averaged grad": first.averaged_grad, "w after step 1": first.w_after}
+    return [SeedCheck(q, SEED_PRINTED[q], live[q]) for q in SEED_PRINTED]
+
+
+def grad_without_chain_factor(xs, ys, w: float) -> float:
+    """Σ 2(w·x − y) over a shard: d loss/dz summed, i.e. the gradient with the ·x factor dropped.
+
+    For rank 1's shard (x = 3, 4; y = 6, 8) at w = 1 this is −14, the seed's printed gradient.
+    """
+    return sum(2 * (w * x - y) for x, y in zip(xs, ys))
+
+
+# --- 2. uneven shards ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class UnevenShards:
+    """Gradients of one MLP on shards of unequal size, aggregated four ways, vs the full batch."""
+
+    sizes: tuple[int, ...]                 # M_n per rank
+    full_grad_norm: float                  # ‖∇ mean loss over all M samples‖
+    local_grad_norms: tuple[float, ...]    # ‖g_n‖ per rank
+    errors: dict[str, float]               # aggregation → max |aggregate − full| over parameters
+    relative_errors: dict[str, float]      # aggregation → ‖aggregate − full‖ / ‖full‖
+
+
+AGGREGATIONS = ("weighted Σ (M_n/M)·g_n", "plain mean (1/N)·Σ g_n", "DDP, loss as is",
+                "DDP, loss × N·M_n/M")
+
+
+def uneven_shards_rank(ctx: RankContext, cfg: RunConfig, sizes) -> dict:
+    """Local mean-loss gradient on this rank's shard, aggregated four ways; rank 0 compares."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from .workloads import build_mlp, global_batch, loss_fn
+
+    total = sum(sizes)
+    x, y = global_batch(cfg.replace(world_size=1, batch_per_rank=total), 0, 0)   # (M, width)
+    lo = sum(sizes[:ctx.rank])
+    xs, ys = x[lo:lo + sizes[ctx.rank]], y[lo:lo + sizes[ctx.rank]]
+
+    def flat_grad(model, scale: float = 1.0) -> torch.Tensor:
+        model.zero_grad(set_to_none=True)
+        (loss_fn(model(xs), ys) * scale).backward()
+        return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+
+    model = build_mlp(cfg)                                  # same seed: same weights on every rank
+    local = flat_grad(model)
+    weighted = local * (sizes[ctx.rank] / total)
+    dist.all_reduce(weighted)
+    plain = local.clone()
+    dist.all_reduce(plain)
+    plain /= ctx.world_size
+    ddp = DDP(build_mlp(cfg))                               # DDP always divides by world size
+    ddp_plain = flat_grad(ddp)
+    ddp_scaled = flat_grad(ddp, ctx.world_size * sizes[ctx.rank] / total)
+    result = dict(local_norm=float(local.norm()))
+    if ctx.rank == 0:
+        reference = build_mlp(cfg)
+        reference.zero_grad(set_to_none=True)
+        loss_fn(reference(x), y).backward()
+        full = torch.cat([p.grad.reshape(-1) for p in reference.parameters()])
+        result["full_norm"] = float(full.norm())
+        result["errors"], result["relative"] = {}, {}
+        for name, agg in zip(AGGREGATIONS, (weighted, plain, ddp_plain, ddp_scaled)):
+            result["errors"][name] = float((agg - full).abs().max())
+            result["relative"][name] = float((agg - full).norm() / full.norm())
+    return result
+
+
+def uneven_shards(cluster: Cluster, sizes, cfg: RunConfig | None = None) -> UnevenShards:
+    """Run the comparison on live ranks; `sizes` gives M_n, one per rank."""
+    cfg = validate(cfg or RunConfig(layers=2, width=32))
+    sizes = tuple(int(s) for s in sizes)
+    if len(sizes) != cluster.world_size or min(sizes) < 1:
+        raise ValueError(f"give one shard size >= 1 per rank ({cluster.world_size} ranks), "
+                         f"got {list(sizes)}")
+    results = cluster.run_task(uneven_shards_rank, cfg, sizes)
+    head = results[0]
+    return UnevenShards(sizes=sizes, full_grad_norm=head["full_norm"],
+                        local_grad_norms=tuple(r["local_norm"] for r in results),
+                        errors=head["errors"], relative_errors=head["relative"])
+
+
+# --- 3. parameter averaging (local SGD) vs gradient averaging --------------------------------------
+
+@dataclass(frozen=True)
+class AveragingRun:
+    """One training run: per step, replica drift and losses; communication it needed."""
+
+    mode: str                         # "gradient" (DDP, every step) or "parameter" (every H steps)
+    period: int                       # H: steps between averages (1 for gradient averaging)
+    drift: tuple[float, ...]          # per step, before any averaging: RMS over ranks of ‖θ_r − θ̄‖
+    eval_loss: tuple[float, ...]      # per step: loss of the averaged model θ̄ on a held-out batch
+    train_loss: tuple[float, ...]     # per step: mean over ranks of the local mini-batch loss
+    averages: int                     # all-reduces the algorithm itself issued
+    bytes_per_average: int            # payload of one such all-reduce (all parameters)
+
+
+@dataclass(frozen=True)
+class AveragingComparison:
+    config: dict
+    runs: tuple[AveragingRun, ...]
+
+
+def _drift_and_mean(params, world_size: int):
+    """Measurement only: θ̄ = mean over ranks, and RMS over ranks of ‖θ_r − θ̄‖."""
+    import torch
+    import torch.distributed as dist
+
+    mean = params.clone()
+    dist.all_reduce(mean)
+    mean /= world_size
+    sq = ((params - mean) ** 2).sum()
+    dist.all_reduce(sq)
+    return float(torch.sqrt(sq / world_size)), mean
+
+
+def averaging_rank(ctx: RankContext, cfg: RunConfig, mode: str, period: int, steps: int) -> dict:
+    """Train `steps` SGD steps on this rank's batches with gradient or parameter averaging."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.nn.utils import parameters_to_vector, vector_to_parameters
+
+    from .workloads import build_mlp, global_batch, loss_fn, rank_batch
+
+    model = build_mlp(cfg)
+    net = DDP(model) if mode == "gradient" else model        # DDP: gradients averaged in backward
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    x_eval, y_eval = global_batch(cfg, 1_000_000, 0)         # held out: a step never trained on
+    probe = build_mlp(cfg)                                   # holds θ̄ for the evaluation
+    drift, eval_loss, train_loss, averages = [], [], [], 0
+    for step in range(steps):
+        x, y = rank_batch(cfg, step, 0, ctx.rank)
+        loss = loss_fn(net(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if mode == "gradient":
+            averages += 1
+        params = parameters_to_vector(model.parameters()).detach()
+        d, mean = _drift_and_mean(params, ctx.world_size)
+        if mode == "parameter" and (step + 1) % period == 0:
+            synced = params.clone()
+            dist.all_reduce(synced)                          # the algorithm's own average
+            vector_to_parameters(synced / ctx.world_size, model.parameters())
+            averages += 1
+        vector_to_parameters(mean, probe.parameters())
+        with torch.no_grad():
+            eval_loss.append(float(loss_fn(probe(x_eval), y_eval)))
+        local = loss.detach().clone()
+        dist.all_reduce(local)
+        drift.append(d)
+        train_loss.append(float(local) / ctx.world_size)
+    return dict(drift=drift, eval_loss=eval_loss, train_loss=train_loss, averages=averages,
+                bytes_per_average=int(params.numel() * params.element_size()))
+
+
+def compare_averaging(cluster: Cluster, periods=(4, 16), steps: int = 48,
+                      cfg: RunConfig | None = None) -> AveragingComparison:
+    """Gradient averaging every step vs parameter averaging every H in `periods`, same data."""
+    cfg = validate(cfg or RunConfig(layers=2, width=64, batch_per_rank=16, lr=0.2))
+    cfg = cfg.replace(world_size=cluster.world_size)
+    if any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in periods):
+        raise ValueError(f"periods are steps between parameter averages, whole numbers >= 1: {periods}")
+    runs = []
+    for mode, period in [("gradient", 1)] + [("parameter", h) for h in periods]:
+        res = cluster.run_task(averaging_rank, cfg, mode, period, steps)[0]
+        runs.append(AveragingRun(mode=mode, period=period, drift=tuple(res["drift"]),
+                                 eval_loss=tuple(res["eval_loss"]),
+                                 train_loss=tuple(res["train_loss"]), averages=res["averages"],
+                                 bytes_per_average=res["bytes_per_average"]))
+    return AveragingComparison(config=cfg.to_dict(), runs=tuple(runs))
