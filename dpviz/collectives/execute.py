@@ -1,0 +1,146 @@
+"""Run an all-reduce schedule on live ranks with point-to-point send/recv, and record it.
+
+Rank side: `run_steps` posts this rank's sends (`dist.isend`) for a step, receives what is
+addressed to it (`dist.recv`), waits for its sends, then adds or copies what arrived — so,
+as in the numpy model, every payload is the sender's state *before* the step. The result is
+checked against `dist.all_reduce` on the same inputs.
+
+Parent side: `record_collective` validates, runs the ranks and returns a CollectiveRecord;
+`model_collective` is the same algorithm in numpy, for the test that they agree.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..config import validate_world_size, writable_dir
+from ..launch import Cluster, RankContext
+from ..record import save
+from .algorithms import build, check
+from .record import CollectiveRecord, Step
+from .schedule import Schedule, simulate, split
+
+MAX_RECORDED_ELEMENTS = 4096  # values are stored for every rank and step: keep records small
+F32_EPS = float(np.finfo(np.float32).eps)
+
+
+def demo_inputs(world_size: int, elements: int, seed: int = 0) -> np.ndarray:
+    """(ranks, elements) float32 of small integers 0..9: sums are exact in any order, so a
+    live run, the model and dist.all_reduce agree bit for bit and the values read well."""
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, 10, size=(world_size, elements)).astype(np.float32)
+
+
+# --- rank side ----------------------------------------------------------------------------
+
+def run_steps(schedule: Schedule, buf, rank: int, record: bool = False):
+    """Execute `schedule` on this rank's float32 `buf` in place.
+
+    Returns (bytes this rank sent, per-step chunk values if `record` else []).
+    """
+    import torch
+    import torch.distributed as dist
+
+    sent, values, received = 0, [], None
+    for step in schedule.steps:
+        outgoing = [t for t in step.transfers if t.src == rank]
+        incoming = [t for t in step.transfers if t.dst == rank]
+        requests = []
+        for t in outgoing:
+            payload = received if t.forward else buf[slice(*schedule.chunks[t.chunk])]
+            requests.append(dist.isend(payload, t.dst))
+            sent += payload.numel() * payload.element_size()
+        arrived = []
+        for t in incoming:  # in schedule order: the same order of adds as the model
+            start, stop = schedule.chunks[t.chunk]
+            tmp = torch.empty(stop - start, dtype=buf.dtype)
+            dist.recv(tmp, t.src)
+            arrived.append((t, tmp))
+        for request in requests:
+            request.wait()  # our chunks may now change: the sends have left
+        for t, tmp in arrived:
+            view = buf[slice(*schedule.chunks[t.chunk])]
+            if t.op == "add":
+                view.add_(tmp)
+            else:
+                view.copy_(tmp)
+            received = tmp
+        if record:
+            values.append(split(buf.numpy(), schedule.chunks))
+    return sent, values
+
+
+def compare_with_all_reduce(result, original, world_size: int) -> tuple[float, bool]:
+    """(max |result − dist.all_reduce(original)|, within float32 rounding of a reordered sum).
+
+    Two correct sums of N float32 values differ by at most about N·eps·Σ|x|, so that is
+    the tolerance; with integer-valued inputs the difference is exactly 0.
+    """
+    import torch.distributed as dist
+
+    reference, scale = original.clone(), original.abs()
+    dist.all_reduce(reference)
+    dist.all_reduce(scale)
+    diff = (result - reference).abs()
+    return float(diff.max()), bool((diff <= world_size * F32_EPS * scale).all())
+
+
+def record_rank(ctx: RankContext, schedule: Schedule, inputs: list[list[float]]) -> dict:
+    """Run the schedule on this rank's row of `inputs`, recording every step."""
+    import torch
+
+    buf = torch.tensor(inputs[ctx.rank], dtype=torch.float32)
+    original = buf.clone()
+    sent, values = run_steps(schedule, buf, ctx.rank, record=True)
+    max_diff, matches = compare_with_all_reduce(buf, original, ctx.world_size)
+    return dict(sent=sent, values=values, max_diff=max_diff, matches=matches)
+
+
+# --- parent side --------------------------------------------------------------------------
+
+def record_collective(algorithm: str = "ring", elements: int = 16, world_size: int | None = None,
+                      cluster: Cluster | None = None, seed: int = 0,
+                      out: str | os.PathLike | None = None) -> CollectiveRecord:
+    """Run `algorithm` on live ranks on `demo_inputs` and record every step.
+
+    Pass a warm `cluster` (its size is the world size) or `world_size` to start one for this
+    call. With `out`, also writes out/ring.json.
+    """
+    world_size = cluster.world_size if cluster is not None else (4 if world_size is None else world_size)
+    check(algorithm, world_size, elements)
+    validate_world_size(world_size, cluster.backend if cluster else "gloo", minimum=2)
+    if elements > MAX_RECORDED_ELEMENTS:
+        raise ValueError(f"a recorded run stores every value of every step: use at most "
+                         f"{MAX_RECORDED_ELEMENTS} elements (time larger buffers with `dpviz bench`)")
+    out_dir = writable_dir(out) if out is not None else None
+    if cluster is None:
+        with Cluster(world_size) as fresh:
+            return record_collective(algorithm, elements, cluster=fresh, seed=seed, out=out_dir)
+    schedule = build(algorithm, world_size, elements)
+    inputs = demo_inputs(world_size, elements, seed)
+    results = cluster.run_task(record_rank, schedule, inputs.tolist())
+    record = assemble(schedule, inputs, results)
+    if out_dir is not None:
+        save(record, Path(out_dir) / "ring.json")
+    return record
+
+
+def assemble(schedule: Schedule, inputs: np.ndarray, results: list[dict]) -> CollectiveRecord:
+    """Per-rank results → one record: step i's values are every rank's i-th snapshot."""
+    steps = tuple(Step(step.index, step.phase, step.transfers,
+                       tuple(res["values"][i] for res in results))
+                  for i, step in enumerate(schedule.steps))
+    return CollectiveRecord(
+        algorithm=schedule.algorithm, world_size=schedule.world_size, elements=schedule.elements,
+        chunks=schedule.chunks, inputs=tuple(tuple(float(v) for v in row) for row in inputs),
+        steps=steps, bytes_sent_per_rank=tuple(res["sent"] for res in results),
+        matches_all_reduce=all(res["matches"] for res in results),
+        max_abs_diff=max(res["max_diff"] for res in results), source="live")
+
+
+def model_collective(algorithm: str, inputs: np.ndarray) -> CollectiveRecord:
+    """The same algorithm on the same inputs in numpy: what a live record must equal."""
+    inputs = np.asarray(inputs, dtype=np.float32)
+    return simulate(build(algorithm, inputs.shape[0], inputs.shape[1]), inputs)
