@@ -69,6 +69,8 @@ def render(name: str, record_path: str | os.PathLike, out: str | os.PathLike | N
         raise ValueError(f"unknown quality {quality!r}; choose one of {', '.join(QUALITIES)}")
     if out is None and not dry_run:
         raise ValueError("give an output file (--out FILE.mp4), or use dry_run")
+    if not Path(record_path).is_file():
+        raise FileNotFoundError(f"no such file: {record_path}")
     cls = scene_class(name)
     record = load(record_path, expect=cls.RECORD_TYPE)
     from manim import tempconfig

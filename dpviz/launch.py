@@ -61,6 +61,16 @@ class RankContext:
 
 # --- inside a rank ----------------------------------------------------------------------
 
+def rank_info(ctx: RankContext) -> dict:
+    """A task that shows what a rank is: its own process, rank, world size and device."""
+    import torch
+    import torch.distributed as dist
+
+    return {"rank": dist.get_rank(), "world_size": dist.get_world_size(), "pid": os.getpid(),
+            "backend": dist.get_backend(), "device": ctx.device,
+            "intra_op_threads": torch.get_num_threads()}
+
+
 def _exit_when_orphaned(parent_pid: int) -> None:
     """Watchdog thread: a rank must never outlive the process that started it."""
     while os.getppid() == parent_pid:

@@ -1,0 +1,35 @@
+"""DDP = large-batch SGD, drawn: parameter differences per step, against float32 resolution."""
+from __future__ import annotations
+
+from ..record import RunRecord
+from . import style
+
+FLOAT32_EPS = 1.1920929e-07
+FLOOR = 1e-12  # where a difference is exactly 0, draw it here (log axis) and say "identical"
+
+
+def plot_checks(record: RunRecord, ax=None):
+    """Max |Δparam| after each step: across ranks, and against one process on the whole batch."""
+    ax = style.new_axes(ax, figsize=(7, 3.2))
+    steps = [c.step for c in record.checks]
+    series = {"across ranks": [c.max_diff_across_ranks for c in record.checks],
+              "vs one process, whole batch": [c.max_diff_vs_single_process for c in record.checks]}
+    width = 0.38
+    for i, (label, diffs) in enumerate(series.items()):
+        xs = [s + (i - 0.5) * width for s in steps]
+        bars = ax.bar(xs, [max(d, FLOOR) for d in diffs], width, label=label,
+                      color=style.RANK_COLORS[i])
+        for bar, d in zip(bars, diffs):
+            ax.annotate("identical" if d == 0 else f"{d:.0e}", (bar.get_x() + width / 2, max(d, FLOOR)),
+                        ha="center", va="bottom", fontsize=8)
+    ax.axhline(FLOAT32_EPS, color=style.MUTED, linestyle="--", linewidth=1)
+    ax.annotate("float32 epsilon", (steps[-1] + 0.45, FLOAT32_EPS), ha="right", va="bottom",
+                fontsize=8, color=style.MUTED)
+    ax.set_yscale("log")
+    ax.set_ylim(FLOOR / 3, 1e-2)
+    ax.set_xticks(steps, [f"step {s}" for s in steps])
+    ax.set_ylabel("max |Δ parameter|")
+    ax.set_title(f"{record.world_size} ranks: parameters after each step", loc="left")
+    ax.legend(frameon=False, fontsize=8, loc="upper left")
+    ax.spines[["top", "right"]].set_visible(False)
+    return ax

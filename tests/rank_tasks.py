@@ -1,0 +1,37 @@
+"""Rank functions for the launcher's tests: they must be importable by spawned ranks."""
+from __future__ import annotations
+
+import os
+import time
+
+
+def whoami(ctx) -> dict:
+    return {"rank": ctx.rank, "world_size": ctx.world_size, "pid": os.getpid()}
+
+
+def all_reduce_rank_ids(ctx) -> float:
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([float(ctx.rank)])
+    dist.all_reduce(t)
+    return float(t.item())
+
+
+def raise_on(ctx, bad_rank: int) -> int:
+    if ctx.rank == bad_rank:
+        raise ValueError(f"deliberate failure on rank {ctx.rank}")
+    return ctx.rank
+
+
+def die_on(ctx, bad_rank: int) -> int:
+    if ctx.rank == bad_rank:
+        os._exit(7)
+    return ctx.rank
+
+
+def hang_in_collective_on(ctx, bad_rank: int) -> float:
+    """`bad_rank` never joins the all-reduce the others wait in."""
+    if ctx.rank == bad_rank:
+        time.sleep(3600)
+    return all_reduce_rank_ids(ctx)

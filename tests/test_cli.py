@@ -1,0 +1,53 @@
+"""The command line: help lists the subcommands; bad input is one line, exit 2, nothing spawned."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dpviz.cli import main
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dpviz", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_help_lists_subcommands_and_console_script_agrees():
+    out = _cli("--help")
+    assert out.returncode == 0
+    for command in ("run", "animate"):
+        assert command in out.stdout
+    script = subprocess.run([str(Path(sys.executable).parent / "dpviz"), "--help"], capture_output=True, text=True)
+    assert script.returncode == 0 and script.stdout == out.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--ranks", "0", "--out", "x"], "--ranks: must be >= 1"),
+    (["run", "--ranks", "two", "--out", "x"], "expected a whole number"),
+    (["run", "--ranks", "64", "--out", "x"], "at most"),
+    (["run", "--steps", "0", "--out", "x"], "--steps"),
+    (["run", "--bucket-cap-mb", "0", "--out", "x"], "must be > 0"),
+    (["run", "--backend", "nccl", "--out", "x"], "one GPU per rank"),
+    (["run", "--out", "/proc/forbidden/x"], "cannot create output folder"),
+    (["animate", "ring", "--record", "/nonexistent.json", "--out", "a.mp4"], "no such file"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(args)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_run_writes_record_traces_and_prints_a_summary(tmp_path):
+    out = _cli("run", "--ranks", "2", "--steps", "2", "--bucket-cap-mb", "0.25", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert "overlap fraction" in out.stdout and "step time" in out.stdout
+    record = json.loads((tmp_path / "record.json").read_text())
+    assert record["kind"] == "ddp_run" and record["world_size"] == 2
+    assert {p.name for p in tmp_path.iterdir()} >= {"record.json", "trace-rank0.json",
+                                                      "trace-rank1.json", "trace-merged.json"}

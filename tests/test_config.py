@@ -1,0 +1,46 @@
+"""Bad input is refused with a message that says how to fix it, before anything spawns."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from dpviz import RunConfig
+from dpviz.config import max_cpu_ranks, validate, writable_dir
+
+
+@pytest.mark.parametrize("changes, message", [
+    (dict(world_size=0), "ranks must be between 1"),
+    (dict(world_size=max_cpu_ranks() + 1), "at most"),
+    (dict(world_size="4"), "whole number"),
+    (dict(steps=0), "steps must be"),
+    (dict(bucket_cap_mb=0), "bucket_cap_mb must be a number > 0"),
+    (dict(bucket_cap_mb=-1.0), "bucket_cap_mb"),
+    (dict(accum_steps=0), "accum_steps"),
+    (dict(backend="mpi"), "unknown backend 'mpi'"),
+    (dict(backend="nccl"), "one GPU per rank"),
+    (dict(no_sync="sometimes"), "no_sync must be one of"),
+    (dict(checkpoint_every=99), "checkpoint_every"),
+    (dict(profile="yes"), "True or False"),
+])
+def test_bad_configs_are_refused(changes, message):
+    with pytest.raises(ValueError, match=message):
+        validate(RunConfig(**changes))
+
+
+def test_replace_validates_and_round_trips():
+    cfg = RunConfig().replace(world_size=4, bucket_cap_mb=1)
+    assert RunConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ValueError, match="unknown RunConfig fields"):
+        RunConfig.from_dict({**cfg.to_dict(), "wrold_size": 2})
+
+
+def test_output_paths_are_checked(tmp_path):
+    assert writable_dir(tmp_path / "a" / "b").is_dir()
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ValueError, match="not a folder"):
+        writable_dir(tmp_path / "file")
+    if os.geteuid() != 0:  # root may write anywhere
+        (tmp_path / "ro").mkdir(mode=0o500)
+        with pytest.raises(ValueError, match="not writable"):
+            writable_dir(tmp_path / "ro")

@@ -1,0 +1,107 @@
+"""A live DDP run: the seeds' central claim (DDP = large-batch SGD) and what the record holds."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dpviz import RunConfig, describe, load, run
+from dpviz.timeline import ddp_overlap_fraction, steady_steps, summarize
+
+
+@pytest.fixture(scope="module")
+def record4(tmp_path_factory):
+    """4 ranks, 3 steps, small buckets: several buckets after the rebuild."""
+    out = tmp_path_factory.mktemp("run4")
+    return run(RunConfig(world_size=4, steps=3, bucket_cap_mb=0.25, layers=4, width=256), out=out), out
+
+
+def test_parameters_equal_across_ranks_and_equal_one_process_on_the_whole_batch(record4):
+    record, _ = record4
+    assert len(record.checks) == 3
+    for check in record.checks:
+        assert check.max_diff_across_ranks == 0.0  # all-reduce gives every rank the same bits
+        assert check.max_diff_vs_single_process < 1e-6
+    assert len({tuple(losses) for losses in record.losses.values()}) == 4  # each rank its own shard
+
+
+def test_iteration_zero_has_one_bucket_then_ddp_rebuilds(record4):
+    record, _ = record4
+    rank0 = [b for b in record.buckets if b.rank == 0]
+    step0 = [b for b in rank0 if b.step == 0]
+    assert len(step0) == 1 and step0[0].bytes == sum(record.param_bytes)
+    later = [b for b in rank0 if b.step == 2]
+    assert len(later) > 1
+    assert sum(b.bytes for b in later) == sum(record.param_bytes)
+    # buckets fill in the order gradients become ready: the head's parameters first
+    assert later[0].params[0].startswith(record.param_names[-1].split(".")[0])
+    sizes = [int(s) for s in record.ddp_logging[0]["rebuilt_bucket_sizes"].split(",")]
+    assert sizes == [b.bytes for b in later]
+
+
+def test_trace_holds_one_allreduce_per_bucket_on_every_rank(record4):
+    record, _ = record4
+    for rank in range(4):
+        for step in record.steps:
+            buckets = [b for b in record.buckets if b.rank == rank and b.step == step]
+            comm = record.spans_of(rank=rank, kind="allreduce", step=step)
+            launches = record.spans_of(rank=rank, kind="allreduce_launch", step=step)
+            assert len(comm) == len(launches) == len(buckets)
+            assert sorted(s.bytes for s in comm) == sorted(b.bytes for b in buckets)
+            main_threads = {s.tid for s in record.spans_of(rank=rank, kind="backward")}
+            assert not {s.tid for s in comm} & main_threads  # gloo works on its own threads
+
+
+def test_ranks_share_one_clock(record4):
+    """Causality across ranks: no rank finishes bucket k's all-reduce before all have started it.
+
+    It would fail if the ranks' trace clocks were offset by more than an all-reduce lasts.
+    """
+    record, _ = record4
+    for step in steady_steps(record):
+        per_bucket: dict[int, list] = {}
+        for s in record.spans_of(kind="allreduce", step=step):
+            per_bucket.setdefault(s.bucket, []).append(s)
+        for spans in per_bucket.values():
+            assert len(spans) == 4
+            assert min(s.end_us for s in spans) >= max(s.start_us for s in spans)
+
+
+def test_overlap_is_measured_and_ddp_agrees_it_is_a_fraction(record4):
+    record, _ = record4
+    rows = summarize(record, steady_steps(record))
+    assert all(0.0 <= r.overlap_fraction <= 1.0 for r in rows)
+    assert all(r.comm_ms > 0 and r.step_ms > r.backward_ms > 0 for r in rows)
+    ddp = ddp_overlap_fraction(record)
+    assert ddp is not None and 0.0 <= ddp <= 1.0
+    assert "overlap fraction" in describe(record)
+
+
+def test_record_files_round_trip_and_traces_open_as_chrome_json(record4):
+    record, out = record4
+    assert load(out / "record.json") == record
+    merged = json.loads((out / "trace-merged.json").read_text())
+    assert {e["pid"] for e in merged["traceEvents"]} == {0, 1, 2, 3}
+    for rank in range(4):
+        trace = json.loads((out / f"trace-rank{rank}.json").read_text())
+        assert trace["distributedInfo"]["rank"] == rank
+        assert any(e.get("name") == "gloo:all_reduce" for e in trace["traceEvents"])
+
+
+def test_warm_cluster_reruns_give_the_same_numbers(cluster2):
+    a = run(cluster=cluster2, world_size=2, steps=2)
+    b = run(cluster=cluster2, world_size=2, steps=2)
+    assert a.losses == b.losses
+    assert run(cluster=cluster2, world_size=2, steps=2, seed=1).losses != a.losses
+
+
+def test_a_cluster_of_another_size_is_refused(cluster2):
+    with pytest.raises(ValueError, match="start a new Cluster"):
+        run(cluster=cluster2, world_size=3)
+
+
+def test_bare_run_records_no_trace_but_still_checks(cluster2):
+    record = run(cluster=cluster2, world_size=2, steps=2, profile=False)
+    assert record.spans == () and record.buckets == ()
+    assert all(c.max_diff_vs_single_process < 1e-6 for c in record.checks)
+    assert all(len(ms) == 2 for ms in record.step_wall_ms.values())

@@ -1,0 +1,113 @@
+"""The launcher: warm ranks, real collectives, and failures that name the rank and leave no process."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from dpviz import Cluster, RankError, RankTimeout
+
+from conftest import alive, rank_processes
+import rank_tasks
+
+
+def test_ranks_are_separate_processes_with_their_rank(cluster2):
+    out = cluster2.run_task(rank_tasks.whoami)
+    assert [o["rank"] for o in out] == [0, 1]
+    assert {o["world_size"] for o in out} == {2}
+    assert len({o["pid"] for o in out} | {os.getpid()}) == 3
+
+
+def test_warm_ranks_keep_their_process_group(cluster2):
+    pids = cluster2.pids()
+    assert cluster2.run_task(rank_tasks.all_reduce_rank_ids) == [1.0, 1.0]  # 0 + 1 on both
+    assert cluster2.run_task(rank_tasks.all_reduce_rank_ids) == [1.0, 1.0]
+    assert cluster2.pids() == pids  # the same processes answered twice
+
+
+def test_rank_that_raises_is_named_with_its_traceback_and_nothing_is_left():
+    before = rank_processes()
+    with Cluster(2, timeout_s=30) as cluster:
+        pids = cluster.pids()
+        with pytest.raises(RankError) as err:
+            cluster.run_task(rank_tasks.raise_on, 1)
+        assert err.value.rank == 1
+        assert "deliberate failure on rank 1" in str(err.value)
+        assert "Traceback" in str(err.value)
+        assert not any(alive(p) for p in pids)
+        # the cluster starts fresh ranks for the next task
+        assert cluster.run_task(rank_tasks.all_reduce_rank_ids) == [1.0, 1.0]
+    assert rank_processes() <= before
+
+
+def test_rank_that_dies_is_named():
+    before = rank_processes()
+    with Cluster(2, timeout_s=30) as cluster:
+        pids = cluster.pids()
+        with pytest.raises(RankError, match=r"rank 0: died .*exit code 7"):
+            cluster.run_task(rank_tasks.die_on, 0)
+        assert not any(alive(p) for p in pids)
+    assert rank_processes() <= before
+
+
+def test_rank_hung_mid_collective_times_out_naming_it_and_leaves_no_orphans():
+    before = rank_processes()
+    with Cluster(2, timeout_s=60) as cluster:
+        pids = cluster.pids()
+        t0 = time.monotonic()
+        with pytest.raises(RankTimeout) as err:
+            cluster.run_task(rank_tasks.hang_in_collective_on, 1, timeout_s=3)
+        assert time.monotonic() - t0 < 15
+        assert 1 in err.value.ranks
+        assert not any(alive(p) for p in pids)
+    assert rank_processes() <= before
+
+
+def test_functions_defined_in_a_notebook_are_refused_before_spawning():
+    def local(ctx):
+        return 0
+
+    before = rank_processes()
+    cluster = Cluster(2)
+    with pytest.raises(ValueError, match="top level of an importable module"):
+        cluster.run_task(local)
+    assert not cluster.alive and rank_processes() <= before
+
+
+@pytest.mark.parametrize("ranks", [0, -1, 99, "2", 2.5])
+def test_bad_world_sizes_are_refused_before_spawning(ranks):
+    before = rank_processes()
+    with pytest.raises(ValueError, match="ranks"):
+        Cluster(ranks)
+    assert rank_processes() <= before
+
+
+def test_nccl_without_gpus_is_refused():
+    with pytest.raises(ValueError, match="one GPU per rank"):
+        Cluster(2, backend="nccl")
+
+
+def test_ranks_exit_when_their_parent_is_killed(tmp_path):
+    """A kernel killed with -9 must not leave its ranks behind (their watchdog sees it)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import sys, time\n"
+        f"sys.path.insert(0, {os.path.dirname(__file__)!r})\n"
+        "from dpviz import Cluster\n"
+        "if __name__ == '__main__':\n"
+        "    c = Cluster(2); c.start()\n"
+        "    print(' '.join(map(str, c.pids())), flush=True)\n"
+        "    time.sleep(3600)\n")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    pids = [int(p) for p in parent.stdout.readline().split()]
+    assert len(pids) == 2 and all(alive(p) for p in pids)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(p) for p in pids)

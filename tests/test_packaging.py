@@ -1,0 +1,40 @@
+"""Set-up stays honest: one source of truth for dependencies, torch pinned on the CI path."""
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _pyproject() -> dict:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_environment_yml_installs_pyproject_with_its_extras():
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    assert pip == ["-e .[dev]"], "environment.yml must install the package, not repeat its deps"
+    extras = _pyproject()["project"]["optional-dependencies"]
+    assert "dev" in extras and all(f"dpviz[{x}" in extras["dev"][0] or x == "dev" for x in extras)
+    python = next(d for d in env["dependencies"] if isinstance(d, str) and d.startswith("python="))
+    floor = _pyproject()["project"]["requires-python"].removeprefix(">=")
+    assert tuple(map(int, python.split("=")[1].split("."))) >= tuple(map(int, floor.split(".")))
+
+
+def test_torch_is_pinned_everywhere_it_is_installed():
+    deps = _pyproject()["project"]["dependencies"]
+    assert "torch==2.13.0" in deps
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    assert re.search(r"pip install -q torch==2\.13\.0", setup)
+    assert not re.search(r"torch(?!==2\.13\.0)[<>=~!]", setup)
+
+
+def test_ci_calls_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    commands = re.findall(r"^```(?:bash|sh)?\n(.*?)```", readme, flags=re.S | re.M)[0].split("\n")
+    test_command = next(c.split("#")[0].strip() for c in commands if "test" in c)
+    assert test_command in (ROOT / ".ci" / "run").read_text()
