@@ -1,0 +1,156 @@
+"""Figures for gradient accumulation: the micro-step schedule, the K sweep, the pitfalls."""
+from __future__ import annotations
+
+from typing import Iterable
+
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import MaxNLocator
+
+from ..accumulation import AccumulationSweep, GradientCheck, micro_step_counts, sweep_row
+from ..record import RunRecord
+from ..timeline import steady_steps
+from . import style
+
+COMPUTE_KINDS = ("forward", "backward", "optimizer")
+# The right placement in the "done" colour, the two pitfalls in warning colours.
+SCOPE_COLORS = {"forward_backward": style.kind_color("optimizer"),
+                "backward_only": style.kind_color("recompute"),
+                "off": style.kind_color("backward")}
+LANE = 1.0      # height of a compute or all-reduce lane
+ROW = 2.8       # vertical room per rank: compute lane above, all-reduce lane below
+
+
+def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
+    """One optimizer step of every rank, micro-step by micro-step.
+
+    Each rank gets a compute lane (forward, backward, optimizer) and an all-reduce lane
+    (coloured by bucket); grey boxes are its micro-steps, labelled on rank 0 with the
+    all-reduces its trace shows. With no_sync placed right: 0, …, 0, one per bucket.
+    """
+    ax = style.new_axes(ax, figsize=(11, 1.4 + 1.2 * record.world_size))
+    step = steady_steps(record)[-1] if step is None else step
+    counts = micro_step_counts(record, step)
+    t0 = min(s.start_us for s in record.spans_of(kind="step", step=step))
+    ms = lambda us: (us - t0) / 1e3
+    yticks, ylabels = [], []
+    for rank in range(record.world_size):
+        y = (record.world_size - 1 - rank) * ROW
+        for m in sorted(record.spans_of(rank, "micro_step", step), key=lambda s: s.start_us):
+            ax.add_patch(Rectangle((ms(m.start_us), y - 0.15), m.dur_us / 1e3, 2 * LANE + 0.5,
+                                   facecolor="#F2F2F2", edgecolor=style.MUTED, linewidth=0.6))
+            if rank == 0:
+                micro = int(m.name.rsplit("#", 1)[-1])
+                ax.text(ms(m.start_us) + m.dur_us / 2e3, y + 2 * LANE + 0.45,
+                        f"micro {micro}: {counts[micro]} all-reduce{'s' * (counts[micro] != 1)}",
+                        ha="center", va="bottom", fontsize=8, color=style.TEXT)
+        for s in record.spans_of(rank, step=step):
+            if s.kind in COMPUTE_KINDS:
+                ax.broken_barh([(ms(s.start_us), s.dur_us / 1e3)], (y + LANE + 0.1, LANE * 0.9),
+                               facecolors=style.kind_color(s.kind), linewidth=0)
+        _draw_allreduces(ax, record.spans_of(rank, "allreduce", step), y, ms)
+        yticks += [y + LANE + 0.55, y + 0.45]
+        ylabels += [f"rank {rank} compute", f"rank {rank} all-reduce"]
+    ax.set_yticks(yticks, ylabels)
+    ax.set_ylim(-0.4, (record.world_size - 1) * ROW + 2 * LANE + 1.2)
+    ax.set_xlabel(f"time in step {step} (ms, common clock)")
+    ax.spines[["top", "right"]].set_visible(False)
+    cfg = record.config
+    ax.set_title(f"K = {cfg['accum_steps']} micro-steps, no_sync {cfg['no_sync']}: all-reduces per "
+                 f"micro-step {list(counts)}", loc="left")
+    buckets = sorted({s.bucket for s in record.spans_of(kind="allreduce", step=step)} - {None})
+    handles = [Patch(color=style.kind_color(k), label=k) for k in COMPUTE_KINDS]
+    handles += [Patch(color=style.bucket_color(b), label=f"bucket {b}") for b in buckets]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    return ax
+
+
+def _draw_allreduces(ax, spans, y: float, ms) -> None:
+    """gloo runs all-reduces on two worker threads at once: one sub-lane per thread."""
+    tids = sorted({s.tid for s in spans})
+    height = LANE / max(1, len(tids))
+    for s in spans:
+        ax.broken_barh([(ms(s.start_us), s.dur_us / 1e3)], (y + tids.index(s.tid) * height, height * 0.9),
+                       facecolors=style.bucket_color(s.bucket), linewidth=0)
+
+
+def plot_sweep_bytes(sweep: AccumulationSweep, ax=None):
+    """All-reduced bytes vs K: flat per optimizer step, falling as 1/K per sample."""
+    ax = style.new_axes(ax, figsize=(6, 3.5))
+    ks = [r.accum_steps for r in sweep.rows]
+    ax.plot(ks, [r.bytes_per_step / 1024 for r in sweep.rows], "o-", color=style.kind_color("allreduce"),
+            label="per optimizer step (measured)")
+    ax.plot(ks, [r.bytes_per_sample / 1024 for r in sweep.rows], "s-", color=style.kind_color("backward"),
+            label="per sample (measured)")
+    first = sweep.rows[0]
+    model = [first.bytes_per_sample * first.accum_steps / k / 1024 for k in ks]
+    ax.plot(ks, model, "--", color=style.MUTED, label=f"per sample, model: K={first.accum_steps} value × {first.accum_steps}/K")
+    ax.set_yscale("log")
+    ax.set_xticks(ks)
+    ax.set_xlabel("K (micro-steps per optimizer step)")
+    ax.set_ylabel("all-reduced KB per rank")
+    ax.set_title(f"{sweep.world_size} ranks: communication per step and per sample", loc="left")
+    ax.legend(fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    return ax
+
+
+def plot_sweep_time(sweep: AccumulationSweep, ax=None):
+    """Step time vs K: it grows with the K micro-steps; per sample the one sync is shared."""
+    ax = style.new_axes(ax, figsize=(6, 3.5))
+    ks = [r.accum_steps for r in sweep.rows]
+    ax.plot(ks, [r.step_ms for r in sweep.rows], "o-", color=style.kind_color("forward"),
+            label="ms per optimizer step")
+    ax.plot(ks, [r.ms_per_sample * 100 for r in sweep.rows], "s-", color=style.kind_color("backward"),
+            label="ms per 100 samples")
+    ax.set_xticks(ks)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("K (micro-steps per optimizer step)")
+    ax.set_ylabel("ms (median over steady steps)")
+    ax.set_title("step time, measured live", loc="left")
+    ax.legend(fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    return ax
+
+
+def plot_scopes(records: dict[str, RunRecord], step: int | None = None, ax=None):
+    """All-reduces per micro-step for each no_sync placement (same K): bars from the traces."""
+    ax = style.new_axes(ax, figsize=(7, 3.5))
+    width = 0.8 / len(records)
+    for i, (scope, record) in enumerate(records.items()):
+        chosen = steady_steps(record)[-1] if step is None else step
+        counts = micro_step_counts(record, chosen)
+        kb = sweep_row(record).bytes_per_step / 1024
+        xs = [m + (i - (len(records) - 1) / 2) * width for m in range(len(counts))]
+        ax.bar(xs, counts, width * 0.95, color=SCOPE_COLORS.get(scope, style.MUTED),
+               label=f"no_sync {scope}: {kb:.0f} KB/step")
+    ax.set_xticks(range(len(counts)), [f"micro {m}" for m in range(len(counts))])
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.45)  # room for the legend above the bars
+    ax.set_ylabel("all-reduces (rank 0 trace)")
+    ax.set_title("where no_sync() goes decides which micro-steps all-reduce", loc="left")
+    ax.legend(fontsize=8, frameon=False, loc="upper left")
+    ax.spines[["top", "right"]].set_visible(False)
+    return ax
+
+
+def plot_gradient_ratio(checks: Iterable[GradientCheck], ax=None):
+    """‖accumulated gradient‖ / ‖large-batch gradient‖ vs K, with and without 1/K scaling."""
+    ax = style.new_axes(ax, figsize=(6, 3.5))
+    checks = [c for c in checks if c.no_sync == "forward_backward"]
+    if not checks:
+        raise ValueError("no gradient checks with no_sync around forward and backward to plot")
+    for scaled, marker, color in ((True, "o-", style.kind_color("optimizer")),
+                                  (False, "s-", style.kind_color("recompute"))):
+        mine = sorted((c.accum_steps, c.norm_ratio) for c in checks if c.scale_loss is scaled)
+        if mine:
+            ax.plot(*zip(*mine), marker, color=color,
+                    label="loss / K (measured)" if scaled else "loss not scaled (measured)")
+    ks = sorted({c.accum_steps for c in checks})
+    ax.plot(ks, ks, ":", color=style.MUTED, label="K: effective learning rate × K")
+    ax.set_xticks(ks)
+    ax.set_xlabel("K (micro-steps per optimizer step)")
+    ax.set_ylabel("‖g accumulated‖ / ‖g large batch‖")
+    ax.set_title("accumulated gradient vs one process on the large batch", loc="left")
+    ax.legend(fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    return ax
