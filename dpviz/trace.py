@@ -1,17 +1,25 @@
 """PyTorch profiler chrome traces → typed spans on a common clock; merging ranks.
 
-Parsed once, into `record.Span`s; everything downstream is a pure function of spans.
-Classification goes by event name and category, the way the profiler writes them with
-gloo on CPU (collectives as `gloo:*` annotations on gloo worker threads) and with NCCL on
-GPU (collectives as `nccl*` kernels on their own stream).
+Events are read once, one at a time (`TraceScan.add`), so a trace never has to sit in
+memory whole; everything downstream is a pure function of the spans. Two shapes of trace:
+
+- CPU (gloo): collectives are `gloo:*` annotations on gloo worker threads; forward,
+  backward and optimizer are the CPU ops of the main and autograd threads.
+- GPU (NCCL): what costs time is the kernels. Communication is the `nccl*` kernels on
+  their own stream (args `Collective name`, `In msg nelems`, `dtype`), compute is every
+  other kernel. A kernel is forward, backward or optimizer when the CPU op that launched
+  it was (found through the trace's `ac2g` flow events), so overlap is measured on the
+  GPU timeline. The CPU ops themselves only classify kernels: they are not spans.
 """
 from __future__ import annotations
 
+import bisect
+import functools
 import json
 import math
 import os
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 from .record import RecordError, Span, read_json
@@ -20,10 +28,24 @@ from .record import RecordError, Span, read_json
 STEP_PREFIX = "dpviz:step#"
 MICRO_PREFIX = "dpviz:micro_step#"
 HOOK_PREFIX = "dpviz:bucket#"
+PROFILER_STEP = "ProfilerStep#"   # torch.profiler's schedule marks each prof.step() so
 
 DTYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "int": 4,
                "long int": 8, "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
-               "Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1}
+               "Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1,
+               "Char": 1, "Short": 2, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1}
+GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+# Categories profilers of torch 1.9–2.13 write that dpviz reads or knowingly skips; an X
+# event of any other category is kept as an "other" span (a newer profiler, not an error).
+KNOWN_CATEGORIES = frozenset({
+    "cpu_op", "user_annotation", "gpu_user_annotation", "cuda_runtime", "cuda_driver",
+    "python_function", "Trace", "ac2g", "fwdbwd", "cpu_instant_event", "overhead",
+    "cuda_profiler_range", "Runtime", "Operator", "Kernel", "Memcpy", "Memset", "",
+    *GPU_CATEGORIES})
+# Known categories that never become spans (launch timing comes from the ac2g flows).
+SKIPPED_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "python_function", "Trace",
+                                "gpu_user_annotation", "overhead", "Runtime"})
+PHASES = ("optimizer", "backward", "forward")   # a launch inside two phases takes the first
 
 
 class TraceError(RecordError):
@@ -31,7 +53,7 @@ class TraceError(RecordError):
 
 
 def read_trace(path: str | os.PathLike) -> dict:
-    """Load a `.json` or `.json.gz` chrome trace, or fail saying what is wrong with it."""
+    """Load a whole `.json` or `.json.gz` chrome trace, or fail saying what is wrong with it."""
     try:
         data = read_json(path)
     except RecordError as err:
@@ -46,11 +68,17 @@ def trace_rank(trace: dict, path: str | os.PathLike | None = None) -> int:
     info = trace.get("distributedInfo")
     if isinstance(info, dict) and isinstance(info.get("rank"), int):
         return info["rank"]
-    match = re.search(r"rank[-_]?(\d+)", Path(path).name) if path else None
-    if match:
-        return int(match.group(1))
-    raise TraceError(f"{path or 'trace'} has no distributedInfo and no 'rank<N>' in its name: "
-                     "pass the rank explicitly")
+    rank = rank_from_name(path) if path else None
+    if rank is None:
+        raise TraceError(f"{path or 'trace'} has no distributedInfo and no 'rank<N>' in its name: "
+                         "pass the rank explicitly")
+    return rank
+
+
+def rank_from_name(path: str | os.PathLike) -> int | None:
+    """`rank3.json`, `trace-rank-3.json.gz`, `rank_3...` → 3; None if the name has no rank."""
+    match = re.search(r"rank[-_]?(\d+)", Path(path).name)
+    return int(match.group(1)) if match else None
 
 
 def classify(name: str, cat: str) -> str | None:
@@ -61,7 +89,9 @@ def classify(name: str, cat: str) -> str | None:
         return "compute"
     if cat in ("gpu_memcpy", "gpu_memset"):
         return "memcpy"
-    if name.startswith((STEP_PREFIX, "ProfilerStep#")):
+    if cat == "gpu_user_annotation":
+        return None   # GPU-side copies of CPU annotations: the kernels say it better
+    if name.startswith((STEP_PREFIX, PROFILER_STEP)):
         return "step"
     if name.startswith(MICRO_PREFIX):
         return "micro_step"
@@ -73,8 +103,8 @@ def classify(name: str, cat: str) -> str | None:
         return "backward"
     if name.startswith(("Optimizer.step#", "Optimizer.zero_grad#")):
         return "optimizer"
-    if name in ("c10d::allreduce_", "c10d::allreduce_coalesced_"):
-        return "allreduce_launch"
+    if name in ("c10d::allreduce_", "c10d::allreduce_coalesced_", "nccl:all_reduce"):
+        return "allreduce_launch"   # NCCL: the kernel is the all-reduce; this only enqueues it
     if name.startswith("gloo:"):
         return "allreduce" if name == "gloo:all_reduce" else "collective"
     return None
@@ -83,64 +113,289 @@ def classify(name: str, cat: str) -> str | None:
 def event_bytes(args: dict) -> int | None:
     """Message size from an event's recorded shapes (gloo/c10d) or NCCL kernel args."""
     if "In msg nelems" in args:
-        return int(args["In msg nelems"]) * DTYPE_BYTES.get(str(args.get("dtype")), 4)
+        try:
+            return int(args["In msg nelems"]) * DTYPE_BYTES.get(str(args.get("dtype")), 4)
+        except (TypeError, ValueError):
+            return None
     dims, types = args.get("Input Dims"), args.get("Input type")
-    if not dims or not types:
+    if not isinstance(dims, list) or not isinstance(types, list) or not dims or not types:
         return None
     first = dims[0]
-    while first and isinstance(first[0], list):  # a TensorList: [[dims of tensor 0], ...]
+    while isinstance(first, list) and first and isinstance(first[0], list):  # a TensorList
         first = first[0]
-    size = DTYPE_BYTES.get(types[0])
+    size = DTYPE_BYTES.get(types[0]) if isinstance(types[0], str) else None
     if size is None and types[0] == "TensorList":
         size = 4
-    if size is None or not all(isinstance(d, int) for d in first):
+    if size is None or not isinstance(first, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) for d in first):
         return None
     return math.prod(first) * size
 
 
+@functools.lru_cache(maxsize=4096)   # a trace repeats a few hundred kernel names
+def short_kernel_name(name: str) -> str:
+    """Drop a kernel's parameter list: 'ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, …)'
+    → 'ncclKernel_AllReduce_RING_LL_Sum_float' (names like '(anonymous namespace)' stay)."""
+    if not name.endswith(")"):
+        return name
+    depth = 0
+    for i in range(len(name) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[i], 0)
+        if depth == 0:
+            return name[:i].rstrip() or name
+    return name
+
+
+class TraceScan:
+    """One rank's trace, fed one event at a time; `spans(rank)` resolves it into spans.
+
+    Keeps only what classification needs (spans, kernels, flow starts), never the raw
+    events. Malformed events are counted and skipped: a trace that is partly odd still
+    draws, and `notes()` says what was skipped.
+    """
+
+    def __init__(self) -> None:
+        self.cpu: list[Span] = []                    # classified CPU spans, rank filled later
+        self.kernels: list[tuple[Span, int | None]] = []   # GPU spans and their correlation id
+        self.launch_at: dict[int, tuple[str, float]] = {}  # flow id → (CPU thread, launch ts)
+        self.events = 0
+        self.malformed = 0
+        self.unknown: Counter[str] = Counter()       # unknown categories kept as "other"
+        self.phases_skipped: Counter[str] = Counter()  # ph values dpviz does not read
+
+    def add(self, ev) -> None:
+        """Read one trace event (any JSON value: junk is counted, never raised)."""
+        self.events += 1
+        if not isinstance(ev, dict):
+            self.malformed += 1
+            return
+        ph = ev.get("ph")
+        if ph == "s" and ev.get("cat") == "ac2g":     # CPU end of a launch → kernel flow
+            ts, flow = _number(ev.get("ts")), ev.get("id")
+            if ts is not None and isinstance(flow, int):
+                self.launch_at[flow] = (str(ev.get("tid", "")), ts)
+            return
+        if ph != "X":
+            if ph not in ("M", "i", "I", "f", "s", "t"):
+                self.phases_skipped[str(ph)] += 1
+            return
+        cat, name = ev.get("cat", ""), ev.get("name")
+        if cat in SKIPPED_CATEGORIES:   # most of a GPU trace: decided without reading more
+            return
+        if not isinstance(name, str):
+            self.malformed += 1
+            return
+        cat = cat if isinstance(cat, str) else str(cat)
+        kind = classify(name, cat)
+        if kind is None and cat not in KNOWN_CATEGORIES:
+            kind = "other"
+            self.unknown[cat] += 1
+        if kind is None:
+            return
+        start, dur = _number(ev.get("ts")), _number(ev.get("dur", 0))
+        if start is None or dur is None or dur < 0:
+            self.malformed += 1
+            return
+        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        span = Span(rank=-1, tid=str(ev.get("tid", "")), name=name, kind=kind, start_us=start,
+                    end_us=start + dur, bytes=event_bytes(args))
+        if cat in GPU_CATEGORIES:
+            stream = args.get("stream", ev.get("tid", ""))
+            corr = args.get("correlation")
+            self.kernels.append((_with(span, tid=f"stream {stream}", name=short_kernel_name(name)),
+                                 corr if isinstance(corr, int) else None))
+        else:
+            self.cpu.append(span)
+
+    @property
+    def on_gpu(self) -> bool:
+        return bool(self.kernels)
+
+    def spans(self, rank: int) -> list[Span]:
+        """Typed spans of this rank on the trace's own clock (µs), step and bucket filled in."""
+        cpu = _dedupe_launches(_prefer_dpviz_steps(self.cpu)) + self._whole_trace_step()
+        steps = _step_windows(cpu)
+        if self.on_gpu:
+            out = _gpu_spans(cpu, self.kernels, self.launch_at, steps)
+        else:
+            out = [_with(s, step=steps.find(s.start_us)) for s in cpu]
+        return _number_buckets([_with(s, rank=rank) for s in out])
+
+    def _whole_trace_step(self) -> list[Span]:
+        """A trace without step annotations is one step (figures need steps), or none if empty."""
+        if any(s.kind == "step" for s in self.cpu):
+            return []
+        times = [t for s in self.cpu for t in (s.start_us, s.end_us)]
+        times += [t for k, _ in self.kernels for t in (k.start_us, k.end_us)]
+        times += [ts for _, ts in self.launch_at.values()]
+        if not times:
+            return []
+        return [Span(rank=-1, tid="", name="whole trace", kind="step", start_us=min(times),
+                     end_us=max(times) + 1e-3)]   # + 1 ns: the last span's end falls inside
+
+    def notes(self, rank: int) -> list[str]:
+        """What was inferred or skipped, in words, for the record's `notes`."""
+        out = []
+        if self._whole_trace_step():
+            out.append(f"rank {rank}: no ProfilerStep#N annotations (profile with a schedule and "
+                       "call prof.step() every iteration): the whole trace is step 0")
+        if self.on_gpu:
+            comm = sorted({s.tid for s, _ in self.kernels if s.kind in ("allreduce", "collective")})
+            compute = sorted({s.tid for s, _ in self.kernels if s.kind == "compute"} - set(comm))
+            linked = sum(c in self.launch_at for _, c in self.kernels)
+            out.append(f"rank {rank}: GPU trace: communication kernels on {', '.join(comm) or 'no stream'}, "
+                       f"compute kernels on {', '.join(compute) or 'no stream'}; {linked} of "
+                       f"{len(self.kernels)} GPU events linked to their CPU launch by ac2g flow events "
+                       "(forward/backward/optimizer from the launching CPU op, the rest 'compute'); "
+                       "overlap is measured on the GPU timeline")
+        if self.unknown:
+            out.append(f"rank {rank}: kept {sum(self.unknown.values())} events of unknown categories "
+                       f"{sorted(self.unknown)} as 'other'")
+        if self.malformed:
+            out.append(f"rank {rank}: skipped {self.malformed} malformed events "
+                       "(not an object, or no name/ts/dur)")
+        if self.phases_skipped:
+            out.append(f"rank {rank}: ignored events of phase(s) {sorted(self.phases_skipped)}")
+        return out
+
+
 def spans_from_trace(trace: dict, rank: int) -> list[Span]:
     """Typed spans of one rank, on the trace's own clock (µs), with step and bucket filled in."""
-    raw = []
+    scan = TraceScan()
     for ev in trace["traceEvents"]:
-        if not isinstance(ev, dict) or ev.get("ph") != "X":
-            continue
-        try:
-            name, start, dur = str(ev["name"]), float(ev["ts"]), float(ev.get("dur", 0))
-        except (KeyError, TypeError, ValueError):
-            continue  # a malformed event is skipped, not fatal
-        kind = classify(name, str(ev.get("cat", "")))
-        if kind is None:
-            continue
-        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-        raw.append(Span(rank=rank, tid=str(ev.get("tid", "")), name=name, kind=kind,
-                        start_us=start, end_us=start + dur, bytes=event_bytes(args)))
-    return _number_buckets(_assign_steps(raw))
+        scan.add(ev)
+    return scan.spans(rank)
 
 
-def _assign_steps(spans: list[Span]) -> list[Span]:
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _prefer_dpviz_steps(spans: list[Span]) -> list[Span]:
+    """dpviz's own step annotations win over ProfilerStep#N when a trace has both."""
+    if any(s.kind == "step" and s.name.startswith(STEP_PREFIX) for s in spans):
+        return [s for s in spans if not (s.kind == "step" and s.name.startswith(PROFILER_STEP))]
+    return spans
+
+
+class _Steps:
+    """Step windows of one rank: which step a timestamp falls in (bisect, not a scan)."""
+
+    def __init__(self, windows: list[tuple[float, float, int]]):
+        self.windows = sorted(windows)
+        self.starts = [w[0] for w in self.windows]
+
+    def find(self, ts: float) -> int | None:
+        i = bisect.bisect_right(self.starts, ts) - 1
+        if i >= 0 and ts < self.windows[i][1]:
+            return self.windows[i][2]
+        return None
+
+
+def _step_windows(spans: list[Span]) -> _Steps:
+    """Steps numbered as their annotations say (`ProfilerStep#5` → 5), else by order."""
     steps = sorted((s for s in spans if s.kind == "step"), key=lambda s: s.start_us)
-    out = []
-    for s in spans:
-        index = s.step
-        for i, window in enumerate(steps):
-            if window.start_us <= s.start_us < window.end_us:
-                index = i
-                break
-        out.append(_with(s, step=index))
+    numbers = [_step_number(s.name) for s in steps]
+    if None in numbers or len(set(numbers)) != len(numbers):
+        numbers = list(range(len(steps)))
+    return _Steps([(s.start_us, s.end_us, n) for s, n in zip(steps, numbers)])
+
+
+def _step_number(name: str) -> int | None:
+    match = re.search(r"#(\d+)$", name)
+    return int(match.group(1)) if match else None
+
+
+def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
+               launch_at: dict[int, tuple[str, float]], steps: _Steps) -> list[Span]:
+    """Kernels typed by the CPU op that launched them; steps and launches linked by flows.
+
+    A kernel belongs to the step its launch happened in (the GPU runs behind the CPU, so
+    its own start may fall in the next ProfilerStep); an unlinked kernel goes by its start.
+    """
+    phases = _phase_index(cpu)
+    launches = [s for s in cpu if s.kind == "allreduce_launch"]
+    launch_index = _PhaseIndex(_group(launches, lambda s: (s.tid, "launch")))
+    out = [_with(s, step=steps.find(s.start_us)) for s in cpu
+           if s.kind in ("step", "micro_step", "bucket_hook", "other")]
+    launch_bytes: dict[Span, int] = {}
+    for kernel, corr in kernels:
+        where = launch_at.get(corr) if corr is not None else None
+        if where is None:
+            out.append(_with(kernel, step=steps.find(kernel.start_us)))
+            continue
+        tid, ts = where
+        kind = kernel.kind
+        if kind == "compute":
+            kind = next((p for p in PHASES if phases.covers((tid, p), ts)), "compute")
+        elif kind in ("allreduce", "collective") and kernel.bytes is not None:
+            hit = launch_index.find((tid, "launch"), ts)
+            if hit is not None:
+                launch_bytes[hit] = kernel.bytes
+        out.append(_with(kernel, kind=kind, step=steps.find(ts)))
+    for s in launches:
+        out.append(_with(s, step=steps.find(s.start_us),
+                         bytes=s.bytes if s.bytes is not None else launch_bytes.get(s)))
     return out
 
 
-def _number_buckets(spans: list[Span]) -> list[Span]:
-    """DDP launches buckets in index order, and gloo starts them in launch order.
+class _PhaseIndex:
+    """Non-overlapping intervals per key, for 'which interval holds this timestamp'."""
 
-    Numbering restarts at each micro-step: a micro-step that syncs (the last one, or every
-    one when no_sync is misplaced) all-reduces every bucket from index 0 again.
-    """
+    def __init__(self, groups: dict[tuple, list[Span]]):
+        self.spans = {k: sorted(v, key=lambda s: s.start_us) for k, v in groups.items()}
+        self.starts = {k: [s.start_us for s in v] for k, v in self.spans.items()}
+
+    def find(self, key: tuple, ts: float) -> Span | None:
+        starts = self.starts.get(key)
+        if not starts:
+            return None
+        i = bisect.bisect_right(starts, ts) - 1
+        span = self.spans[key][i] if i >= 0 else None
+        return span if span is not None and ts < span.end_us else None
+
+    def covers(self, key: tuple, ts: float) -> bool:
+        return self.find(key, ts) is not None
+
+
+def _group(spans: list[Span], key) -> dict[tuple, list[Span]]:
+    groups: dict[tuple, list[Span]] = defaultdict(list)
+    for s in spans:
+        groups[key(s)].append(s)
+    return groups
+
+
+def _phase_index(cpu: list[Span]) -> _PhaseIndex:
+    """Forward/backward/optimizer intervals per CPU thread, nested ones merged away."""
+    groups = _group([s for s in cpu if s.kind in PHASES], lambda s: (s.tid, s.kind))
+    return _PhaseIndex({k: _outermost(v) for k, v in groups.items()})
+
+
+def _outermost(spans: list[Span]) -> list[Span]:
+    """Drop spans lying inside an earlier one (same thread): what is left does not nest."""
+    out: list[Span] = []
+    for s in sorted(spans, key=lambda s: (s.start_us, -s.end_us)):
+        if out and s.end_us <= out[-1].end_us:
+            continue
+        out.append(s)
+    return out
+
+
+def _dedupe_launches(spans: list[Span]) -> list[Span]:
+    """`nccl:all_reduce` sits inside `c10d::allreduce_`: one launch, counted once."""
+    launches = _group([s for s in spans if s.kind == "allreduce_launch"], lambda s: s.tid)
+    kept = {id(s) for group in launches.values() for s in _outermost(group)}
+    return [s for s in spans if s.kind != "allreduce_launch" or id(s) in kept]
+
+
+def _number_buckets(spans: list[Span]) -> list[Span]:
+    """DDP launches buckets in index order, and gloo/NCCL start them in launch order."""
     counters: dict[tuple, int] = defaultdict(int)
     out = []
     for s in sorted(spans, key=lambda s: s.start_us):
-        if s.kind == "micro_step":
-            counters.clear()
         if s.kind in ("allreduce_launch", "allreduce", "bucket_hook") and s.step is not None:
             key = (s.kind, s.step)
             index = int(s.name[len(HOOK_PREFIX):]) if s.kind == "bucket_hook" else counters[key]

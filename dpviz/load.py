@@ -1,0 +1,298 @@
+"""Bring your own trace: per-rank PyTorch profiler traces → the RunRecord a live run makes.
+
+`load_trace(paths)` streams each `.json`/`.json.gz` file event by event (a trace of a
+real job can be gigabytes: its events never sit in memory together), types the events
+with `dpviz.trace.TraceScan`, and puts every rank on one clock, so the timeline, bucket
+and overlap figures of live runs draw it unchanged. What only a live run measures (the
+comm hook's buckets, the equality checks, DDP's logging data) stays empty; what was
+inferred instead is written in the record's `notes`.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import re
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from .record import RunRecord, Span
+from .trace import TraceError, TraceScan, rank_from_name, shift
+
+CHUNK_CHARS = 1 << 20          # characters read at a time; doubled while one value spans more
+_WS = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+
+# --- one file, streamed -------------------------------------------------------------------
+
+class _Stream:
+    """The characters of a JSON file, pulled in chunks, decoded one value at a time."""
+
+    def __init__(self, text: io.TextIOBase, path: Path):
+        self.text, self.path = text, path
+        self.buf, self.pos, self.done, self.eof = "", 0, 0, False   # done: chars dropped before buf
+
+    def _more(self) -> bool:
+        """Append a chunk (at least as long as what is buffered, so re-decoding stays linear)."""
+        if self.eof:
+            return False
+        chunk = self.text.read(max(CHUNK_CHARS, len(self.buf) - self.pos))
+        if not chunk:
+            self.eof = True
+            return False
+        self.done += self.pos
+        self.buf, self.pos = self.buf[self.pos:] + chunk, 0
+        return True
+
+    def peek(self) -> str:
+        """The next non-blank character, not consumed ('' at the end of the file)."""
+        while True:
+            self.pos = _WS.match(self.buf, self.pos).end()
+            if self.pos < len(self.buf):
+                return self.buf[self.pos]
+            if not self._more():
+                return ""
+
+    def expect(self, chars: str, what: str) -> str:
+        char = self.peek()
+        if not char or char not in chars:
+            found = repr(char) if char else "the end of the file"
+            raise self.error(f"expected {what}, found {found}")
+        self.pos += 1
+        return char
+
+    def value(self) -> Any:
+        """Decode the next JSON value; a value cut by the chunk boundary reads more first."""
+        self.peek()
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.buf, self.pos)
+                if end < len(self.buf) or self.eof:   # a number at the very end may go on
+                    self.pos = end
+                    return value
+            except json.JSONDecodeError as err:
+                if self.eof:
+                    self.pos = err.pos
+                    raise self.error(err.msg) from None
+            self._more()
+
+    def error(self, message: str) -> TraceError:
+        return TraceError(f"{self.path} is not a valid trace file: {message} at character "
+                          f"{self.done + self.pos:,} (truncated or corrupt?)")
+
+
+def stream_events(path: str | os.PathLike, sink: Callable[[Any], None]) -> dict:
+    """Feed every entry of the trace's `traceEvents` to `sink`; return the other top-level
+    fields (`distributedInfo`, `baseTimeNanoseconds`, ...), wherever they sit in the file.
+
+    Gzip is recognised by its magic bytes, not the name. Every way the file can be broken
+    (missing, truncated, not JSON, not a trace) is a TraceError naming the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"no such trace file: {path}")
+    try:
+        with open(path, "rb") as raw:
+            gzipped = raw.read(2) == b"\x1f\x8b"
+            raw.seek(0)
+            binary = gzip.GzipFile(fileobj=raw) if gzipped else raw
+            with io.TextIOWrapper(binary, encoding="utf-8") as text:
+                return _read_top_level(_Stream(text, path), sink)
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
+        raise TraceError(f"{path} cannot be read ({type(err).__name__}: {err})") from None
+
+
+def _read_top_level(stream: _Stream, sink: Callable[[Any], None]) -> dict:
+    first = stream.expect("{[", "a trace object '{' (or an event array '[')")
+    header: dict = {}
+    if first == "[":          # the bare "JSON array" form of a chrome trace
+        _read_array(stream, sink)
+    else:
+        seen_events = False
+        if stream.peek() == "}":
+            stream.pos += 1
+        else:
+            while True:
+                key = stream.value()
+                if not isinstance(key, str):
+                    raise stream.error("expected a field name")
+                stream.expect(":", "':'")
+                if key == "traceEvents":
+                    stream.expect("[", "the traceEvents list '['")
+                    _read_array(stream, sink)
+                    seen_events = True
+                else:
+                    header[key] = stream.value()
+                if stream.expect(",}", "',' or '}'") == "}":
+                    break
+        if not seen_events:
+            raise TraceError(f"{stream.path} is not a profiler trace: no 'traceEvents' list")
+    if stream.peek():
+        raise stream.error("unexpected data after the trace")
+    return header
+
+
+def _read_array(stream: _Stream, sink: Callable[[Any], None]) -> None:
+    if stream.peek() == "]":
+        stream.pos += 1
+        return
+    while True:
+        sink(stream.value())
+        if stream.expect(",]", "',' or ']' between events") == "]":
+            return
+
+
+# --- files → one record -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LoadedRank:
+    """One trace file, scanned: its rank, how that was found, and its header facts."""
+
+    path: Path
+    rank: int
+    rank_source: str          # "distributedInfo", "argument" or "file name"
+    world_size: int | None
+    backend: str | None
+    base_ns: int | None       # baseTimeNanoseconds: the file's clock origin, if written
+    scan: TraceScan
+    megabytes: float
+    seconds: float
+
+
+def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
+    """Stream one trace file through a TraceScan and find its rank.
+
+    Rank: the trace's `distributedInfo`, else `rank`, else a `rank<N>` in the file name;
+    none of them is an error that says how to give one.
+    """
+    path = Path(path)
+    scan, t0 = TraceScan(), time.perf_counter()
+    header = stream_events(path, scan.add)
+    seconds = time.perf_counter() - t0
+    info = header.get("distributedInfo")
+    info = info if isinstance(info, dict) else {}
+    found, source = _int(info.get("rank")), "distributedInfo"
+    if found is not None and rank is not None and rank != found:
+        raise TraceError(f"{path}: its distributedInfo says rank {found} but rank {rank} was "
+                         "given: drop the rank argument for this file")
+    if found is None:
+        found, source = (rank, "argument") if rank is not None else (rank_from_name(path), "file name")
+    if found is None:
+        raise TraceError(f"{path} has no distributedInfo and no 'rank<N>' in its name: pass its "
+                         "rank (load_trace(paths, ranks=[...]) or --rank N)")
+    backend = info.get("backend")
+    return LoadedRank(path=path, rank=found, rank_source=source,
+                      world_size=_int(info.get("world_size")),
+                      backend=backend if isinstance(backend, str) else None,
+                      base_ns=_int(header.get("baseTimeNanoseconds")), scan=scan,
+                      megabytes=path.stat().st_size / 1e6, seconds=seconds)
+
+
+def _int(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
+               ranks: Iterable[int | None] | None = None) -> RunRecord:
+    """Per-rank profiler traces (`.json` or `.json.gz`) → one RunRecord on a common clock.
+
+    `ranks` (one per path, None for "from the file") names the rank of files without
+    `distributedInfo`. Steps come from `ProfilerStep#N` (or dpviz's own step annotations),
+    numbered as in the trace; a trace with none becomes one step, and the notes say so.
+    """
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not paths:
+        raise ValueError("no trace files given: pass one path per rank")
+    given = [None] * len(paths) if ranks is None else list(ranks)
+    if len(given) != len(paths):
+        raise ValueError(f"{len(given)} ranks given for {len(paths)} files: give one per file "
+                         "(None where the file knows its rank)")
+    loaded = [scan_file(p, r) for p, r in zip(paths, given)]
+    _check_distinct(loaded)
+    spans = _common_clock(loaded)
+    notes = [_file_note(f) for f in loaded] + [n for f in loaded for n in f.scan.notes(f.rank)]
+    notes += _step_notes(spans, loaded)
+    world_size, backend, inferred = _job_facts(loaded, spans)
+    notes += inferred
+    origin = min(s.start_us for s in spans if s.kind == "step")
+    return RunRecord(
+        config={"source": "trace", "paths": [str(f.path) for f in loaded], "backend": backend,
+                "world_size": world_size, "ranks": [f.rank for f in loaded]},
+        world_size=world_size,
+        spans=tuple(sorted(shift(spans, origin), key=lambda s: (s.rank, s.start_us))),
+        buckets=(), micro_steps=(), losses={}, checks=(), ddp_logging={},
+        notes=tuple(notes))
+
+
+def _check_distinct(loaded: list[LoadedRank]) -> None:
+    seen: dict[int, Path] = {}
+    for f in loaded:
+        if f.rank in seen:
+            raise TraceError(f"{seen[f.rank]} and {f.path} are both rank {f.rank}: "
+                             "load one file per rank")
+        seen[f.rank] = f.path
+
+
+def _common_clock(loaded: list[LoadedRank]) -> list[Span]:
+    """Every rank's spans on one clock. Traces that say where their clock starts
+    (`baseTimeNanoseconds`) are aligned by it; otherwise ranks are taken to share a clock,
+    as they do on one machine."""
+    bases = [f.base_ns for f in loaded if f.base_ns is not None]
+    out = []
+    for f in loaded:
+        spans = f.scan.spans(f.rank)
+        offset_us = (f.base_ns - min(bases)) / 1e3 if f.base_ns is not None else 0.0
+        out += shift(spans, -offset_us) if offset_us else spans
+    return out
+
+
+def _step_notes(spans: list[Span], loaded: list[LoadedRank]) -> list[str]:
+    """Which steps each rank has, and how many spans fell outside all of them."""
+    notes = []
+    for f in loaded:
+        mine = [s for s in spans if s.rank == f.rank]
+        if not any(s.kind != "step" for s in mine):
+            raise TraceError(f"{f.path} holds no event dpviz can draw (no kernels, collectives, "
+                             "forward/backward/optimizer ops): is it a training trace?")
+        steps = sorted({s.step for s in mine if s.kind == "step"})
+        outside = sum(s.step is None for s in mine)
+        notes.append(f"rank {f.rank}: steps {steps}"
+                     + (f"; {outside} spans lie outside every step" if outside else ""))
+    return notes
+
+
+def _job_facts(loaded: list[LoadedRank], spans: list[Span]) -> tuple[int, str, list[str]]:
+    """World size and backend: from distributedInfo when files say it, inferred otherwise."""
+    notes = []
+    sizes = {f.world_size for f in loaded if f.world_size is not None}
+    if len(sizes) > 1:
+        raise TraceError(f"these traces come from different jobs: world sizes {sorted(sizes)}")
+    world_size = sizes.pop() if sizes else max(f.rank for f in loaded) + 1
+    if not any(f.world_size for f in loaded):
+        notes.append(f"world size {world_size} inferred from the highest rank (no distributedInfo)")
+    if world_size <= max(f.rank for f in loaded):
+        raise TraceError(f"rank {max(f.rank for f in loaded)} does not fit world size {world_size}")
+    backends = {f.backend for f in loaded if f.backend}
+    if backends:
+        backend = "/".join(sorted(backends))
+    else:
+        backend = "nccl" if any(f.scan.on_gpu for f in loaded) else "gloo"
+        notes.append(f"backend {backend} inferred from the events (no distributedInfo)")
+    if not any(s.kind == "allreduce" for s in spans):
+        notes.append("no all-reduce found: a GPU job needs ProfilerActivity.CUDA in the profiler "
+                     "for its NCCL kernels to show")
+    missing = sorted(set(range(world_size)) - {f.rank for f in loaded})
+    if missing:
+        notes.append(f"loaded {len(loaded)} of {world_size} ranks; no trace for the others")
+    return world_size, backend, notes
+
+
+def _file_note(f: LoadedRank) -> str:
+    rate = f.scan.events / f.seconds if f.seconds else float("inf")
+    return (f"rank {f.rank} (from {f.rank_source}): {f.path.name}, {f.megabytes:.1f} MB, "
+            f"{f.scan.events:,} events read in {f.seconds:.2f} s ({rate:,.0f} events/s)")
