@@ -1,0 +1,175 @@
+"""Where a training step's memory goes: parameters, gradients, optimizer state, activations.
+
+Every number is measured on real tensors after a real step of dpviz's MLP workload, never
+computed from a formula: parameter and gradient bytes from the tensors themselves,
+optimizer state from `optimizer.state` (Adam keeps two moments per parameter, SGD with
+momentum one, plain SGD none), activations from saved-tensor hooks (exactly the tensors
+autograd keeps for backward; process RSS is useless on CPU because glibc keeps freed pages).
+
+Runs in the calling process (no ranks): one replica's memory is the same on every rank.
+torch is imported inside functions so a saved record loads without it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Iterable
+
+from .config import RunConfig, validate
+from .record import record_kind
+
+PARTS = ("params", "grads", "optimizer", "activations")
+OPTIMIZERS = ("sgd", "momentum", "adam")
+
+
+@record_kind("memory_breakdown")
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes one replica holds at the peak of a training step (after forward, before backward
+    frees the activations; gradients and optimizer state as they are after the step)."""
+
+    config: dict
+    optimizer: str
+    n_params: int
+    params: int
+    grads: int
+    optimizer_state: int
+    activations: int
+    state_by_key: dict[str, int]     # e.g. exp_avg → bytes, exp_avg_sq → bytes, step → bytes
+
+    def part(self, name: str) -> int:
+        """Bytes of one of PARTS."""
+        if name not in PARTS:
+            raise ValueError(f"unknown part {name!r}; choose one of {', '.join(PARTS)}")
+        return self.optimizer_state if name == "optimizer" else getattr(self, name)
+
+    @property
+    def total(self) -> int:
+        return sum(self.part(p) for p in PARTS)
+
+
+# --- measuring tensors ----------------------------------------------------------------------
+
+def tensor_bytes(t) -> int:
+    """Bytes this process holds for `t`; a sharded DTensor counts only its local shard."""
+    local = t.to_local() if hasattr(t, "to_local") else t
+    return local.numel() * local.element_size()
+
+
+def optimizer_state_bytes(optimizer) -> dict[str, int]:
+    """Bytes of optimizer.state per key (summed over parameters), read after a real step.
+
+    Works for a plain optimizer, for ZeroRedundancyOptimizer (its local `.optim` holds only
+    this rank's partition) and for FSDP2's DTensor state (local shards).
+    """
+    inner = getattr(optimizer, "optim", optimizer)
+    out: dict[str, int] = {}
+    for state in inner.state.values():
+        for key, value in state.items():
+            if hasattr(value, "element_size"):  # tensors only (not python ints/floats)
+                out[key] = out.get(key, 0) + tensor_bytes(value)
+    return out
+
+
+def make_optimizer(name: str, params: Iterable, lr: float):
+    """One of OPTIMIZERS by name: 'sgd' (no state), 'momentum' (1 buffer), 'adam' (2 moments)."""
+    import torch
+
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    if name == "momentum":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr)
+    raise ValueError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+
+
+def saved_activation_bytes(model, x) -> tuple[object, int]:
+    """Run `model(x)`; return (output, bytes of the tensors autograd saved for backward).
+
+    Parameters saved by an op (a Linear keeps its weight) are not activations and are left
+    out; a tensor saved by two ops (ReLU's output is the next Linear's input) counts once.
+    """
+    import torch
+
+    param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    held: dict[int, int] = {}   # data pointer → bytes of the saved tensor (a view counts its own size)
+
+    def pack(t):
+        if t.untyped_storage().data_ptr() not in param_ptrs:
+            held[t.data_ptr()] = max(held.get(t.data_ptr(), 0), t.numel() * t.element_size())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = model(x)
+    return out, sum(held.values())
+
+
+# --- one measured step ----------------------------------------------------------------------
+
+def measure_breakdown(cfg: RunConfig | None = None, optimizer: str = "adam",
+                      lr: float = 1e-3) -> MemoryBreakdown:
+    """One real training step of the workload (one rank's batch); bytes of each part."""
+    from .workloads import build_mlp, loss_fn, rank_batch
+
+    cfg = validate(cfg or RunConfig())
+    model = build_mlp(cfg)
+    opt = make_optimizer(optimizer, model.parameters(), lr)
+    x, y = rank_batch(cfg, 0, 0, 0)                     # (batch, width), (batch, 1)
+    out, activations = saved_activation_bytes(model, x)
+    loss_fn(out, y).backward()
+    opt.step()                                          # optimizer state exists only after a step
+    state = optimizer_state_bytes(opt)
+    params = list(model.parameters())
+    return MemoryBreakdown(
+        config=cfg.to_dict(), optimizer=optimizer, n_params=sum(p.numel() for p in params),
+        params=sum(tensor_bytes(p) for p in params),
+        grads=sum(tensor_bytes(p.grad) for p in params if p.grad is not None),
+        optimizer_state=sum(state.values()), activations=activations, state_by_key=state)
+
+
+def sweep_batch(cfg: RunConfig | None = None, batches: Iterable[int] = (32, 128, 512),
+                optimizer: str = "adam") -> list[MemoryBreakdown]:
+    """The breakdown at several per-rank batch sizes: only activations grow with the batch."""
+    cfg = validate(cfg or RunConfig())
+    return [measure_breakdown(dataclasses.replace(cfg, batch_per_rank=b), optimizer) for b in batches]
+
+
+def adam_moments_check(cfg: RunConfig | None = None, steps: int = 3, lr: float = 1e-3,
+                       betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8) -> dict:
+    """Adam's two moments, by the paper's formula, next to torch.optim.Adam's state.
+
+    m ← β1·m + (1−β1)·g,  v ← β2·v + (1−β2)·g²,  w ← w − lr·m̂ / (√v̂ + eps) with
+    m̂ = m/(1−β1^t), v̂ = v/(1−β2^t). Returns the largest differences over `steps` steps
+    (float32 rounding, ~1e-7 relative) — i.e. `exp_avg` *is* m and `exp_avg_sq` *is* v.
+    """
+    import torch
+
+    from .workloads import build_mlp, global_batch, loss_fn
+
+    cfg = validate(cfg or RunConfig())
+    model = build_mlp(cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=eps)
+    params = list(model.parameters())
+    w = [p.detach().clone() for p in params]
+    m = [torch.zeros_like(p) for p in params]
+    v = [torch.zeros_like(p) for p in params]
+    diffs = dict(exp_avg=0.0, exp_avg_sq=0.0, params=0.0)
+    b1, b2 = betas
+    for t in range(1, steps + 1):
+        x, y = global_batch(cfg, t - 1, 0)
+        loss_fn(model(x), y).backward()
+        for i, p in enumerate(params):
+            g = p.grad
+            m[i] = b1 * m[i] + (1 - b1) * g
+            v[i] = b2 * v[i] + (1 - b2) * g * g
+            m_hat, v_hat = m[i] / (1 - b1 ** t), v[i] / (1 - b2 ** t)
+            w[i] = w[i] - lr * m_hat / (v_hat.sqrt() + eps)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        for i, p in enumerate(params):
+            state = opt.state[p]
+            diffs["exp_avg"] = max(diffs["exp_avg"], float((state["exp_avg"] - m[i]).abs().max()))
+            diffs["exp_avg_sq"] = max(diffs["exp_avg_sq"], float((state["exp_avg_sq"] - v[i]).abs().max()))
+            diffs["params"] = max(diffs["params"], float((p.detach() - w[i]).abs().max()))
+    return diffs
