@@ -29,6 +29,7 @@ RECORD_MODULES = {
     "bucket_sweep": "dpviz.buckets",
     "accumulation_sweep": "dpviz.accumulation",
     "memory": "dpviz.checkpointing",
+    "memory_breakdown": "dpviz.memory", "zero_sweep": "dpviz.zero", "precision_run": "dpviz.precision",
 }
 
 
