@@ -1,0 +1,141 @@
+"""Time collectives on live ranks: torch's own (dist.all_reduce, …) and dpviz's schedules.
+
+Every timed call starts right after a barrier; a call's time is the slowest rank's (the
+collective is done when the last rank is), and a size's time is the median over repeats
+after warm-up calls (the first calls pay for connection set-up and allocation).
+"""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Sequence
+
+from ..config import validate_world_size, writable_dir
+from ..launch import Cluster, RankContext
+from ..record import save
+from .algorithms import ALGORITHMS, build
+from .bandwidth import OPS, BenchRecord, BenchRow, make_row
+from .record import ITEMSIZE
+
+MAX_BYTES = 1 << 30
+
+
+def op_elements(op: str, nbytes: int, world_size: int) -> int:
+    """float32 elements of the op's total size S, rounded down to a multiple of the rank
+    count (reduce-scatter, all-gather and the ring split S into one part per rank)."""
+    return max(world_size, nbytes // ITEMSIZE // world_size * world_size)
+
+
+# --- rank side ----------------------------------------------------------------------------
+
+def time_rank(ctx: RankContext, op: str, elements: int, warmup: int, repeats: int,
+              schedule=None) -> list[float]:
+    """This rank's time (ms) for each timed call of `op` on `elements` float32 in total."""
+    import torch
+    import torch.distributed as dist
+
+    from .execute import run_steps
+
+    n = ctx.world_size
+    gen = torch.Generator().manual_seed(ctx.rank)
+    x = torch.randn(elements, generator=gen)
+    parts = [torch.empty(elements // n) for _ in range(n)]
+
+    def call() -> None:
+        if op == "all_reduce":
+            dist.all_reduce(x)
+        elif op == "reduce_scatter":
+            dist.reduce_scatter(parts[0], list(x.chunk(n)))
+        elif op == "all_gather":
+            dist.all_gather(parts, x[: elements // n])
+        else:
+            run_steps(schedule, x, ctx.rank)
+
+    times = []
+    for i in range(warmup + repeats):
+        x.mul_(1 / n)  # keep repeated sums in range
+        dist.barrier()
+        t0 = time.perf_counter()
+        call()
+        if i >= warmup:
+            times.append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
+# --- parent side --------------------------------------------------------------------------
+
+def check_bench(world_sizes: Sequence[int], sizes: Sequence[int], ops: Sequence[str],
+                warmup: int, repeats: int) -> None:
+    """Every bench request is checked here, before anything spawns."""
+    if not world_sizes or not sizes or not ops:
+        raise ValueError("give at least one rank count, one size and one op")
+    for n in world_sizes:
+        validate_world_size(n, minimum=2)
+    for op in ops:
+        if op not in OPS:
+            raise ValueError(f"unknown op {op!r}; choose from {', '.join(OPS)}")
+    for size in sizes:
+        if not isinstance(size, int) or not ITEMSIZE <= size <= MAX_BYTES:
+            raise ValueError(f"sizes must be from {ITEMSIZE} B to {MAX_BYTES >> 20} MB, got {size!r}")
+    if warmup < 0 or repeats < 1:
+        raise ValueError(f"need warmup >= 0 and repeats >= 1, got {warmup} and {repeats}")
+
+
+def bench_collectives(world_sizes: Sequence[int] = (2, 4), sizes: Sequence[int] = (1 << 10, 1 << 20),
+                      ops: Sequence[str] = ("all_reduce", "ring"), warmup: int = 2, repeats: int = 5,
+                      cluster: Cluster | None = None, progress: bool = True,
+                      out: str | os.PathLike | None = None) -> BenchRecord:
+    """Time every op at every size on every rank count; with `out`, write out/bench.json.
+
+    A warm `cluster` replaces `world_sizes` with its own size (no new ranks start).
+    """
+    world_sizes = [cluster.world_size] if cluster is not None else list(world_sizes)
+    check_bench(world_sizes, sizes, ops, warmup, repeats)
+    out_dir = writable_dir(out) if out is not None else None
+    points = [(n, size, op) for n in world_sizes for size in sizes for op in ops]
+    bar = _progress(len(points)) if progress else None
+    rows: list[BenchRow] = []
+    for n in world_sizes:
+        if cluster is not None:
+            rows += _bench_on(cluster, sizes, ops, warmup, repeats, bar)
+        else:
+            with Cluster(n) as fresh:
+                rows += _bench_on(fresh, sizes, ops, warmup, repeats, bar)
+    if bar is not None:
+        bar.close()
+    record = BenchRecord(rows=tuple(rows), warmup=warmup, repeats=repeats,
+                         cpu_count=os.cpu_count() or 0,
+                         notes=(f"gloo on CPU, {os.cpu_count()} cores shared by all ranks",))
+    if out_dir is not None:
+        save(record, Path(out_dir) / "bench.json")
+    return record
+
+
+def _progress(total: int):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="bench", unit="point")
+
+
+def _bench_on(cluster: Cluster, sizes, ops, warmup: int, repeats: int, bar) -> list[BenchRow]:
+    n, rows = cluster.world_size, []
+    for size in sizes:
+        for op in ops:
+            elements = op_elements(op, size, n)
+            schedule = build(op, n, elements) if op in ALGORITHMS else None
+            if bar is not None:
+                bar.set_postfix_str(f"{op} {n} ranks {_human(elements * ITEMSIZE)}")
+            per_rank = cluster.run_task(time_rank, op, elements, warmup, repeats, schedule)
+            slowest = [max(ts) for ts in zip(*per_rank)]
+            rows.append(make_row(op, n, elements * ITEMSIZE, slowest))
+            if bar is not None:
+                bar.update()
+    return rows
+
+
+def _human(nbytes: int) -> str:
+    for unit, scale in (("MB", 1 << 20), ("KB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes} B"
