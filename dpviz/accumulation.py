@@ -131,11 +131,12 @@ def describe_sweep(sweep: AccumulationSweep) -> str:
 def describe_gradients(checks: Iterable[GradientCheck]) -> str:
     """Gradient checks as a table: is the accumulated gradient the large-batch one?"""
     lines = [f"{'K':>3} {'1/K loss':>8} {'no_sync':>17} {'all-reduces/micro':>18} "
-             f"{'|g|/|g_large|':>13} {'max diff':>9} {'across ranks':>12}"]
+             f"{'|g|/|g_large|':>13} {'max diff':>9} {'max|g_large|':>12} {'across ranks':>12}"]
     for c in checks:
         lines.append(f"{c.accum_steps:>3} {str(c.scale_loss):>8} {c.no_sync:>17} "
                      f"{str(list(c.all_reduces_per_micro)):>18} {c.norm_ratio:>13.4f} "
-                     f"{c.max_diff_vs_large_batch:>9.1e} {c.max_diff_across_ranks:>12.1e}")
+                     f"{c.max_diff_vs_large_batch:>9.1e} {c.reference_max_abs:>12.1e} "
+                     f"{c.max_diff_across_ranks:>12.1e}")
     return "\n".join(lines)
 
 
@@ -158,7 +159,7 @@ def sweep(ks: Iterable[int] = range(1, 9), cfg: RunConfig | None = None,
           cluster: Cluster | None = None) -> AccumulationSweep:
     """Run `cfg` once per K on (warm) ranks and reduce each run to a row."""
     cfg = validate(cfg or DEMO_CONFIG)
-    ks = _accum_values(ks)
+    ks = check_accum_values(ks)
     if cluster is None:
         with Cluster(cfg.world_size, cfg.backend, cfg.timeout_s) as fresh:
             return sweep(ks, cfg, fresh)
@@ -190,7 +191,8 @@ def check_gradients(cfg: RunConfig | None = None, cluster: Cluster | None = None
                          no_sync=cfg.no_sync, **results[0])
 
 
-def _accum_values(ks: Iterable[int]) -> list[int]:
+def check_accum_values(ks: Iterable[int]) -> list[int]:
+    """The K values as a list, or a ValueError before any rank starts."""
     ks = list(ks)
     if not ks:
         raise ValueError("give at least one K (micro-steps per optimizer step), e.g. 1,2,4,8")
