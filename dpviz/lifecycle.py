@@ -1,0 +1,226 @@
+"""The DDP lifecycle on live ranks: who a rank is, what data it draws, how replicas start equal,
+what happens to buffers, and why one rank saves.
+
+1. `rank_identities`: rank, world size, and the local rank / local world size a rank derives
+   from the hosts of its peers (torchrun hands the same numbers in LOCAL_RANK/LOCAL_WORLD_SIZE).
+2. `sampler_shards`: the indices `DistributedSampler` gives each rank, per epoch.
+3. `ddp_lifecycle`: ranks build *different* models, DDP's constructor broadcasts rank 0's
+   parameters and buffers; training on rank-shifted data shows what `forward_sync_buffers`
+   (re-broadcast rank 0's buffers before every forward; torch < 2.13 called it
+   `broadcast_buffers`) does to BatchNorm running statistics; rank 0 saves, all ranks load.
+
+Rank-side functions (`*_rank`) run via `Cluster.run_task` and return plain data.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .launch import Cluster, RankContext
+
+# --- 1. rank, local rank, world size ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RankIdentity:
+    """The numbers a rank uses to pick its data, its device and whether it writes files."""
+
+    rank: int               # global rank: 0 … world_size − 1, unique in the job
+    world_size: int         # all ranks of the job, on every node
+    local_rank: int         # index among the ranks on the same host (picks the GPU)
+    local_world_size: int   # ranks on this host
+    host: str
+    pid: int
+
+
+def identity_rank(ctx: RankContext) -> dict:
+    """Ask the process group who we are; derive the local numbers from everyone's host name."""
+    import os
+    import socket
+
+    import torch.distributed as dist
+
+    host = socket.gethostname()
+    hosts: list[str] = [""] * dist.get_world_size()
+    dist.all_gather_object(hosts, host)
+    rank = dist.get_rank()
+    same_host = [r for r, h in enumerate(hosts) if h == host]
+    return dict(rank=rank, world_size=dist.get_world_size(), local_rank=same_host.index(rank),
+                local_world_size=len(same_host), host=host, pid=os.getpid())
+
+
+def rank_identities(cluster: Cluster) -> list[RankIdentity]:
+    return [RankIdentity(**r) for r in cluster.run_task(identity_rank)]
+
+
+def torchrun_layout(nnodes: int, nproc_per_node: int) -> list[RankIdentity]:
+    """How torchrun numbers ranks across nodes: rank = node · nproc_per_node + local_rank."""
+    if nnodes < 1 or nproc_per_node < 1:
+        raise ValueError(f"need at least 1 node and 1 process per node, got {nnodes} × {nproc_per_node}")
+    world = nnodes * nproc_per_node
+    return [RankIdentity(rank=node * nproc_per_node + local, world_size=world, local_rank=local,
+                         local_world_size=nproc_per_node, host=f"node{node}", pid=0)
+            for node in range(nnodes) for local in range(nproc_per_node)]
+
+
+# --- 2. DistributedSampler ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SamplerShards:
+    """`shards[epoch][rank]`: the dataset indices that rank visits in that epoch, in order."""
+
+    dataset_size: int
+    world_size: int
+    shuffle: bool
+    drop_last: bool
+    set_epoch: bool                              # False: the same order every epoch
+    shards: tuple[tuple[tuple[int, ...], ...], ...]
+
+    def padding(self, epoch: int = 0) -> int:
+        """Indices drawn twice so every rank gets the same count (drop_last=False)."""
+        drawn = [i for shard in self.shards[epoch] for i in shard]
+        return len(drawn) - len(set(drawn))
+
+
+def sampler_rank(ctx: RankContext, dataset_size: int, epochs: int, shuffle: bool, drop_last: bool,
+                 set_epoch: bool, seed: int) -> list[list[int]]:
+    """This rank's indices per epoch, from torch's own DistributedSampler."""
+    from torch.utils.data.distributed import DistributedSampler
+
+    sampler = DistributedSampler(range(dataset_size), shuffle=shuffle, drop_last=drop_last,
+                                 seed=seed)  # rank and world size come from the process group
+    out = []
+    for epoch in range(epochs):
+        if set_epoch:
+            sampler.set_epoch(epoch)  # reseeds the shuffle: same permutation on every rank
+        out.append(list(sampler))
+    return out
+
+
+def sampler_shards(cluster: Cluster, dataset_size: int = 10, epochs: int = 2, shuffle: bool = True,
+                   drop_last: bool = False, set_epoch: bool = True, seed: int = 0) -> SamplerShards:
+    if dataset_size < cluster.world_size:
+        raise ValueError(f"a dataset of {dataset_size} samples cannot feed {cluster.world_size} "
+                         "ranks: use at least one sample per rank")
+    if epochs < 1:
+        raise ValueError(f"epochs must be >= 1, got {epochs}")
+    per_rank = cluster.run_task(sampler_rank, dataset_size, epochs, shuffle, drop_last, set_epoch, seed)
+    shards = tuple(tuple(tuple(per_rank[r][e]) for r in range(cluster.world_size))
+                   for e in range(epochs))
+    return SamplerShards(dataset_size=dataset_size, world_size=cluster.world_size, shuffle=shuffle,
+                         drop_last=drop_last, set_epoch=set_epoch, shards=shards)
+
+
+# --- 3. construction broadcast, buffers, save on rank 0 -----------------------------------------
+
+
+@dataclass(frozen=True)
+class Lifecycle:
+    """One DDP life on every rank, from different starting weights to a checkpoint."""
+
+    forward_sync_buffers: bool
+    data_shift: float                                  # rank r's inputs have mean r · shift
+    weights_before: tuple[tuple[float, ...], ...]      # [rank]: first Linear weights, before DDP
+    weights_after: tuple[tuple[float, ...], ...]       # [rank]: the same weights after DDP(...)
+    param_diff_before: float                           # max |θ_r − θ_0| over ranks, before DDP
+    param_diff_after: float                            # ... right after DDP's constructor
+    buffer_diff_before: float                          # same for BatchNorm buffers
+    buffer_diff_after: float
+    running_mean: tuple[tuple[float, ...], ...]        # [rank][step]: mean BatchNorm running_mean
+    saved_by: tuple[int, ...]                          # ranks that wrote the checkpoint
+    checkpoint_bytes: int
+    checkpoint_keys: tuple[str, ...]
+    load_param_diff: tuple[float, ...]                 # [rank]: max |loaded − own| parameters
+    load_buffer_diff: tuple[float, ...]                # [rank]: max |loaded − own| buffers
+
+
+def bn_net(width: int, seed: int):
+    """BatchNorm first, so its running mean tracks the raw input mean (a buffer, not a param)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.BatchNorm1d(width), nn.Linear(width, width), nn.ReLU(),
+                         nn.Linear(width, 1))
+
+
+def _max_diff_vs_rank0(flat) -> float:
+    """max over ranks of max |flat_r − flat_0| (collective: every rank must call it)."""
+    import torch.distributed as dist
+
+    ref = flat.clone()
+    dist.broadcast(ref, 0)
+    diff = (flat - ref).abs().max()
+    dist.all_reduce(diff, op=dist.ReduceOp.MAX)
+    return float(diff)
+
+
+def lifecycle_rank(ctx: RankContext, width: int, steps: int, forward_sync_buffers: bool,
+                   shift: float, seed: int) -> dict:
+    """Different init per rank → DDP(...) → train on shifted data → rank 0 saves → all load."""
+    import os
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    flat = lambda ts: torch.cat([t.detach().reshape(-1).float() for t in ts])
+    model = bn_net(width, seed + ctx.rank)                     # 1) a different model per rank
+    model[0].running_mean.fill_(float(ctx.rank))               #    and different buffers
+    probe = lambda: model[1].weight.reshape(-1)[:6].tolist()  # a few weights to draw
+    before = probe()
+    diffs = dict(param_before=_max_diff_vs_rank0(flat(model.parameters())),
+                 buffer_before=_max_diff_vs_rank0(flat(model.buffers())))
+    ddp = DDP(model, forward_sync_buffers=forward_sync_buffers)  # 2) broadcasts rank 0's state
+    after = probe()
+    diffs.update(param_after=_max_diff_vs_rank0(flat(model.parameters())),
+                 buffer_after=_max_diff_vs_rank0(flat(model.buffers())))
+
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)           # 3) train on rank-shifted inputs
+    gen = torch.Generator().manual_seed(seed * 1009 + ctx.rank)
+    running = []
+    for _ in range(steps):
+        x = torch.randn(16, width, generator=gen) + shift * ctx.rank
+        ddp(x).pow(2).mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        running.append(float(model[0].running_mean.mean()))
+
+    path = os.path.join(ctx.workdir, "checkpoint.pt")          # 4) only rank 0 writes
+    wrote = ctx.rank == 0
+    if wrote:
+        torch.save(ddp.module.state_dict(), path)              # .module: keys without "module."
+    dist.barrier()                                             # nobody reads before it is written
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    own = model.state_dict()
+    params = {n for n, _ in model.named_parameters()}
+    load_param = max(float((state[k] - own[k]).abs().max()) for k in params)
+    load_buffer = max(float((state[k].float() - own[k].float()).abs().max())
+                      for k in own if k not in params)
+    dist.barrier()
+    if wrote:
+        size = os.path.getsize(path)
+        os.remove(path)
+    return dict(before=before, after=after, diffs=diffs,
+                running=running, wrote=wrote, bytes=size if wrote else 0, keys=list(state),
+                load_param=load_param, load_buffer=load_buffer)
+
+
+def ddp_lifecycle(cluster: Cluster, forward_sync_buffers: bool = True, steps: int = 20,
+                  width: int = 8, shift: float = 1.0, seed: int = 0) -> Lifecycle:
+    """Run one DDP life on every rank of `cluster` (see `lifecycle_rank`)."""
+    if steps < 1 or width < 1:
+        raise ValueError(f"steps and width must be >= 1, got steps={steps}, width={width}")
+    res = cluster.run_task(lifecycle_rank, width, steps, forward_sync_buffers, float(shift), seed)
+    d = res[0]["diffs"]
+    return Lifecycle(
+        forward_sync_buffers=forward_sync_buffers, data_shift=float(shift),
+        weights_before=tuple(tuple(r["before"]) for r in res),
+        weights_after=tuple(tuple(r["after"]) for r in res),
+        param_diff_before=d["param_before"], param_diff_after=d["param_after"],
+        buffer_diff_before=d["buffer_before"], buffer_diff_after=d["buffer_after"],
+        running_mean=tuple(tuple(r["running"]) for r in res),
+        saved_by=tuple(r for r, x in enumerate(res) if x["wrote"]),
+        checkpoint_bytes=sum(r["bytes"] for r in res), checkpoint_keys=tuple(res[0]["keys"]),
+        load_param_diff=tuple(r["load_param"] for r in res),
+        load_buffer_diff=tuple(r["load_buffer"] for r in res))
