@@ -82,10 +82,10 @@ def render(name: str, record_path: str | os.PathLike, out: str | os.PathLike | N
         with tempconfig(settings):
             scene = cls(record=record)
             scene.render()
+            if dry_run:  # nothing was written: the writer has no file path to give
+                return None
             writer = scene.renderer.file_writer
             produced = writer.gif_file_path if fmt == "gif" else writer.movie_file_path
-        if dry_run:
-            return None
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(produced), out)
