@@ -184,7 +184,7 @@ def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
         found, source = (rank, "argument") if rank is not None else (rank_from_name(path), "file name")
     if found is None:
         raise TraceError(f"{path} has no distributedInfo and no 'rank<N>' in its name: pass its "
-                         "rank (load_trace(paths, ranks=[...]) or --rank N)")
+                         "rank (load_trace(paths, ranks=[...]) or --ranks N,...)")
     backend = info.get("backend")
     return LoadedRank(path=path, rank=found, rank_source=source,
                       world_size=_int(info.get("world_size")),

@@ -84,7 +84,12 @@ def summarize(record: RunRecord, steps: list[int] | None = None) -> list[StepSum
     """Every (rank, step) summary; `steps` picks some (default: all)."""
     chosen = record.steps if steps is None else steps
     return [summarize_step(list(record.spans), r, s)
-            for r in range(record.world_size) for s in chosen]
+            for r in record_ranks(record) for s in chosen]
+
+
+def record_ranks(record: RunRecord) -> list[int]:
+    """Ranks with spans: a loaded trace may hold a few ranks of a larger job."""
+    return sorted({s.rank for s in record.spans})
 
 
 def steady_steps(record: RunRecord) -> list[int]:
@@ -106,17 +111,21 @@ def describe(record: RunRecord) -> str:
         return "no profiled steps in this record"
     mean = lambda xs: sum(xs) / len(xs)
     ddp = ddp_overlap_fraction(record)
-    worst = max(c.max_diff_across_ranks for c in record.checks) if record.checks else float("nan")
-    single = max(c.max_diff_vs_single_process for c in record.checks) if record.checks else float("nan")
+    ranks = record_ranks(record)
+    shown = (f"{record.world_size} ranks" if len(ranks) == record.world_size
+             else f"ranks {ranks} of {record.world_size}")
     lines = [
-        f"{record.world_size} ranks, {len(record.steps)} steps (steady steps: {steady_steps(record)})",
+        f"{shown}, {len(record.steps)} steps (steady steps: {steady_steps(record)})",
         f"step time        {mean([r.step_ms for r in rows]):8.2f} ms",
         f"communication    {mean([r.comm_ms for r in rows]):8.2f} ms "
         f"({mean([r.n_allreduces for r in rows]):.0f} all-reduces/step), "
         f"exposed {mean([r.exposed_comm_ms for r in rows]):.2f} ms",
         f"overlap fraction {mean([r.overlap_fraction for r in rows]):8.2f} (from spans; DDP's own "
         f"figure: {'n/a' if ddp is None else f'{ddp:.2f}'})",
-        f"params equal across ranks: max |diff| {worst:.1e}; vs one process on the whole "
-        f"batch: {single:.1e}",
     ]
+    if record.checks:   # a loaded trace has no checks: only a live run can compare parameters
+        worst = max(c.max_diff_across_ranks for c in record.checks)
+        single = max(c.max_diff_vs_single_process for c in record.checks)
+        lines.append(f"params equal across ranks: max |diff| {worst:.1e}; vs one process on the "
+                     f"whole batch: {single:.1e}")
     return "\n".join(lines)

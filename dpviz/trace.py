@@ -40,7 +40,7 @@ GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 KNOWN_CATEGORIES = frozenset({
     "cpu_op", "user_annotation", "gpu_user_annotation", "cuda_runtime", "cuda_driver",
     "python_function", "Trace", "ac2g", "fwdbwd", "cpu_instant_event", "overhead",
-    "cuda_profiler_range", "Runtime", "Operator", "Kernel", "Memcpy", "Memset", "",
+    "cuda_profiler_range", "Runtime", "Operator", "Kernel", "Memcpy", "Memset",
     *GPU_CATEGORIES})
 # Known categories that never become spans (launch timing comes from the ac2g flows).
 SKIPPED_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "python_function", "Trace",

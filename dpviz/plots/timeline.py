@@ -1,10 +1,12 @@
 """The per-rank timeline of one step: compute lane and communication lane per rank."""
 from __future__ import annotations
 
+from collections import defaultdict
+
 from matplotlib.patches import Patch
 
 from ..record import RunRecord
-from ..timeline import steady_steps, summarize_step
+from ..timeline import record_ranks, steady_steps, summarize_step
 from . import style
 
 LANE_KINDS = {"compute": ("forward", "backward", "recompute", "optimizer", "compute"),
@@ -17,11 +19,11 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
     All-reduce bars are coloured by bucket; the title gives the overlap fraction (time the
     all-reduces run while backward computes ÷ all-reduce time), averaged over ranks.
     """
-    ax = style.new_axes(ax, figsize=(11, 1.1 + 0.9 * record.world_size))
+    ranks = record_ranks(record) if ranks is None else list(ranks)
+    ax = style.new_axes(ax, figsize=(11, 1.1 + 0.9 * len(ranks)))
     step = steady_steps(record)[-1] if step is None else step
     if step not in record.steps:
         raise ValueError(f"step {step} is not in this record (steps: {record.steps})")
-    ranks = list(range(record.world_size)) if ranks is None else list(ranks)
     spans = [s for s in record.spans if s.step == step and s.rank in ranks]
     t0 = min(s.start_us for s in spans if s.kind == "step")
     yticks, ylabels = [], []
@@ -33,11 +35,13 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
             # gloo runs collectives on two worker threads at once: one sub-lane per thread
             tids = sorted({s.tid for s in mine})
             height = 1.0 / max(1, len(tids))
+            bars = defaultdict(list)  # one collection per (sub-lane, colour): a GPU step has ~1000 kernels
             for s in mine:
                 color = style.bucket_color(s.bucket) if name == "comm" else style.kind_color(s.kind)
-                ax.broken_barh([((s.start_us - t0) / 1e3, s.dur_us / 1e3)],
-                               (y + tids.index(s.tid) * height, height * 0.92),
-                               facecolors=color, edgecolor="white", linewidth=0.3)
+                bars[(s.tid, color)].append(((s.start_us - t0) / 1e3, s.dur_us / 1e3))
+            for (tid, color), xranges in bars.items():  # white edges would hide thin kernels
+                ax.broken_barh(xranges, (y + tids.index(tid) * height, height * 0.92), facecolors=color,
+                               edgecolor="white", linewidth=0.3 if len(mine) < 300 else 0)
             yticks.append(y + 0.5)
             ylabels.append(f"rank {rank} {'compute' if name == 'compute' else 'all-reduce'}")
     ax.set_yticks(yticks, ylabels)

@@ -1,0 +1,47 @@
+"""`dpviz load-trace PATH... [--out DIR]`: your own job's profiler traces → a dpviz record."""
+from __future__ import annotations
+
+from ..config import writable_dir
+from ..load import load_trace
+from ..record import save
+from ..timeline import describe, record_ranks, steady_steps
+from ._args import comma_list
+
+NAME = "load-trace"
+HELP = "read per-rank PyTorch profiler traces (.json/.json.gz, NCCL or gloo) into a dpviz record"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("paths", nargs="+", metavar="PATH", help="one trace file per rank")
+    p.add_argument("--ranks", type=comma_list(int), help="rank of each file, in order, for "
+                   "traces without distributedInfo (e.g. 0,1)")
+    p.add_argument("--out", help="folder for record.json, timeline.png and allreduce-sizes.png")
+
+
+def main(args) -> int:
+    out = writable_dir(args.out) if args.out else None   # fail before the (long) read
+    record = load_trace(args.paths, ranks=args.ranks)
+    print("\n".join(record.notes))
+    print(describe(record))
+    step, rank = steady_steps(record)[-1], record_ranks(record)[0]
+    for s in sorted(record.spans_of(rank=rank, kind="allreduce", step=step), key=lambda s: s.start_us):
+        size = "size not recorded" if s.bytes is None else f"{s.bytes / 2**20:7.2f} MiB"
+        print(f"step {step} rank {rank} bucket {s.bucket}: {size} in {s.dur_us / 1e3:.2f} ms")
+    if out is not None:
+        _write(record, out)
+    return 0
+
+
+def _write(record, out) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")   # a CLI writes files; no window
+    from ..plots.allreduce_sizes import plot_allreduce_sizes
+    from ..plots.timeline import plot_timeline
+
+    save(record, out / "record.json")
+    plot_timeline(record).figure.savefig(out / "timeline.png", dpi=120)
+    if record.spans_of(kind="allreduce"):
+        plot_allreduce_sizes(record).figure.savefig(out / "allreduce-sizes.png", dpi=120)
+    print(f"wrote {out}/record.json, timeline.png"
+          + (", allreduce-sizes.png" if record.spans_of(kind="allreduce") else ""))

@@ -1,0 +1,166 @@
+"""Trace events → typed spans, on real traces: dpviz's own gloo run and an A100 NCCL job.
+
+tests/data/dpviz-gloo-2rank/rank-{0,1}.json.gz were recorded here with
+`dpviz run --ranks 2 --steps 3 --bucket-cap-mb 0.25` (the default MLP: 4 blocks of
+Linear(256, 256) + a Linear(256, 1) head). tests/data/a100-nccl-ddp-rank0.json.gz is rank 0
+of a 2-rank DDP job on A100s (Meta's HTA test data, MIT licence beside it).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from dpviz import run
+from dpviz.trace import TraceScan, read_trace, short_kernel_name, spans_from_trace
+
+DATA = Path(__file__).parent / "data"
+BLOCK_BYTES = (256 * 256 + 256) * 4     # one Linear(256, 256): weight + bias, float32
+HEAD_BYTES = (256 + 1) * 4              # Linear(256, 1)
+
+
+@pytest.fixture(scope="module")
+def gloo_spans():
+    return {r: spans_from_trace(read_trace(DATA / f"dpviz-gloo-2rank/rank-{r}.json.gz"), r)
+            for r in (0, 1)}
+
+
+@pytest.fixture(scope="module")
+def a100_spans():
+    return spans_from_trace(read_trace(DATA / "a100-nccl-ddp-rank0.json.gz"), 0)
+
+
+def _allreduces(spans, step, kind="allreduce"):
+    return sorted((s for s in spans if s.kind == kind and s.step == step), key=lambda s: s.start_us)
+
+
+# --- dpviz's own gloo trace -----------------------------------------------------------------
+
+def test_dpviz_trace_spans_have_every_kind_a_live_run_makes(gloo_spans):
+    for rank, spans in gloo_spans.items():
+        kinds = Counter(s.kind for s in spans)
+        # 3 steps of 1 micro-step; 9 buckets = 1 (step 0) + 4 + 4; 2 gloo:broadcast of DDP's
+        # buffers; optimizer = step + zero_grad per step; 26 autograd functions per backward
+        assert kinds == {"step": 3, "micro_step": 3, "forward": 3, "backward": 78, "bucket_hook": 9,
+                         "allreduce_launch": 9, "allreduce": 9, "optimizer": 6, "collective": 2}, rank
+        assert all(s.rank == rank and s.step in (0, 1, 2) for s in spans)
+
+
+def test_dpviz_trace_buckets_are_the_model_in_bucket_cap_pieces(gloo_spans):
+    """Step 0: DDP's one initial bucket holds every gradient. After the rebuild, with a 0.25 MB
+    cap each Linear block is a bucket of its own, and the head joins the first one."""
+    for spans in gloo_spans.values():
+        first = _allreduces(spans, 0)
+        assert [(s.bucket, s.bytes) for s in first] == [(0, 4 * BLOCK_BYTES + HEAD_BYTES)]
+        for step in (1, 2):
+            done = _allreduces(spans, step)
+            assert [(s.bucket, s.bytes) for s in done] == [
+                (0, BLOCK_BYTES + HEAD_BYTES), (1, BLOCK_BYTES), (2, BLOCK_BYTES), (3, BLOCK_BYTES)]
+            launches = _allreduces(spans, step, "allreduce_launch")
+            assert [s.bytes for s in launches] == [s.bytes for s in done]
+            # gloo runs the all-reduces on worker threads, never the main (launching) thread
+            assert {s.tid for s in done}.isdisjoint({s.tid for s in launches})
+
+
+def test_live_run_parses_into_the_same_kinds_as_the_stored_trace(cluster2, gloo_spans):
+    """Guards the stored trace against drift: today's torch must still trace the same way."""
+    record = run(cluster=cluster2, world_size=2, steps=3, bucket_cap_mb=0.25)
+    for rank in (0, 1):
+        live = Counter(s.kind for s in record.spans if s.rank == rank)
+        assert live == Counter(s.kind for s in gloo_spans[rank])
+        assert [len(_allreduces(record.spans_of(rank=rank), step)) for step in (0, 1, 2)] == [1, 4, 4]
+
+
+# --- a GPU trace: NCCL kernels on their own stream ------------------------------------------
+
+def test_nccl_kernels_are_the_communication_and_run_on_one_stream(a100_spans):
+    kernels = [s for s in a100_spans if s.tid.startswith("stream ")]
+    comm = {s.tid for s in kernels if s.kind in ("allreduce", "collective")}
+    compute = {s.tid for s in kernels if s.kind in ("forward", "backward", "optimizer", "compute")}
+    assert comm == {"stream 40"} and compute == {"stream 7"}
+    assert {s.name for s in kernels if s.kind == "allreduce"} == {"ncclKernel_AllReduce_RING_LL_Sum_float"}
+    # per ProfilerStep: 5 bucket all-reduces, 2 broadcasts (DDP syncs BatchNorm buffers in forward)
+    per_step = Counter((s.step, s.kind) for s in kernels if s.tid == "stream 40")
+    assert per_step == {(step, kind): n for step in (4, 5, 6)
+                        for kind, n in (("allreduce", 5), ("collective", 2))}
+
+
+def test_allreduce_sizes_are_ddp_buckets_of_resnet50(a100_spans):
+    """`In msg nelems` × 4 bytes (Float). The five buckets add up to 25,557,032 floats:
+    ResNet-50's parameter count; the first is its fc layer (2048 × 1000 + 1000)."""
+    nelems = [2_049_000, 7_875_584, 6_563_840, 6_637_568, 2_431_040]
+    for step in (4, 5, 6):
+        done = _allreduces(a100_spans, step)
+        assert [(s.bucket, s.bytes) for s in done] == [(i, 4 * n) for i, n in enumerate(nelems)]
+        assert sum(nelems) == 25_557_032
+        # the CPU launch got its size from the kernel it launched (linked by an ac2g flow)
+        launches = _allreduces(a100_spans, step, "allreduce_launch")
+        assert [s.bytes for s in launches] == [s.bytes for s in done]
+        assert all(l.start_us < k.start_us for l, k in zip(launches, done))
+
+
+def test_kernels_take_their_phase_from_the_cpu_op_that_launched_them(a100_spans):
+    kinds = Counter(s.kind for s in a100_spans if s.tid == "stream 7")
+    assert kinds["backward"] > kinds["forward"] > kinds["optimizer"] > 0
+    for step in (4, 5, 6):
+        fwd = [s for s in a100_spans if s.kind == "forward" and s.step == step]
+        bwd = [s for s in a100_spans if s.kind == "backward" and s.step == step]
+        opt = [s for s in a100_spans if s.kind == "optimizer" and s.step == step]
+        # on the GPU too: forward kernels, then backward kernels, then the optimizer's
+        assert max(s.end_us for s in fwd) <= min(s.start_us for s in bwd)
+        assert max(s.end_us for s in bwd) <= min(s.start_us for s in opt)
+
+
+def test_cpu_ops_only_classify_kernels_on_a_gpu_trace(a100_spans):
+    cpu = Counter(s.kind for s in a100_spans if not s.tid.startswith("stream "))
+    # c10d::allreduce_ and the nccl:all_reduce inside it are one launch, counted once
+    assert cpu == {"step": 3, "allreduce_launch": 15}
+
+
+# --- odd events -----------------------------------------------------------------------------
+
+def _scan(events) -> TraceScan:
+    scan = TraceScan()
+    for ev in events:
+        scan.add(ev)
+    return scan
+
+
+def test_unknown_categories_are_kept_as_other_and_junk_is_counted():
+    scan = _scan([
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "mtia_kernel", "name": "new_thing", "ts": 10, "dur": 5, "tid": 3},
+        {"ph": "X", "cat": "cpu_op", "name": "DistributedDataParallel.forward", "ts": "x"},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 1},   # known, not drawn
+        {"ph": "C", "name": "counter", "ts": 1},
+        [1, 2], None,
+    ])
+    spans = scan.spans(rank=2)
+    assert [(s.kind, s.name, s.step, s.rank) for s in spans] == [
+        ("step", "ProfilerStep#7", 7, 2), ("other", "new_thing", 7, 2)]
+    notes = " ".join(scan.notes(2))
+    assert "'mtia_kernel'" in notes and "3 malformed" in notes and "'C'" in notes
+
+
+def test_a_trace_without_step_annotations_is_one_step():
+    scan = _scan([{"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "ts": 5, "dur": 10}])
+    spans = scan.spans(rank=0)
+    assert {(s.kind, s.step) for s in spans} == {("step", 0), ("allreduce", 0)}
+    assert "whole trace is step 0" in " ".join(scan.notes(0))
+
+
+def test_dpviz_steps_win_over_profiler_steps():
+    spans = _scan([
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "user_annotation", "name": "dpviz:step#0", "ts": 1, "dur": 98},
+    ]).spans(0)
+    assert [(s.name, s.step) for s in spans] == [("dpviz:step#0", 0)]
+
+
+def test_short_kernel_name_drops_only_the_parameter_list():
+    assert short_kernel_name("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, "
+                             "ncclWork*)") == "ncclKernel_AllReduce_RING_LL_Sum_float"
+    name = "void at::native::(anonymous namespace)::f<float>(int (*)(int), float*)"
+    assert short_kernel_name(name) == "void at::native::(anonymous namespace)::f<float>"
+    assert short_kernel_name("volta_sgemm_128x64_nn") == "volta_sgemm_128x64_nn"
