@@ -109,7 +109,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
 
     # The checks run after profiling, so their collectives stay out of the trace.
     mine = torch.stack(snapshots).cpu()
-    everyone = [torch.empty_like(mine) for _ in range(ctx.world_size)]
+    everyone = [torch.empty_like(mine, device=device) for _ in range(ctx.world_size)]  # NCCL gathers into GPU tensors
     dist.all_gather(everyone, mine.to(device) if ctx.backend == "nccl" else mine)
     checks = []
     if ctx.rank == 0:
