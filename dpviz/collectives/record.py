@@ -94,3 +94,19 @@ class PrimitivesRecord:
                 return run
         raise ValueError(f"no primitive {name!r} in this record; it has "
                          f"{', '.join(r.name for r in self.runs)}")
+
+
+def describe_collective(record: CollectiveRecord) -> str:
+    """A few lines a person can check: steps, bytes per rank against the formula, the check."""
+    n, s = record.world_size, record.total_bytes
+    ring_bytes = 2 * (n - 1) / n * s
+    sent = record.bytes_sent_per_rank
+    check = {None: "not checked", True: "yes", False: "NO"}[record.matches_all_reduce]
+    lines = [f"{record.algorithm} on {n} ranks ({record.source}), {record.elements} float32 "
+             f"(S = {s} B) in {len(record.chunks)} chunk(s): {len(record.steps)} steps",
+             f"bytes sent per rank: {', '.join(map(str, sent))} "
+             f"(mean {sum(sent) / n:g} B = {sum(sent) / n / s:.3g}·S; a chunked ring: "
+             f"2(N−1)/N·S = {ring_bytes:g} B)",
+             f"equals dist.all_reduce: {check}"
+             + ("" if record.max_abs_diff is None else f" (max |diff| {record.max_abs_diff:g})")]
+    return "\n".join(lines)
