@@ -1,0 +1,173 @@
+"""Activation checkpointing: the model, the trace analysis, and live measurements on a rank."""
+from __future__ import annotations
+
+import math
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+import dpviz
+from dpviz.checkpointing import (BACKWARD_NODE, FORWARD_MARK, BlockBytes, MemoryRecord, measure,
+                                 memory_curve, model_sweep, predict, recompute_spans, segments)
+from dpviz.cli import main as cli_main
+from dpviz.record import load
+from dpviz.trace import read_trace
+
+LAYERS, WIDTH, BATCH = 8, 128, 512
+ACT = BATCH * WIDTH * 4          # bytes of one block's activation (float32)
+
+
+# --- the model --------------------------------------------------------------------------------
+
+def uniform(n: int, a: int = 100) -> list[BlockBytes]:
+    return [BlockBytes(a, a) for _ in range(n)]
+
+
+def test_segments_cover_every_block_once():
+    assert [list(s) for s in segments(5, 2)] == [[0, 1], [2, 3], [4]]
+    assert [list(s) for s in segments(4, 0)] == [[0, 1, 2, 3]]
+
+
+@pytest.mark.parametrize("n", [9, 16, 25, 36])
+def test_model_optimum_is_near_sqrt_n(n):
+    best = min((p for p in model_sweep(uniform(n), 100, 0) if p.checkpoint_every),
+               key=lambda p: p.peak_bytes).checkpoint_every
+    assert math.sqrt(n) / 2 <= best <= 2 * math.sqrt(n)
+
+
+def test_model_held_bytes_by_hand():
+    # 4 blocks of 100 B, k = 2: inputs of blocks 0 and 2, the head's input, 7 B of loss
+    assert predict(uniform(4), 100, 7, 2).held_after_forward_bytes == 100 + 100 + 100 + 7
+    # no checkpointing: the input plus every block's saved output
+    assert predict(uniform(4), 100, 7, 0).held_after_forward_bytes == 100 + 4 * 100 + 7
+    # peak with k = 2: both segment inputs + the last segment's 2 outputs + 2 gradients
+    assert predict(uniform(4), 100, 7, 2).peak_bytes == 2 * 100 + 2 * 100 + 2 * 100
+
+
+# --- trace analysis on hand-made events ---------------------------------------------------------
+
+def ev(name, ts, dur, tid=1):
+    return {"ph": "X", "name": name, "ts": ts, "dur": dur, "tid": tid, "cat": "cpu_op"}
+
+
+def mem(ts, nbytes, total):
+    return {"ph": "i", "name": "[memory]", "ts": ts,
+            "args": {"Bytes": nbytes, "Total Allocated": total, "Device Type": 0}}
+
+
+def test_recompute_spans_are_forward_ops_nested_in_backward_nodes():
+    trace = {"traceEvents": [
+        ev(FORWARD_MARK, 0, 100), ev("aten::linear", 10, 20), ev("aten::addmm", 11, 18),
+        ev("aten::relu", 40, 5),
+        ev(BACKWARD_NODE + "ReluBackward0", 200, 100), ev("ReluBackward0", 201, 98),
+        ev("aten::linear", 210, 30), ev("aten::addmm", 211, 28), ev("aten::relu", 250, 10),
+        ev("aten::threshold_backward", 280, 10),
+        ev(BACKWARD_NODE + "AddmmBackward0", 300, 50), ev("aten::mm", 305, 40),
+        ev("aten::linear", 400, 10, tid=2),   # another thread, outside any backward node
+    ]}
+    assert recompute_spans(trace) == [(210, 260)]
+
+
+def test_memory_curve_is_baseline_corrected():
+    # 1000 B were allocated before the profiler's first event counted them
+    trace = {"traceEvents": [mem(0, 64, 1064), mem(10, 256, 1320), mem(20, -256, 1064)]}
+    points = memory_curve(trace, 5, 30)
+    assert [(p.t_ms, p.bytes) for p in points] == [(0.0, 64), (0.005, 320), (0.015, 64)]
+
+
+# --- live: one 2-rank cluster for the memory sweep (rank 0) and a DDP run ------------------------
+
+@pytest.fixture(scope="module")
+def cluster():
+    with dpviz.Cluster(2) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def swept(cluster, tmp_path_factory):
+    out = tmp_path_factory.mktemp("memory")
+    return measure(LAYERS, WIDTH, BATCH, checkpoint_every=(2, 4), cluster=cluster, out=out), out
+
+
+def test_record_round_trips_and_has_every_k(swept):
+    record, out = swept
+    assert [r.checkpoint_every for r in record.rows] == [0, 2, 4]   # k = 0 always measured
+    assert load(out / "memory.json", expect=MemoryRecord) == record
+    for k in (0, 2, 4):
+        assert (out / f"trace-k{k}.json").is_file()
+
+
+def test_ledger_sees_exactly_what_the_model_predicts_is_held(swept):
+    record, _ = swept
+    assert record.blocks[1] == BlockBytes(ACT, ACT)    # a Linear input and a ReLU output
+    for row in record.rows:
+        assert row.held_after_forward_bytes == row.prediction.held_after_forward_bytes
+    # k = 2 keeps 4 segment inputs + the head's input (+ the loss's two (batch, 1) tensors)
+    assert record.row(2).held_after_forward_bytes == 5 * ACT + 2 * BATCH * 4
+
+
+def test_measured_peak_falls_and_matches_the_model(swept):
+    record, _ = swept
+    none, k2 = record.row(0), record.row(2)
+    assert k2.peak_activation_bytes < none.peak_activation_bytes * 0.8
+    for row in record.rows:
+        assert row.peak_activation_bytes == pytest.approx(row.prediction.peak_bytes, rel=0.1)
+
+
+def test_recomputed_forwards_run_inside_backward_once_per_segment(swept):
+    record, out = swept
+    assert record.row(0).recompute_spans == ()
+    for k in (2, 4):
+        row = record.row(k)
+        assert len(row.recompute_spans) == len(segments(LAYERS, k))
+        assert all(row.forward_ms <= a < b <= row.step_ms for a, b in row.recompute_spans)
+        # the saved trace shows them too (what a reader sees in Perfetto)
+        assert len(recompute_spans(read_trace(out / f"trace-k{k}.json"))) == len(segments(LAYERS, k))
+
+
+def test_checkpointing_inside_ddp_keeps_gradients_equal(cluster):
+    record = dpviz.run(cluster=cluster, world_size=2, checkpoint_every=2, layers=4, steps=2)
+    assert record.checks and all(c.max_diff_across_ranks == 0 for c in record.checks)
+    assert all(c.max_diff_vs_single_process < 1e-6 for c in record.checks)
+
+
+def test_figures_and_widget_draw_from_the_record(swept):
+    from matplotlib_inline import backend_inline  # noqa: F401  (the notebook's backend)
+
+    from dpviz.plots.checkpointing import cost_table, peak_table, plot_memory_curve, plot_peaks, \
+        plot_recompute
+    from dpviz.widgets.checkpointing import memory_slider
+
+    record, _ = swept
+    table = peak_table(record)
+    assert table["k"] == [2, 4] and table["model_k"] == list(range(1, LAYERS + 1))
+    assert cost_table(record)["recompute_ms"][0] == 0
+    mb = record.row(2).peak_activation_bytes / 2 ** 20
+    assert f"peak {mb:.1f} MB measured" in plot_memory_curve(record, 2).get_title(loc="left")
+    assert plot_peaks(record).get_title(loc="left").startswith(f"{LAYERS} blocks")
+    assert len(plot_recompute(record).patches) == 3 * len(record.rows)   # 3 stacked bars per k
+    plt.close("all")
+    matplotlib.use("module://matplotlib_inline.backend_inline")
+    try:
+        panel = memory_slider(record)
+        panel.children[0].value = 0
+    finally:
+        matplotlib.use("Agg")
+
+
+def test_cli_rejects_a_k_beyond_the_layers(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["memory", "--layers", "4", "--checkpoint-every", "0,5", "--out", str(tmp_path)])
+    assert exit_.value.code == 2
+    assert "checkpoint_every must be between 0 and 4" in capsys.readouterr().err
+
+
+@pytest.mark.manim
+def test_scene_renders_from_a_live_record(swept):
+    from dpviz.animate import render
+
+    _, out = swept
+    assert render("memory", out / "memory.json", dry_run=True) is None
