@@ -1,0 +1,111 @@
+"""dpviz's DDP workload under `torchrun`: one node or many, gloo or NCCL, same code path.
+
+torchrun starts the processes and sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+MASTER_ADDR and MASTER_PORT; this module joins with `env://` rendezvous and runs the very
+rank function `dpviz.run` uses (`ddp_run.train_rank`). Each rank then sends its profiler
+trace to rank 0 over the process group (no shared file system needed across nodes), and
+rank 0 writes the per-rank traces, the merged trace and record.json into --out.
+
+One node, CPU, gloo (tested by tests/test_torchrun.py):
+    torchrun --standalone --nproc_per_node=2 -m dpviz.torchrun_entry --backend gloo --out runs/local
+
+Two nodes with 8 GPUs each, NCCL (NOT tested here: no GPUs), run on every node with its
+own --node_rank; HOST0 is node 0's address, reachable from node 1:
+    torchrun --nnodes=2 --nproc_per_node=8 --node_rank=0 \\
+        --rdzv_backend=c10d --rdzv_endpoint=HOST0:29500 --rdzv_id=dpviz-1 \\
+        -m dpviz.torchrun_entry --backend nccl --out runs/2x8
+The record and all 16 traces land in --out on node 0.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+from .commands._args import positive_float, positive_int
+from .config import BACKENDS, RunConfig, validate, writable_dir
+from .launch import RankContext
+
+ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    d = RunConfig()
+    p = argparse.ArgumentParser(prog="python -m dpviz.torchrun_entry",
+                                description="dpviz's DDP workload on ranks started by torchrun")
+    p.add_argument("--backend", choices=BACKENDS, default=d.backend, help="gloo (CPU) or nccl (one GPU per rank)")
+    p.add_argument("--out", required=True, help="folder (on rank 0's node) for record.json and traces")
+    p.add_argument("--steps", type=positive_int, default=d.steps)
+    p.add_argument("--layers", type=positive_int, default=d.layers)
+    p.add_argument("--width", type=positive_int, default=d.width)
+    p.add_argument("--batch", type=positive_int, default=d.batch_per_rank, help="samples per rank per step")
+    p.add_argument("--bucket-cap-mb", type=positive_float, default=d.bucket_cap_mb)
+    p.add_argument("--timeout", type=positive_float, default=d.timeout_s, help="seconds per collective")
+    return p.parse_args(argv)
+
+
+def rank_env(environ=os.environ) -> dict[str, int]:
+    """RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE as torchrun set them."""
+    missing = [v for v in ENV_VARS if v not in environ]
+    if missing:
+        raise ValueError(f"{', '.join(missing)} not set: start this module with torchrun, e.g. "
+                         "torchrun --standalone --nproc_per_node=2 -m dpviz.torchrun_entry --out DIR")
+    return {v.lower(): int(environ[v]) for v in ENV_VARS}
+
+
+def config_for(args: argparse.Namespace, world_size: int, local_world_size: int) -> RunConfig:
+    """The run's config. Validation is per machine (local ranks vs this node's cores or GPUs):
+    a 2×8-GPU job is valid although no single node has 16 GPUs."""
+    local = RunConfig(world_size=local_world_size, steps=args.steps, layers=args.layers,
+                      width=args.width, batch_per_rank=args.batch, bucket_cap_mb=args.bucket_cap_mb,
+                      backend=args.backend, timeout_s=args.timeout)
+    return dataclasses.replace(validate(local), world_size=world_size)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+    import torch.distributed as dist
+
+    from .ddp_run import assemble, train_rank
+    from .timeline import describe
+
+    args = parse_args(argv)
+    env = rank_env()
+    cfg = config_for(args, env["world_size"], env["local_world_size"])
+    out_dir = writable_dir(args.out) if env["rank"] == 0 else None
+    device = "cpu"
+    if cfg.backend == "nccl":
+        torch.cuda.set_device(env["local_rank"])
+        device = f"cuda:{env['local_rank']}"
+    else:
+        torch.set_num_threads(1)        # CPU ranks share the node's cores
+    dist.init_process_group(cfg.backend, init_method="env://", timeout=timedelta(seconds=cfg.timeout_s))
+    try:
+        with tempfile.TemporaryDirectory(prefix="dpviz-torchrun-") as tmp:
+            ctx = RankContext(env["rank"], env["world_size"], cfg.backend, device, tmp)
+            result = train_rank(ctx, cfg)
+            result["trace_text"] = Path(result.pop("trace_path")).read_text()
+            gathered = [None] * cfg.world_size if ctx.rank == 0 else None
+            dist.gather_object(result, gathered, dst=0)   # traces travel to rank 0's node
+            if ctx.rank == 0:
+                for rank, res in enumerate(gathered):
+                    res["trace_path"] = str(Path(tmp) / f"gathered-rank{rank}.json")
+                    Path(res["trace_path"]).write_text(res.pop("trace_text"))
+                record = assemble(cfg, gathered, out_dir)
+                print(describe(record))
+                print(f"wrote {out_dir}/record.json and trace-rank{{0..{cfg.world_size - 1}}}.json")
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except ValueError as err:
+        print(f"dpviz.torchrun_entry: error: {err}", file=sys.stderr)
+        sys.exit(2)
