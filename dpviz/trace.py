@@ -392,10 +392,16 @@ def _dedupe_launches(spans: list[Span]) -> list[Span]:
 
 
 def _number_buckets(spans: list[Span]) -> list[Span]:
-    """DDP launches buckets in index order, and gloo/NCCL start them in launch order."""
+    """DDP launches buckets in index order, and gloo/NCCL start them in launch order.
+
+    Numbering restarts at each micro-step: a micro-step that syncs (the last one, or every
+    one when no_sync is misplaced) all-reduces every bucket from index 0 again.
+    """
     counters: dict[tuple, int] = defaultdict(int)
     out = []
     for s in sorted(spans, key=lambda s: s.start_us):
+        if s.kind == "micro_step":
+            counters.clear()
         if s.kind in ("allreduce_launch", "allreduce", "bucket_hook") and s.step is not None:
             key = (s.kind, s.step)
             index = int(s.name[len(HOOK_PREFIX):]) if s.kind == "bucket_hook" else counters[key]
