@@ -1,0 +1,51 @@
+"""`dpviz sweep buckets`: one live DDP run per bucket_cap_mb → DIR/sweep.json, DIR/sweep.png."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..buckets import format_sweep, sweep, sweep_config
+from ..config import writable_dir
+from ..record import save
+from ._args import comma_list, positive_float, positive_int
+
+NAME = "sweep"
+HELP = "re-run DDP live for each value of a knob and record step time and exposed communication"
+
+
+def add_arguments(p) -> None:
+    d = sweep_config()
+    p.add_argument("subject", choices=["buckets"], help="what to sweep (buckets: bucket_cap_mb)")
+    p.add_argument("--ranks", type=positive_int, default=d.world_size, help="number of ranks (default %(default)s)")
+    p.add_argument("--caps", type=comma_list(positive_float), default=[0.25, 1.0, 4.0, 25.0],
+                   help="bucket_cap_mb values in MiB, e.g. 0.25,1,4,25 (default)")
+    p.add_argument("--steps", type=positive_int, default=d.steps, help="steps per run; step 0 is left out (default %(default)s)")
+    p.add_argument("--repeats", type=positive_int, default=2, help="runs per cap, taken round-robin (default %(default)s)")
+    p.add_argument("--layers", type=positive_int, default=d.layers, help="Linear+ReLU blocks (default %(default)s)")
+    p.add_argument("--width", type=positive_int, default=d.width, help="hidden width (default %(default)s)")
+    p.add_argument("--batch", type=positive_int, default=d.batch_per_rank, help="samples per rank per step (default %(default)s)")
+    p.add_argument("--out", required=True, help="folder for sweep.json and sweep.png")
+
+
+def main(args) -> int:
+    cfg = sweep_config(world_size=args.ranks, steps=args.steps, layers=args.layers, width=args.width,
+                       batch_per_rank=args.batch)
+    out = writable_dir(args.out)  # fail before any rank starts
+    result = sweep(args.caps, cfg, repeats=args.repeats)
+    save(result, out / "sweep.json")
+    _figure(result, out / "sweep.png")
+    print(format_sweep(result))
+    print(f"wrote {out / 'sweep.json'} and {out / 'sweep.png'}")
+    return 0
+
+
+def _figure(result, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from ..plots.buckets import plot_sweep
+
+    ax = plot_sweep(result)
+    ax.figure.savefig(path, dpi=120)
+    plt.close(ax.figure)

@@ -1,0 +1,156 @@
+"""Figures of DDP's gradient buckets: their layout, one step's timeline, the cap sweep.
+
+Data comes from `dpviz.buckets` (pure functions of records); these functions only draw.
+"""
+from __future__ import annotations
+
+from matplotlib.patches import Patch, Rectangle
+
+from ..buckets import BucketSweep, StepTimeline, cap_limits, step_buckets, step_timeline
+from ..record import RunRecord
+from ..timeline import steady_steps
+from . import style
+
+EXPOSED_COLOR = "#D62728"
+
+
+def _short(names: tuple[str, ...]) -> str:
+    """'16.bias … 12.weight' for a bucket's parameters (ready order)."""
+    return names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
+
+
+def plot_layout(record: RunRecord, ax=None, rank: int = 0):
+    """Iteration 0's single bucket above the rebuilt buckets, gradients in ready order.
+
+    Each bar is one bucket, as wide as its bytes; the dashed lines mark where the caps
+    close a bucket (the first bucket may have its own, smaller cap).
+    """
+    ax = style.new_axes(ax, figsize=(10, 2.6))
+    first, steady = record.steps[0], steady_steps(record)[-1]
+    rows = [(f"step {first} (iteration 0)", step_buckets(record, first, rank)),
+            (f"step {steady} (rebuilt)", step_buckets(record, steady, rank))]
+    for y, (label, buckets) in enumerate(reversed(rows)):
+        left = 0.0
+        for b in buckets:
+            width = b.bytes / 2**20
+            ax.barh(y, width, left=left, color=style.bucket_color(b.index), edgecolor="white")
+            text = f"b{b.index}: {len(b.params)} params, {width:.2f} MiB"
+            if len(buckets) <= 8:
+                text += f"\n{_short(b.params)}"
+            ax.text(left + width / 2, y, text, ha="center", va="center", fontsize=7, color=style.TEXT)
+            left += width
+    limits = cap_limits(record.config.get("bucket_cap_mb"))
+    ax.axvline(limits[0] / 2**20, color=style.MUTED, ls="--", lw=1)
+    ax.set_yticks(range(len(rows)), [f"{label}: {len(b)} bucket{'s' * (len(b) > 1)}"
+                                     for label, b in reversed(rows)])
+    ax.set_xlabel("gradient bytes in the order DDP packs them (MiB)")
+    cap = record.config.get("bucket_cap_mb")
+    ax.set_title(f"rank {rank}: DDP's buckets (bucket_cap_mb={cap}; dashed: first bucket's cap "
+                 f"{limits[0] / 2**20:g} MiB)", loc="left")
+    ax.spines[["top", "right"]].set_visible(False)
+    return ax
+
+
+def _bars(ax, intervals, y, h, **kw) -> None:
+    ax.broken_barh([(s, e - s) for s, e in intervals], (y, h), **kw)
+
+
+def _draw_rank(ax, tl: StepTimeline, base: float, model) -> None:
+    """Three lanes of one rank: main thread, bucket readiness, communication."""
+    main, ready, comm = base + 2.0, base + 1.2, base
+    _bars(ax, tl.forward, main, 0.8, facecolors=style.kind_color("forward"))
+    _bars(ax, tl.backward, main, 0.8, facecolors=style.kind_color("backward"))
+    _bars(ax, tl.optimizer, main, 0.8, facecolors=style.kind_color("optimizer"))
+    if tl.wait_ms > 0:  # backward is done; the step cannot go on until the last bucket is reduced
+        _bars(ax, [(tl.backward_end_ms, tl.comm_end_ms)], main, 0.8, facecolors="none",
+              edgecolor=style.MUTED, hatch="///", linewidth=0)
+    for b in tl.buckets:
+        color = style.bucket_color(b.index)
+        ax.plot([b.ready_ms] * 2, [ready, ready + 0.6], color=color, lw=2)
+        ax.text(b.ready_ms, ready + 0.62, f"b{b.index}", fontsize=6, ha="center", va="bottom", color=color)
+        _bars(ax, [(b.start_ms, b.end_ms)], comm + 0.25, 0.55, facecolors=color, edgecolor="white", lw=0.3)
+        if model is not None:  # the model's duration, drawn from the same start
+            ax.add_patch(Rectangle((b.start_ms, comm + 0.25), model.time_ms(b.bytes), 0.55,
+                                   fill=False, edgecolor=style.TEXT, ls=":", lw=1))
+    _bars(ax, tl.exposed, comm, 0.18, facecolors=EXPOSED_COLOR)
+
+
+def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=None,
+                         model=None):
+    """One steady step per rank: backward ops, each bucket's ready time, its all-reduce.
+
+    Red under the all-reduce lane: communication nothing computes beside (exposed).
+    Hatched on the main thread: backward has finished and the optimizer waits for the
+    last bucket. `model` (an alpha-beta fit, `dpviz.collectives.bandwidth.AlphaBeta`, or
+    anything with `time_ms(nbytes)`) outlines each all-reduce's predicted duration (dotted)
+    from its real start.
+    """
+    ranks = list(range(record.world_size)) if ranks is None else list(ranks)
+    ax = style.new_axes(ax, figsize=(11, 0.6 + 1.5 * len(ranks)))
+    step = steady_steps(record)[-1] if step is None else step
+    starts = [s.start_us for s in record.spans_of(kind="step", step=step) if s.rank in ranks]
+    if not starts:
+        raise ValueError(f"step {step} is not in this record (steps: {record.steps})")
+    yticks, labels, exposed, waits = [], [], [], []
+    for row, rank in enumerate(ranks):
+        tl = step_timeline(record, step, rank, t0_us=min(starts))
+        base = (len(ranks) - 1 - row) * 3.4
+        _draw_rank(ax, tl, base, model)
+        yticks += [base + 0.4, base + 1.5, base + 2.4]
+        labels += [f"rank {rank} all-reduce", "bucket ready", f"rank {rank} main thread"]
+        exposed.append(sum(e - s for s, e in tl.exposed))
+        waits.append(tl.wait_ms)
+    ax.set_yticks(yticks, labels, fontsize=8)
+    ax.set_xlabel(f"time in step {step} (ms, common clock)")
+    ax.spines[["top", "right"]].set_visible(False)
+    n = len(tl.buckets)
+    ax.set_title(f"step {step}, {n} bucket{'s' * (n > 1)}: exposed communication "
+                 f"{max(exposed):.1f} ms, optimizer waits {max(waits):.1f} ms after backward "
+                 "(worst rank)", loc="left", fontsize=10)
+    handles = [Patch(color=style.kind_color(k), label=k) for k in ("forward", "backward", "optimizer")]
+    handles += [Patch(facecolor="none", edgecolor=style.MUTED, hatch="///", label="waiting for buckets"),
+                Patch(color=EXPOSED_COLOR, label="exposed comm")]
+    if model is not None:
+        handles.append(Patch(fill=False, edgecolor=style.TEXT, ls=":", label="alpha-beta prediction"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    return ax
+
+
+def plot_contrast(bucketed: RunRecord, one_bucket: RunRecord, axes=None, rank: int = 0,
+                  model=None):
+    """The same workload twice on one time scale: buckets overlapping backward, and one
+    bucket that can only start when backward ends."""
+    if axes is None:
+        import matplotlib.pyplot as plt
+
+        _, axes = plt.subplots(2, 1, figsize=(11, 4.6), sharex=True, layout="constrained")
+    for ax, record in zip(axes, (bucketed, one_bucket)):
+        plot_bucket_timeline(record, ax=ax, ranks=[rank], model=model)
+        ax.set_title(f"bucket_cap_mb={record.config['bucket_cap_mb']:g}: " + ax.get_title(loc="left"),
+                     loc="left", fontsize=9)
+    return axes
+
+
+def plot_sweep(sweep: BucketSweep, ax=None):
+    """Step time and exposed communication against the cap (log scale), buckets labelled."""
+    ax = style.new_axes(ax, figsize=(7, 3.6))
+    caps = [r.bucket_cap_mb for r in sweep.rows]
+    ax.plot(caps, [r.step_ms for r in sweep.rows], "o-", color=style.kind_color("backward"), label="step time")
+    ax.plot(caps, [r.comm_ms for r in sweep.rows], "s--", color=style.kind_color("allreduce"),
+            label="all-reduce time")
+    ax.plot(caps, [r.exposed_comm_ms for r in sweep.rows], "^-", color=EXPOSED_COLOR,
+            label="exposed all-reduce time")
+    for r in sweep.rows:
+        ax.annotate(f"{r.n_buckets} bucket{'s' * (r.n_buckets > 1)}", (r.bucket_cap_mb, r.step_ms),
+                    textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xticks(caps, [f"{c:g}" for c in caps])
+    ax.set_xlabel("bucket_cap_mb (MiB)")
+    ax.set_ylabel("ms per step (median)")
+    ax.set_ylim(0, 1.15 * max(r.step_ms for r in sweep.rows))
+    c = sweep.config
+    ax.set_title(f"{sweep.world_size} ranks, {c['layers']}×Linear({c['width']}), batch {c['batch_per_rank']}"
+                 "/rank", loc="left", fontsize=10)
+    ax.legend(fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    return ax
