@@ -1,0 +1,74 @@
+"""The worked example, uneven shards and parameter vs gradient averaging, on live ranks."""
+from __future__ import annotations
+
+import pytest
+
+from dpviz import averaging as A
+from dpviz.config import RunConfig
+
+
+@pytest.fixture(scope="module")
+def sum_example(cluster2):
+    return A.worked_example(cluster2, steps=3, reduction="sum")
+
+
+def test_worked_example_first_step_by_hand(sum_example):
+    # x = 1..4, y = 2x, w = 1: rank 0 has (1,2),(2,4); rank 1 has (3,6),(4,8)
+    first = sum_example.steps[0]
+    assert first.losses == (5.0, 25.0)                 # (1-2)²+(2-4)², (3-6)²+(4-8)²
+    assert first.grads == (-10.0, -50.0)               # Σ 2(wx−y)x per shard
+    assert first.averaged_grad == -30.0
+    assert first.w_after == pytest.approx(4.0)         # 1 − 0.1·(−30)
+    assert sum_example.max_w_diff_across_ranks == 0.0
+
+
+def test_seed_numbers_wrong_exactly_where_rank_1_enters(sum_example):
+    checks = {c.quantity: c for c in A.check_seed(sum_example)}
+    assert checks["loss rank 0"].agrees and checks["grad rank 0"].agrees
+    assert [q for q, c in checks.items() if not c.agrees] == [
+        "loss rank 1", "grad rank 1", "averaged grad", "w after step 1"]
+    # the printed −14 is Σ 2(z − y) over rank 1's shard: the chain-rule factor x is missing
+    assert A.grad_without_chain_factor((3.0, 4.0), (6.0, 8.0), 1.0) == A.SEED_PRINTED["grad rank 1"]
+
+
+def test_sum_loss_diverges_mean_loss_converges(cluster2, sum_example):
+    mean = A.worked_example(cluster2, steps=6, reduction="mean")
+    assert [s.w_after for s in mean.steps[:2]] == pytest.approx([2.5, 1.75])
+    assert abs(mean.steps[-1].w_after - 2) < abs(mean.steps[0].w - 2) / 8     # error × (−0.5) per step
+    assert [s.w_after - 2 for s in sum_example.steps] == pytest.approx([2, -4, 8])  # × (−2) per step
+
+
+def test_worked_example_rejects_bad_input(cluster2):
+    with pytest.raises(ValueError, match="reduction"):
+        A.worked_example(cluster2, reduction="max")
+
+
+def test_uneven_shards_weighted_average_is_the_full_gradient(cluster2):
+    rec = A.uneven_shards(cluster2, (24, 8), RunConfig(layers=2, width=32))
+    weighted, plain, ddp_plain, ddp_scaled = (rec.errors[n] for n in A.AGGREGATIONS)
+    assert weighted < 1e-6 and ddp_scaled < 1e-6
+    assert plain > 1e-3 and rec.relative_errors[A.AGGREGATIONS[1]] > 0.05
+    assert ddp_plain == pytest.approx(plain, rel=1e-4)       # DDP computes the plain mean
+
+
+def test_even_shards_plain_mean_is_already_right(cluster2):
+    rec = A.uneven_shards(cluster2, (16, 16), RunConfig(layers=2, width=32))
+    assert max(rec.errors.values()) < 1e-6
+
+
+def test_uneven_shards_needs_one_size_per_rank(cluster2):
+    with pytest.raises(ValueError, match="one shard size"):
+        A.uneven_shards(cluster2, (8, 8, 8))
+
+
+def test_gradient_vs_parameter_averaging(cluster2):
+    rec = A.compare_averaging(cluster2, periods=(1, 8), steps=16,
+                              cfg=RunConfig(layers=2, width=16, batch_per_rank=8, lr=0.2))
+    grad, every_step, every_8 = rec.runs
+    assert max(grad.drift) < 1e-6                    # DDP replicas never differ
+    assert grad.averages == 16 and every_8.averages == 2
+    # for plain SGD, averaging parameters after every step *is* averaging gradients
+    assert every_step.eval_loss == pytest.approx(grad.eval_loss, rel=1e-4)
+    # between averages replicas drift apart; an average brings them back together
+    assert every_8.drift[6] > every_8.drift[0] > 1e-4
+    assert every_8.drift[8] < every_8.drift[7]
