@@ -1,0 +1,95 @@
+"""ZeRO: the calculator against the paper, and live sharded runs against the calculator."""
+from __future__ import annotations
+
+import pytest
+
+from dpviz.config import RunConfig
+from dpviz.record import load, save
+from dpviz.zero import (K_FP32, ZeroSweep, count_collectives, model_for, run_sharded,
+                        smallest_stage_that_fits, zero_memory)
+
+GB = 1e9
+
+
+def test_calculator_reproduces_the_zero_paper():
+    # ZeRO paper, Figure 1: Ψ = 7.5B, N = 64, K = 12 → 120, 31.4, 16.6, 1.9 GB per device
+    totals = [zero_memory(7.5e9, 64, s).total / GB for s in range(4)]
+    assert [round(t, 1) for t in totals] == [120.0, 31.4, 16.6, 1.9]
+
+
+def test_each_stage_shards_one_more_part():
+    s = [zero_memory(1e6, 8, stage) for stage in range(4)]
+    assert s[1].optimizer == s[0].optimizer / 8 and s[1].grads == s[0].grads
+    assert s[2].grads == s[0].grads / 8 and s[2].params == s[0].params
+    assert s[3].params == s[0].params / 8
+    assert len({zero_memory(1e6, 1, stage).total for stage in range(4)}) == 1   # N=1: nothing to shard
+
+
+def test_smallest_stage_that_fits():
+    assert smallest_stage_that_fits(7.5e9, 64, 80 * GB) == 1
+    assert smallest_stage_that_fits(7.5e9, 64, 10 * GB) == 3
+    assert smallest_stage_that_fits(7.5e9, 1, 80 * GB) is None
+
+
+@pytest.mark.parametrize("args", [(1e6, 0, 1), (1e6, 2, 4), (0, 2, 1), (1e6, 2.5, 1)])
+def test_calculator_rejects_bad_input(args):
+    with pytest.raises(ValueError):
+        zero_memory(*args)
+
+
+@pytest.fixture(scope="module")
+def sweep() -> ZeroSweep:
+    return run_sharded(RunConfig(steps=2, layers=4, width=128), world_sizes=(1, 2, 4))
+
+
+def test_sweep_covers_every_rank(sweep):
+    assert sweep.world_sizes == [1, 2, 4] and sweep.strategies == ["ddp", "zero1", "fsdp"]
+    assert len(sweep.ranks) == 3 * (1 + 2 + 4)
+
+
+def test_measured_optimizer_state_agrees_with_calculator(sweep):
+    for row in sweep.ranks:
+        predicted = model_for(row).optimizer            # 8Ψ / N for the sharded stages
+        assert abs(row.optimizer_bytes - predicted) <= 0.02 * predicted, row
+    for strategy in ("zero1", "fsdp"):
+        for n in sweep.world_sizes:                       # no rank holds another's moments
+            assert sum(r.optimizer_bytes for r in sweep.rows(strategy, n)) == K_FP32 * sweep.ranks[0].n_params
+
+
+def test_fsdp_shards_params_and_grads_zero1_does_not(sweep):
+    psi = sweep.ranks[0].n_params
+    for n in sweep.world_sizes:
+        fsdp, zero1 = sweep.rows("fsdp", n), sweep.rows("zero1", n)
+        assert sum(r.param_bytes for r in fsdp) == sum(r.grad_bytes for r in fsdp) == 4 * psi
+        assert all(r.param_bytes == r.grad_bytes == 4 * psi for r in zero1)
+        assert max(r.param_bytes for r in fsdp) <= 1.02 * model_for(fsdp[0]).params
+
+
+def test_every_strategy_equals_single_process_adam(sweep):
+    for row in sweep.ranks:
+        if row.rank == 0:
+            assert row.max_diff_vs_single_process < 1e-5, row
+
+
+def test_traffic_in_the_trace(sweep):
+    for row in sweep.rows(world_size=4):
+        if row.strategy == "fsdp":      # params gathered per layer, grads reduce-scattered
+            assert row.collectives["gloo:all_gather"] >= 5
+            assert row.launches["c10d::_allgather_base_"] == row.collectives["gloo:all_gather"]
+            assert row.launches["c10d::_reduce_scatter_base_"] >= 5
+            assert "c10d::allreduce_" not in row.launches
+        elif row.strategy == "zero1":   # each rank broadcasts the slice it updated
+            assert row.collectives["gloo:broadcast"] >= 10
+            assert row.collectives["gloo:all_reduce"] >= 1
+        else:
+            assert row.collectives["gloo:all_reduce"] >= 1 and "gloo:all_gather" not in row.collectives
+    assert sweep.rows("fsdp", 1)[0].collectives == {}   # one rank: nothing to gather
+
+
+def test_sweep_round_trips(sweep, tmp_path):
+    assert load(save(sweep, tmp_path / "z.json"), ZeroSweep) == sweep
+
+
+def test_count_collectives_rejects_missing_step():
+    with pytest.raises(ValueError, match="dpviz steps"):
+        count_collectives({"traceEvents": []}, 0, step=0)
