@@ -1,0 +1,96 @@
+"""The DDP lifecycle and DP vs DDP on three live ranks (three: so rank 0's load differs)."""
+from __future__ import annotations
+
+import pytest
+
+from dpviz import Cluster
+from dpviz import dp_vs_ddp as D
+from dpviz import lifecycle as L
+from dpviz.config import RunConfig
+from dpviz.plots.lifecycle import sampler_grid
+
+
+@pytest.fixture(scope="module")
+def cluster3():
+    with Cluster(3) as cluster:
+        yield cluster
+
+
+def test_rank_identities(cluster3):
+    ids = L.rank_identities(cluster3)
+    assert [i.rank for i in ids] == [0, 1, 2]
+    assert {i.world_size for i in ids} == {3}
+    assert [i.local_rank for i in ids] == [0, 1, 2]          # one host: local rank = rank
+    assert {i.local_world_size for i in ids} == {3}
+    assert len({i.pid for i in ids}) == 3                    # three processes
+
+
+def test_torchrun_layout():
+    layout = L.torchrun_layout(4, 2)                         # the seed's 4 nodes × 2 GPUs
+    assert [(i.rank, i.host, i.local_rank) for i in layout[2:4]] == [(2, "node1", 0), (3, "node1", 1)]
+    assert {i.world_size for i in layout} == {8}
+    with pytest.raises(ValueError):
+        L.torchrun_layout(0, 2)
+
+
+def test_sampler_shards_are_disjoint_and_cover(cluster3):
+    rec = L.sampler_shards(cluster3, dataset_size=12, epochs=2)
+    for epoch in rec.shards:
+        drawn = [i for shard in epoch for i in shard]
+        assert sorted(drawn) == list(range(12))              # disjoint and covering
+        assert {len(s) for s in epoch} == {4}
+    assert rec.shards[0] != rec.shards[1]                    # set_epoch reshuffles
+
+
+def test_sampler_pads_uneven_dataset_and_repeats_without_set_epoch(cluster3):
+    rec = L.sampler_shards(cluster3, dataset_size=10, epochs=2, set_epoch=False)
+    assert rec.padding() == 2                                # 3 ranks × 4 = 12 slots for 10
+    assert set(i for s in rec.shards[0] for i in s) == set(range(10))
+    assert rec.shards[0] == rec.shards[1]                    # forgot set_epoch: same order
+    assert sum(len(r) == 2 for r in sampler_grid(rec)[0]) == 2
+    dropped = L.sampler_shards(cluster3, dataset_size=10, epochs=1, drop_last=True)
+    assert dropped.padding() == 0 and {len(s) for s in dropped.shards[0]} == {3}
+
+
+@pytest.fixture(scope="module")
+def synced(cluster3):
+    return L.ddp_lifecycle(cluster3, forward_sync_buffers=True, steps=10)
+
+
+def test_construction_broadcast_makes_replicas_equal(synced):
+    assert synced.param_diff_before > 0.1 and synced.buffer_diff_before == 2.0
+    assert synced.param_diff_after == 0.0 and synced.buffer_diff_after == 0.0
+    assert all(w == synced.weights_before[0] for w in synced.weights_after)
+
+
+def test_forward_sync_buffers_keeps_rank0_statistics(cluster3, synced):
+    free = L.ddp_lifecycle(cluster3, forward_sync_buffers=False, steps=10)
+    # without the per-forward broadcast each rank's running mean follows its own data (mean r),
+    # from rank 0's 0 at construction, with BatchNorm's momentum 0.1: r·(1 − 0.9^steps)
+    for rank in (1, 2):
+        assert free.running_mean[rank][-1] == pytest.approx(rank * (1 - 0.9 ** 10), abs=0.15)
+    # with it, every forward restarts from rank 0's buffers: one step's momentum (0.1) of offset
+    assert [round(r[-1], 1) for r in synced.running_mean] == [0.0, 0.1, 0.2]
+
+
+def test_save_on_rank0_then_every_rank_loads_it(synced):
+    assert synced.saved_by == (0,) and synced.checkpoint_bytes > 0
+    assert not any(k.startswith("module.") for k in synced.checkpoint_keys)
+    assert synced.load_param_diff == (0.0, 0.0, 0.0)          # parameters: identical everywhere
+    assert synced.load_buffer_diff[0] == 0.0 and synced.load_buffer_diff[2] > 0  # buffers: rank 0's
+
+
+def test_dp_and_ddp_train_identically_and_traffic_matches_model(cluster3):
+    rec = D.dp_vs_ddp((3,), RunConfig(layers=2, width=128, batch_per_rank=8), steps=2,
+                      clusters={3: cluster3})
+    assert rec.max_param_diff[3] < 1e-5
+    for p in rec.points:
+        model = D.expected_sent_bytes(p.pattern, 3, p.rank, rec.param_bytes)
+        assert p.sent_bytes == pytest.approx(model, rel=0.02), p
+    dp0, = [p for p in rec.of("dp") if p.rank == 0]
+    assert dp0.sent_bytes > 1.4 * max(p.sent_bytes for p in rec.of("ddp"))   # rank 0 bottleneck
+
+
+def test_expected_sent_bytes_rejects_unknown_pattern():
+    with pytest.raises(ValueError, match="pattern"):
+        D.expected_sent_bytes("ps", 2, 0, 10)
