@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 import os
 import shutil
+import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -182,7 +184,7 @@ def recompute_spans(trace: dict) -> list[tuple[float, float]]:
     events = sorted((e for e in trace["traceEvents"] if e.get("ph") == "X" and "dur" in e),
                     key=lambda e: (e["ts"], -e["dur"]))
     parents = _parents(events)
-    fwd = next(i for i, e in enumerate(events) if e["name"] == FORWARD_MARK)
+    fwd = events.index(_window(events, FORWARD_MARK))
     forward_ops = {e["name"] for e, p in zip(events, parents) if p == fwd}
     by_node: dict[int, list[dict]] = {}
     for i, e in enumerate(events):
@@ -224,9 +226,6 @@ class SavedTensorLedger:
     """
 
     def __init__(self, param_storages: set[int]):
-        import time
-
-        self._clock = time.perf_counter_ns
         self.param_storages = param_storages
         self.refs: dict[int, int] = {}
         self.sizes: dict[int, int] = {}
@@ -248,8 +247,6 @@ class SavedTensorLedger:
                 self.new_bytes[self.where] = self.new_bytes.get(self.where, 0) + self.sizes[ptr]
         self.refs[ptr] += 1
         holder = _Held(tensor)
-        import weakref
-
         weakref.finalize(holder, self._release, ptr)
         return holder
 
@@ -265,7 +262,7 @@ class SavedTensorLedger:
 
     def _change(self, delta: int) -> None:
         self.held += delta
-        self.points.append((self._clock(), self.held))
+        self.points.append((time.perf_counter_ns(), self.held))
 
     def entering(self, where: object, inputs) -> None:
         """Module pre-hook body: saves from now on belong to `where`."""
@@ -275,8 +272,6 @@ class SavedTensorLedger:
 
 def _step(cfg: RunConfig, trace_path: str) -> dict:
     """Warm up, then profile one forward+backward; return the ledger and block sizes."""
-    import time
-
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
