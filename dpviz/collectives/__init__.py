@@ -4,9 +4,14 @@ naive, the unchunked ring) executed step by step with send/recv, modelled in num
 No torch at import: records load and render without it.
 """
 from .algorithms import ALGORITHMS, build
+from .bandwidth import AlphaBeta, BenchRecord, bus_factor, fit_alpha_beta, fit_all
 from .execute import demo_inputs, model_collective, record_collective
-from .record import CollectiveRecord, PrimitivesRecord
-from .schedule import holds_per_step
+from .primitives import PRIMITIVES, record_primitives
+from .record import CollectiveRecord, PrimitivesRecord, describe_collective
+from .schedule import holds_per_step, simulate
+from .timing import bench_collectives
 
-__all__ = ["ALGORITHMS", "CollectiveRecord", "PrimitivesRecord", "build", "demo_inputs",
-           "holds_per_step", "model_collective", "record_collective"]
+__all__ = ["ALGORITHMS", "PRIMITIVES", "AlphaBeta", "BenchRecord", "CollectiveRecord",
+           "PrimitivesRecord", "bench_collectives", "build", "bus_factor", "demo_inputs",
+           "describe_collective", "fit_alpha_beta", "fit_all", "holds_per_step",
+           "model_collective", "record_collective", "record_primitives", "simulate"]
