@@ -115,7 +115,7 @@ def event_bytes(args: dict) -> int | None:
     if "In msg nelems" in args:
         try:
             return int(args["In msg nelems"]) * DTYPE_BYTES.get(str(args.get("dtype")), 4)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None
     dims, types = args.get("Input Dims"), args.get("Input type")
     if not isinstance(dims, list) or not isinstance(types, list) or not dims or not types:
@@ -180,12 +180,11 @@ class TraceScan:
                 self.phases_skipped[str(ph)] += 1
             return
         cat, name = ev.get("cat", ""), ev.get("name")
-        if cat in SKIPPED_CATEGORIES:   # most of a GPU trace: decided without reading more
-            return
-        if not isinstance(name, str):
+        if not isinstance(cat, str) or not isinstance(name, str):
             self.malformed += 1
             return
-        cat = cat if isinstance(cat, str) else str(cat)
+        if cat in SKIPPED_CATEGORIES:   # most of a GPU trace: decided without reading more
+            return
         kind = classify(name, cat)
         if kind is None and cat not in KNOWN_CATEGORIES:
             kind = "other"
@@ -231,7 +230,7 @@ class TraceScan:
         if not times:
             return []
         return [Span(rank=-1, tid="", name="whole trace", kind="step", start_us=min(times),
-                     end_us=max(times) + 1e-3)]   # + 1 ns: the last span's end falls inside
+                     end_us=math.nextafter(max(times), math.inf))]  # the last span falls inside
 
     def notes(self, rank: int) -> list[str]:
         """What was inferred or skipped, in words, for the record's `notes`."""
@@ -290,8 +289,8 @@ class _Steps:
 
     def find(self, ts: float) -> int | None:
         i = bisect.bisect_right(self.starts, ts) - 1
-        if i >= 0 and ts < self.windows[i][1]:
-            return self.windows[i][2]
+        if i >= 0 and (ts < self.windows[i][1] or ts == self.windows[i][0]):  # [start, end), and
+            return self.windows[i][2]                                          # a 0-µs step holds its start
         return None
 
 

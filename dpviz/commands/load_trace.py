@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..config import writable_dir
-from ..load import load_trace
+from ..trace_files import load_trace
 from ..record import save
 from ..timeline import describe, record_ranks, steady_steps
 from ._args import comma_list

@@ -1,0 +1,264 @@
+"""Loading traces of jobs dpviz did not run: facts read from two real traces, and every way
+a trace file can be odd or broken (fuzzed with hypothesis) → a record or a clear TraceError.
+"""
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import signal
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dpviz import trace_files
+from dpviz.cli import main as cli
+from dpviz.trace_files import load_trace, stream_events
+from dpviz.plots.allreduce_sizes import allreduce_sizes, plot_allreduce_sizes
+from dpviz.plots.timeline import plot_timeline
+from dpviz.record import RunRecord, load, save
+from dpviz.timeline import describe, summarize_step
+from dpviz.trace import TraceError
+
+DATA = Path(__file__).parent / "data"
+A100 = DATA / "a100-nccl-ddp-rank0.json.gz"
+GLOO34 = DATA / "cpu-gloo-rank34.json.gz"
+DPVIZ = [DATA / f"dpviz-gloo-2rank/rank-{r}.json.gz" for r in (0, 1)]
+
+
+@pytest.fixture(scope="module")
+def a100() -> RunRecord:
+    return load_trace(A100)
+
+
+def _trace(path: Path) -> dict:
+    return json.loads(gzip.decompress(path.read_bytes()))
+
+
+def _write(tmp_path: Path, name: str, data) -> Path:
+    path = tmp_path / name
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+# --- the A100 NCCL trace --------------------------------------------------------------------
+
+def test_a100_trace_loads_as_rank_0_of_a_two_rank_nccl_job(a100):
+    assert a100.world_size == 2 and a100.steps == [4, 5, 6]
+    assert a100.config == {"source": "trace", "paths": [str(A100)], "backend": "nccl",
+                           "world_size": 2, "ranks": [0]}
+    assert not (a100.buckets or a100.checks or a100.ddp_logging or a100.losses)
+    notes = "\n".join(a100.notes)
+    assert "rank 0 (from distributedInfo)" in notes and "loaded 1 of 2 ranks" in notes
+    assert "communication kernels on stream 40, compute kernels on stream 7" in notes
+    # the common clock starts at the first step
+    assert min(s.start_us for s in a100.spans if s.kind == "step") == 0.0
+
+
+def test_a100_overlap_is_measured_on_the_gpu_timeline(a100):
+    """Checked by hand once (per all-reduce kernel of ProfilerStep#5, the time stream 7 ran
+    backward kernels during it): buckets 0-4 ran 2.52, 2.67, 2.62, 2.42, 2.03 ms = 12.26 ms, with
+    0.37, 0.40, 0.65, 0.34, 0.00 ms of backward kernels under them = 1.76 ms → 0.144. It is low
+    because this GPU idles most of the step: backward's kernels keep it busy 25 ms out of the
+    83 ms between the first and the last, and the last bucket runs after backward ends."""
+    s = summarize_step(list(a100.spans), rank=0, step=5)
+    assert s.n_allreduces == 5
+    assert s.comm_ms == pytest.approx(12.26, abs=0.01)
+    assert s.overlapped_ms == pytest.approx(1.76, abs=0.01)
+    assert 0 < s.overlap_fraction < 1 and s.overlap_fraction == pytest.approx(0.1436, abs=1e-3)
+    assert s.backward_ms == pytest.approx(25.08, abs=0.01)
+
+
+def test_a100_figures_draw_buckets_and_timeline(a100):
+    rows = allreduce_sizes(a100, step=5)
+    assert [(r.bucket, r.bytes) for r in rows] == [
+        (0, 8_196_000), (1, 31_502_336), (2, 26_255_360), (3, 26_550_272), (4, 9_724_160)]
+    ax = plot_allreduce_sizes(a100, step=5)
+    assert len(ax.patches) == 5 and "5 all-reduces" in ax.get_title(loc="left")
+    ax = plot_timeline(a100, step=5)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["rank 0 compute", "rank 0 all-reduce"]
+    assert "overlaps backward 14%" in ax.get_title(loc="left")
+
+
+# --- the gloo trace of rank 34 of 300 -------------------------------------------------------
+
+def test_gloo_rank34_keeps_its_rank_and_its_two_threads():
+    record = load_trace(GLOO34)
+    assert record.world_size == 300 and {s.rank for s in record.spans} == {34}
+    assert record.steps == [551]
+    done = record.spans_of(kind="allreduce", step=551)
+    # two gloo threads each all-reduce one tensor (Input Dims, float) inside ProfilerStep#551
+    assert sorted((s.bytes, s.tid) for s in done) == [(321_271 * 4, "3553"), (2_082_411 * 4, "3554")]
+    assert "8 spans lie outside every step" in "\n".join(record.notes)
+    assert describe(record).startswith("ranks [34] of 300, 1 steps")
+
+
+# --- dpviz's own traces round-trip ----------------------------------------------------------
+
+def test_dpviz_traces_load_like_the_live_record(tmp_path):
+    record = load_trace(DPVIZ)
+    assert record.world_size == 2 and record.steps == [0, 1, 2]
+    assert [len(record.spans_of(rank=r, kind="allreduce", step=1)) for r in (0, 1)] == [4, 4]
+    assert record.config["backend"] == "gloo"
+    assert load(save(record, tmp_path / "record.json")) == record
+
+
+# --- where the rank comes from --------------------------------------------------------------
+
+def _without_info(tmp_path: Path, name: str) -> Path:
+    trace = _trace(GLOO34)
+    del trace["distributedInfo"]
+    return _write(tmp_path, name, trace)
+
+
+def test_rank_from_the_file_name_or_an_argument_and_said_so(tmp_path):
+    named = load_trace(_without_info(tmp_path, "job-rank7.json"))
+    assert {s.rank for s in named.spans} == {7} and named.world_size == 8
+    assert "rank 7 (from file name)" in named.notes[0]
+    assert any("world size 8 inferred" in n for n in named.notes)
+    given = load_trace(_without_info(tmp_path, "trace.json"), ranks=[3])
+    assert {s.rank for s in given.spans} == {3} and "from argument" in given.notes[0]
+    with pytest.raises(TraceError, match="pass its rank"):
+        load_trace(_without_info(tmp_path, "trace.json"))
+    with pytest.raises(TraceError, match="distributedInfo says rank 34"):
+        load_trace(GLOO34, ranks=[1])
+    with pytest.raises(TraceError, match="both rank 0"):
+        load_trace([DPVIZ[0], DPVIZ[0]])
+    with pytest.raises(ValueError, match="1 ranks given for 2 files"):
+        load_trace(DPVIZ, ranks=[0])
+
+
+# --- file shapes ----------------------------------------------------------------------------
+
+def test_gzip_or_not_and_any_chunk_size_give_the_same_record(tmp_path, monkeypatch):
+    plain = tmp_path / "cpu-gloo-rank34.json"
+    plain.write_bytes(gzip.decompress(GLOO34.read_bytes()))
+    reference = load_trace(GLOO34)
+    assert load_trace(plain).spans == reference.spans
+    # chunk boundaries inside numbers, strings and keys: 7 characters at a time
+    monkeypatch.setattr(trace_files, "CHUNK_CHARS", 7)
+    assert load_trace(plain).spans == reference.spans
+
+
+def test_fields_after_the_events_and_the_bare_array_form(tmp_path):
+    trace = _trace(GLOO34)
+    events = trace.pop("traceEvents")
+    after = _write(tmp_path, "after.json", "{" + json.dumps(trace)[1:-1] + ', "traceEvents": '
+                   + json.dumps(events) + "}")
+    assert stream_events(after, lambda ev: None)["distributedInfo"]["rank"] == 34
+    bare = _write(tmp_path, "rank34.json", events)
+    assert load_trace(bare).spans == load_trace(GLOO34).spans
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "expected a trace object"),
+    ("[1, 2", "expected ',' or ']'"),
+    ('{"traceEvents": 3}', "traceEvents list"),
+    ('{"schemaVersion": 1}', "no 'traceEvents' list"),
+    ('{"traceEvents": []} trailing', "unexpected data after the trace"),
+    ('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 1}]}',
+     "holds no event dpviz can draw"),
+])
+def test_broken_files_say_what_is_wrong(tmp_path, text, message):
+    with pytest.raises(TraceError, match=message):
+        load_trace(_write(tmp_path, "rank0.json", text))
+
+
+def test_truncated_gzip_and_missing_files(tmp_path):
+    cut = tmp_path / "rank0.json.gz"
+    cut.write_bytes(GLOO34.read_bytes()[:1000])
+    with pytest.raises(TraceError, match="cannot be read"):
+        load_trace(cut)
+    with pytest.raises(TraceError, match="no such trace file"):
+        load_trace(tmp_path / "nope.json")
+
+
+# --- fuzzing: malformed traces → a record or a TraceError, never a crash or a hang ----------
+
+@contextlib.contextmanager
+def no_hang(seconds: int = 10):
+    """Fail (instead of hanging the suite) if the body runs longer than `seconds`."""
+    def stop(*_):
+        raise TimeoutError(f"load_trace still running after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _load_or_trace_error(path: Path) -> None:
+    with no_hang():
+        try:
+            record = load_trace(path, ranks=[0])
+        except TraceError:
+            return
+    assert isinstance(record, RunRecord) and record.steps
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=4)
+                    | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=12)
+EVENT = st.fixed_dictionaries({}, optional={
+    "ph": st.sampled_from(["X", "s", "f", "M", "i", "B", "C"]) | JSON,
+    "cat": st.sampled_from(["kernel", "cpu_op", "user_annotation", "ac2g", "gpu_memcpy", "new"]) | JSON,
+    "name": st.sampled_from(["ProfilerStep#1", "gloo:all_reduce", "ncclKernel_AllReduce_x(int)",
+                             "DistributedDataParallel.forward", "nccl:all_reduce"]) | JSON,
+    "ts": st.floats() | st.integers() | JSON, "dur": st.floats() | st.integers() | JSON,
+    "tid": JSON, "id": st.integers() | JSON,
+    "args": st.fixed_dictionaries({}, optional={
+        "correlation": st.integers() | JSON, "stream": JSON, "In msg nelems": JSON, "dtype": JSON,
+        "Input Dims": JSON, "Input type": JSON}) | JSON})
+FUZZ = settings(max_examples=60, deadline=None,
+                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+
+
+@FUZZ
+@given(events=st.lists(EVENT | JSON, max_size=25), header=st.dictionaries(st.text(max_size=12), JSON, max_size=3))
+def test_fuzz_odd_events_in_a_valid_file(tmp_path, events, header):
+    path = tmp_path / "fuzz.json"
+    path.write_text(json.dumps({**header, "traceEvents": events}))   # NaN/Infinity allowed, as json writes them
+    _load_or_trace_error(path)
+
+
+@FUZZ
+@given(cut=st.integers(min_value=0, max_value=20_000), junk=st.binary(max_size=20))
+def test_fuzz_truncated_and_corrupted_real_trace(tmp_path, cut, junk):
+    raw = gzip.decompress(GLOO34.read_bytes())
+    path = tmp_path / "fuzz.json"
+    path.write_bytes(raw[:cut] + junk)
+    _load_or_trace_error(path)
+    path.write_bytes(gzip.compress(raw)[: cut // 8] + junk)
+    _load_or_trace_error(path)
+
+
+@FUZZ
+@given(data=st.binary(max_size=200))
+def test_fuzz_random_bytes(tmp_path, data):
+    path = tmp_path / "fuzz.json"
+    path.write_bytes(data)
+    _load_or_trace_error(path)
+
+
+# --- the command ----------------------------------------------------------------------------
+
+def test_cli_load_trace_prints_buckets_and_writes_record_and_figures(tmp_path, capsys):
+    assert cli(["load-trace", str(GLOO34), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "step 551 rank 34 bucket 1:    7.94 MiB" in out
+    assert {p.name for p in tmp_path.iterdir()} == {"record.json", "timeline.png", "allreduce-sizes.png"}
+    assert load(tmp_path / "record.json").config["ranks"] == [34]
+
+
+def test_cli_load_trace_rejects_a_corrupt_file_in_one_line(tmp_path, capsys):
+    bad = _write(tmp_path, "rank0.json", '{"traceEvents": [{"ph": "X",')
+    with pytest.raises(SystemExit) as stop:
+        cli(["load-trace", str(bad)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dpviz load-trace: error:") and "Traceback" not in err
