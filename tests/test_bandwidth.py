@@ -1,0 +1,113 @@
+"""Bandwidth: nccl-tests' busBW maths, the alpha-beta fit, a small live sweep, the CLI."""
+from __future__ import annotations
+
+import json
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from dpviz.cli import main as cli_main  # noqa: E402
+from dpviz.collectives.bandwidth import (BenchRecord, bus_factor, fit_alpha_beta,  # noqa: E402
+                                         make_row)
+from dpviz.collectives.timing import bench_collectives, op_elements  # noqa: E402
+from dpviz.commands.bench import size_list  # noqa: E402
+from dpviz.plots.collectives import plot_alpha_beta, plot_busbw  # noqa: E402
+from dpviz.record import load, save  # noqa: E402
+
+
+@pytest.mark.parametrize("op,n,factor", [("all_reduce", 2, 1.0), ("all_reduce", 4, 1.5), ("ring", 8, 1.75),
+                                         ("reduce_scatter", 4, 0.75), ("all_gather", 2, 0.5),
+                                         ("broadcast", 8, 1.0)])
+def test_bus_factors_are_nccl_tests(op, n, factor):
+    assert bus_factor(op, n) == pytest.approx(factor)
+
+
+def test_unknown_op_has_no_bus_factor():
+    with pytest.raises(ValueError, match="no bus factor"):
+        bus_factor("all_to_all", 4)
+
+
+def test_row_uses_the_median_and_the_definitions():
+    row = make_row("all_reduce", 8, 10 ** 9, [30.0, 10.0, 10.0, 99.0, 10.0])
+    assert row.time_ms == 10.0
+    assert row.algbw_gbps == pytest.approx(100.0)     # 1 GB in 10 ms
+    assert row.busbw_gbps == pytest.approx(175.0)     # × 2·7/8
+    assert make_row("all_gather", 4, 4000, [1.0, 3.0]).time_ms == 2.0
+
+
+def synthetic(alpha_ms: float, beta: float, sizes=(1 << 10, 1 << 14, 1 << 18, 1 << 22)) -> BenchRecord:
+    rows = tuple(make_row("all_reduce", 2, s, [alpha_ms + s * beta]) for s in sizes)
+    return BenchRecord(rows=rows, warmup=0, repeats=1)
+
+
+def test_fit_recovers_alpha_beta_and_the_knee():
+    fit = fit_alpha_beta(synthetic(0.3, 1e-6).rows)
+    assert fit.alpha_ms == pytest.approx(0.3) and fit.beta_ms_per_byte == pytest.approx(1e-6)
+    assert fit.bandwidth_gbps == pytest.approx(1.0)   # 1e-6 ms per byte = 1 GB/s
+    assert fit.knee_bytes == pytest.approx(300_000)
+
+
+def test_fit_never_returns_a_negative_latency():
+    rows = [make_row("ring", 2, s, [t]) for s, t in ((1000, 0.0009), (10_000, 0.0101), (100_000, 0.1))]
+    fit = fit_alpha_beta(rows)
+    assert fit.alpha_ms == 0.0 and fit.beta_ms_per_byte > 0
+
+
+def test_fit_needs_one_series_and_two_sizes():
+    with pytest.raises(ValueError, match="two different sizes"):
+        fit_alpha_beta([make_row("all_reduce", 2, 1024, [1.0])])
+    with pytest.raises(ValueError, match="one op"):
+        fit_alpha_beta([make_row("all_reduce", 2, 1024, [1.0]), make_row("ring", 2, 2048, [1.0])])
+
+
+def test_figures_draw_the_model_and_the_knee():
+    record = synthetic(0.3, 1e-6)
+    ax = plot_alpha_beta(record)
+    assert any(line.get_linestyle() == ":" and line.get_xdata()[0] == pytest.approx(300_000) for line in ax.lines)
+    assert len(plot_busbw(record).lines) == 1 + 3  # the series and three seed references
+
+
+def test_sizes_accept_lists_and_doubling_ranges():
+    assert size_list("1KB,...,64MB") == [1024 << k for k in range(17)]
+    assert size_list("4096,1MB") == [4096, 1 << 20]
+
+
+def test_op_elements_split_evenly_over_ranks():
+    assert op_elements("all_gather", 1000, 3) == 249 and op_elements("ring", 8, 4) == 4
+
+
+def test_live_sweep_times_torch_and_dpviz(tmp_path):
+    record = bench_collectives([2], [4096, 1 << 16], ["all_reduce", "ring", "all_gather"], warmup=1, repeats=2,
+                               progress=False, out=tmp_path)
+    assert [(r.op, r.bytes) for r in record.rows] == [(op, s) for s in (4096, 1 << 16)
+                                                      for op in ("all_reduce", "ring", "all_gather")]
+    for row in record.rows:
+        assert len(row.times_ms) == 2 and row.time_ms > 0
+        assert row.busbw_gbps == pytest.approx(row.algbw_gbps * bus_factor(row.op, 2))
+    assert load(tmp_path / "bench.json") == record
+
+
+def test_cli_bench_writes_rows(tmp_path, capsys):
+    argv = ["bench", "allreduce", "--ranks", "2", "--sizes", "4KB,16KB", "--ops", "all_reduce",
+            "--warmup", "0", "--repeats", "2", "--out", str(tmp_path)]
+    assert cli_main(argv) == 0
+    rows = json.loads((tmp_path / "bench.json").read_text())["rows"]
+    assert [r["bytes"] for r in rows] == [4096, 16384]
+    assert {"op", "world_size", "bytes", "time_ms", "algbw_gbps", "busbw_gbps"} <= set(rows[0])
+    assert "alpha-beta all_reduce, 2 ranks" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--ranks", "1"], "ranks must be between 2"), (["--ops", "all_to_all"], "unknown op"),
+    (["--sizes", "1KB,...,64"], "ends below its start")])
+def test_cli_bench_rejects_bad_input(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["bench", "allreduce", *argv, "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_saved_bench_record_round_trips(tmp_path):
+    record = synthetic(0.1, 2e-6)
+    assert load(save(record, tmp_path / "bench.json")) == record
