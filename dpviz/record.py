@@ -106,8 +106,7 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         key_t, val_t = typing.get_args(tp)
         if not isinstance(value, dict):
             raise RecordError(f"{where}: expected an object, got {type(value).__name__}")
-        return {(int(k) if key_t is int else k): _convert(val_t, v, f"{where}[{k}]")
-                for k, v in value.items()}
+        return {_key(key_t, k, where): _convert(val_t, v, f"{where}[{k}]") for k, v in value.items()}
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise RecordError(f"{where}: expected a number, got {value!r}")
@@ -121,6 +120,16 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
             raise RecordError(f"{where}: expected an object, got {type(value).__name__}")
         return value
     raise RecordError(f"{where}: cannot read type {tp!r}")
+
+
+def _key(key_t: type, key: str, where: str):
+    """JSON object keys are strings; rank-keyed dicts turn them back into ints."""
+    if key_t is not int:
+        return key
+    try:
+        return int(key)
+    except ValueError:
+        raise RecordError(f"{where}: key {key!r} is not a whole number") from None
 
 
 def save(record: Any, path: str | os.PathLike) -> Path:
@@ -154,6 +163,8 @@ def load(path: str | os.PathLike, expect: type[T] | None = None) -> T:
         raise RecordError(f"{path} has schema_version {data['schema_version']!r}; "
                           f"this dpviz reads version {SCHEMA_VERSION}: re-run to record it again")
     kind = data["kind"]
+    if not isinstance(kind, str):
+        raise RecordError(f"{path}: 'kind' must be a string, got {kind!r}")
     if kind not in _KINDS and kind in RECORD_MODULES:
         importlib.import_module(RECORD_MODULES[kind])
     cls = _KINDS.get(kind)

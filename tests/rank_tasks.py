@@ -35,3 +35,10 @@ def hang_in_collective_on(ctx, bad_rank: int) -> float:
     if ctx.rank == bad_rank:
         time.sleep(3600)
     return all_reduce_rank_ids(ctx)
+
+
+def report_pid_then_wait_in_collective(ctx, pid_file: str) -> float:
+    """Every rank writes its pid, then all wait in an all-reduce that rank 1 never joins."""
+    with open(f"{pid_file}.{ctx.rank}", "w") as f:
+        f.write(str(os.getpid()))
+    return hang_in_collective_on(ctx, 1)

@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 
 import ipywidgets as w
 import matplotlib.pyplot as plt
+from IPython.display import display
 
 
 class _Figure:
@@ -24,7 +25,7 @@ class _Figure:
             self.out.clear_output(wait=True)
             fig, ax = plt.subplots(figsize=self.figsize, layout="constrained")
             self.draw(ax, value)
-            plt.show(fig)
+            display(fig)  # works under any backend (plt.show(fig) does not)
             plt.close(fig)
 
 
