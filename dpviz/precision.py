@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from .config import RunConfig, validate
+from .memory import single_threaded
 from .record import record_kind
 
 FORMATS = ("float32", "float16", "bfloat16")
@@ -111,6 +112,7 @@ def _weight_grads(cfg: RunConfig, loss_weight: float, dtype, scale: float = 1.0)
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()]) / scale
 
 
+@single_threaded
 def gradient_underflow(cfg: RunConfig | None = None, loss_weight: float = 2.0 ** -14,
                        scale: float = 2.0 ** 16) -> Underflow:
     """How many gradient entries FP16 flushes to zero, and how a loss scale rescues them.
@@ -156,6 +158,7 @@ class ScalingRun:
     losses: tuple[float, ...]
 
 
+@single_threaded
 def dynamic_scaling(cfg: RunConfig | None = None, steps: int = 20, init_scale: float = 2.0 ** 30,
                     growth_interval: int = 4) -> ScalingRun:
     """Train with FP16 autocast + GradScaler from a scale far too large.
@@ -202,6 +205,7 @@ class PrecisionRun:
     activation_dtype: dict[str, str]             # mode → dtype of the model's output
 
 
+@single_threaded
 def train_precision(cfg: RunConfig | None = None, steps: int = 40, modes: tuple[str, ...] = ("fp32", "bf16"),
                     lr: float = 1e-3) -> PrecisionRun:
     """Adam on the workload (one process, the global batch) once per mode, same seed and data."""
