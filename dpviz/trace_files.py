@@ -281,15 +281,22 @@ def _job_facts(loaded: list[LoadedRank], spans: list[Span]) -> tuple[int, str, l
     if backends:
         backend = "/".join(sorted(backends))
     else:
-        backend = "nccl" if any(f.scan.on_gpu for f in loaded) else "gloo"
+        backend = _backend_from_events(spans)
         notes.append(f"backend {backend} inferred from the events (no distributedInfo)")
     if not any(s.kind == "allreduce" for s in spans):
-        notes.append("no all-reduce found: a GPU job needs ProfilerActivity.CUDA in the profiler "
-                     "for its NCCL kernels to show")
+        notes.append("no all-reduce found: a single process, or a GPU job profiled without "
+                     "ProfilerActivity.CUDA (NCCL's kernels are then missing)")
     missing = sorted(set(range(world_size)) - {f.rank for f in loaded})
     if missing:
         notes.append(f"loaded {len(loaded)} of {world_size} ranks; no trace for the others")
     return world_size, backend, notes
+
+
+def _backend_from_events(spans: list[Span]) -> str:
+    names = {s.name for s in spans if s.kind in ("allreduce", "collective", "allreduce_launch")}
+    if any(n.startswith(("nccl", "ncclKernel", "ncclDevKernel")) for n in names):
+        return "nccl"
+    return "gloo" if any(n.startswith("gloo:") for n in names) else "unknown"
 
 
 def _file_note(f: LoadedRank) -> str:

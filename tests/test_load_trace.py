@@ -118,6 +118,7 @@ def test_rank_from_the_file_name_or_an_argument_and_said_so(tmp_path):
     assert {s.rank for s in named.spans} == {7} and named.world_size == 8
     assert "rank 7 (from file name)" in named.notes[0]
     assert any("world size 8 inferred" in n for n in named.notes)
+    assert named.config["backend"] == "gloo" and any("backend gloo inferred" in n for n in named.notes)
     given = load_trace(_without_info(tmp_path, "trace.json"), ranks=[3])
     assert {s.rank for s in given.spans} == {3} and "from argument" in given.notes[0]
     with pytest.raises(TraceError, match="pass its rank"):
