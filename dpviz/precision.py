@@ -11,7 +11,6 @@ record loads without it.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
