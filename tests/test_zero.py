@@ -93,3 +93,19 @@ def test_sweep_round_trips(sweep, tmp_path):
 def test_count_collectives_rejects_missing_step():
     with pytest.raises(ValueError, match="dpviz steps"):
         count_collectives({"traceEvents": []}, 0, step=0)
+
+
+def test_calculator_widget_redraws_on_slider_moves():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from dpviz.widgets.zero import zero_calculator
+
+    panel = zero_calculator(psi_billions=7.5, world_size=64, stage=0)
+    (_, ranks), (stage, _) = panel.children[0].children, panel.children[1].children
+    summary = panel.children[2]
+    assert "120.00 GB per rank — does NOT fit" in summary.value
+    stage.value = 3
+    assert f"{zero_memory(7.5e9, 64, 3).total / GB:.2f} GB per rank — fits" in summary.value
+    ranks.value = 1
+    assert "120.00 GB" in summary.value
