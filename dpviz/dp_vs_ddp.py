@@ -10,6 +10,7 @@ updates its own copy.
 Traffic is *measured*, not counted: the bytes this rank's process wrote to its sockets during
 a step (`wchar` of /proc/self/io; gloo sends with write calls, nothing else writes then).
 Only sent bytes are visible this way; what a rank receives mirrors what the others send.
+World sizes 2 … N are measured on subgroups of one warm N-rank cluster.
 """
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def _sent_bytes() -> int:
         return int(next(line for line in f if line.startswith("wchar:")).split()[1])
 
 
-def _dp_step(ctx: RankContext, model, opt, x, y) -> None:
+def _dp_step(rank: int, world: int, group, model, opt, x, y) -> None:
     """DP data flow: gradient to rank 0, rank 0 averages and updates, parameters back."""
     import torch
     import torch.distributed as dist
@@ -71,20 +72,20 @@ def _dp_step(ctx: RankContext, model, opt, x, y) -> None:
 
     loss_fn(model(x), y).backward()
     grad = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
-    if ctx.rank == 0:
-        inbox = [torch.empty_like(grad) for _ in range(1, ctx.world_size)]
-        for work in [dist.irecv(buf, src) for src, buf in enumerate(inbox, start=1)]:
+    if rank == 0:
+        inbox = [torch.empty_like(grad) for _ in range(1, world)]
+        for work in [dist.irecv(buf, src, group=group) for src, buf in enumerate(inbox, start=1)]:
             work.wait()
         total = grad + sum(inbox)
-        vector_to_parameters(total / ctx.world_size, [p.grad for p in model.parameters()])
+        vector_to_parameters(total / world, [p.grad for p in model.parameters()])
         opt.step()                                     # the only optimizer step in the job
         params = parameters_to_vector(model.parameters()).detach()
-        for work in [dist.isend(params, dst) for dst in range(1, ctx.world_size)]:
+        for work in [dist.isend(params, dst, group=group) for dst in range(1, world)]:
             work.wait()
     else:
-        dist.send(grad, 0)
+        dist.send(grad, 0, group=group)
         params = torch.empty_like(grad)
-        dist.recv(params, 0)
+        dist.recv(params, 0, group=group)
         with torch.no_grad():
             vector_to_parameters(params, model.parameters())
     model.zero_grad(set_to_none=True)
@@ -98,11 +99,8 @@ def _ddp_step(ddp, opt, x, y) -> None:
     opt.zero_grad(set_to_none=True)
 
 
-def dp_vs_ddp_rank(ctx: RankContext, cfg: RunConfig, steps: int) -> dict:
-    """Train the workload both ways from the same init on the same batches; time and meter it.
-
-    Step 0 of each pattern is a warm-up (DDP rebuilds its buckets after it) and is not measured.
-    """
+def _measure_group(rank: int, world: int, group, cfg: RunConfig, steps: int) -> dict:
+    """Both patterns on the first `world` ranks (group ranks = global ranks 0 … world − 1)."""
     import time
 
     import torch
@@ -112,17 +110,22 @@ def dp_vs_ddp_rank(ctx: RankContext, cfg: RunConfig, steps: int) -> dict:
 
     from .workloads import build_mlp, rank_batch
 
+    cfg = cfg.replace(world_size=world)                # each rank's slice of the global batch
     out, final = {}, {}
     for pattern in PATTERNS:
         model = build_mlp(cfg)
-        net = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb) if pattern == "ddp" else model
+        net = (DDP(model, bucket_cap_mb=cfg.bucket_cap_mb, process_group=group)
+               if pattern == "ddp" else model)
         opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
         ms, sent = [], []
-        for step in range(steps + 1):
-            x, y = rank_batch(cfg, step, 0, ctx.rank)
-            dist.barrier()                             # every rank starts the step together
+        for step in range(steps + 1):                  # step 0: warm-up (DDP rebuilds buckets)
+            x, y = rank_batch(cfg, step, 0, rank)
+            dist.barrier(group=group)                  # every rank starts the step together
             w0, t0 = _sent_bytes(), time.perf_counter()
-            _dp_step(ctx, model, opt, x, y) if pattern == "dp" else _ddp_step(net, opt, x, y)
+            if pattern == "dp":
+                _dp_step(rank, world, group, model, opt, x, y)
+            else:
+                _ddp_step(net, opt, x, y)
             t1, w1 = time.perf_counter(), _sent_bytes()
             if step:
                 ms.append((t1 - t0) * 1e3)
@@ -133,29 +136,38 @@ def dp_vs_ddp_rank(ctx: RankContext, cfg: RunConfig, steps: int) -> dict:
                 param_bytes=int(final["dp"].numel() * final["dp"].element_size()))
 
 
-def measure(cluster: Cluster, cfg: RunConfig, steps: int) -> tuple[list[StepTraffic], float, int]:
-    """Both patterns on one warm cluster: its points, the max parameter difference, P."""
-    cfg = cfg.replace(world_size=cluster.world_size)
-    res = cluster.run_task(dp_vs_ddp_rank, cfg, steps)
-    points = [StepTraffic(pattern=p, world_size=cluster.world_size, rank=r, **res[r]["patterns"][p])
-              for p in PATTERNS for r in range(cluster.world_size)]
-    return points, max(r["max_param_diff"] for r in res), res[0]["param_bytes"]
+def dp_vs_ddp_rank(ctx: RankContext, cfg: RunConfig, steps: int, world_sizes) -> dict:
+    """For each world size n, ranks 0 … n−1 train the workload both ways; the others wait.
+
+    One warm cluster of max(world_sizes) ranks serves every n through a process subgroup, so
+    no ranks are started per point.
+    """
+    import torch.distributed as dist
+
+    out = {}
+    for n in world_sizes:
+        group = dist.new_group(list(range(n)))         # collective: every rank creates it
+        if ctx.rank < n:
+            out[n] = _measure_group(ctx.rank, n, group, cfg, steps)
+        dist.barrier()
+        dist.destroy_process_group(group)
+    return out
 
 
-def dp_vs_ddp(world_sizes=(2, 3, 4), cfg: RunConfig | None = None, steps: int = 5,
-              clusters: dict[int, Cluster] | None = None) -> DpVsDdp:
-    """Measure both patterns at each world size (starting ranks unless `clusters` has them)."""
+def dp_vs_ddp(cluster: Cluster, world_sizes=(2, 3, 4), cfg: RunConfig | None = None,
+              steps: int = 4) -> DpVsDdp:
+    """Measure both patterns at each world size, on subgroups of the cluster's ranks."""
     cfg = validate(cfg or RunConfig(layers=2, width=512, batch_per_rank=16))
+    world_sizes = tuple(world_sizes)
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
-    points, diffs, payload = [], {}, 0
-    for n in world_sizes:
-        warm = (clusters or {}).get(n)
-        if warm is not None:
-            pts, diffs[n], payload = measure(warm, cfg, steps)
-        else:
-            with Cluster(n) as fresh:
-                pts, diffs[n], payload = measure(fresh, cfg, steps)
-        points += pts
-    return DpVsDdp(config=cfg.to_dict(), param_bytes=payload, points=tuple(points),
-                   max_param_diff=diffs)
+    if not world_sizes or min(world_sizes) < 2 or max(world_sizes) > cluster.world_size:
+        raise ValueError(f"world sizes must be between 2 and the cluster's {cluster.world_size} "
+                         f"ranks, got {list(world_sizes)}: start a larger Cluster")
+    res = cluster.run_task(dp_vs_ddp_rank, cfg, steps, world_sizes)
+    points = [StepTraffic(pattern=p, world_size=n, rank=r, **res[r][n]["patterns"][p])
+              for n in world_sizes for p in PATTERNS for r in range(n)]
+    return DpVsDdp(config=cfg.to_dict(), param_bytes=res[0][world_sizes[0]]["param_bytes"],
+                   points=tuple(points),
+                   max_param_diff={n: max(res[r][n]["max_param_diff"] for r in range(n))
+                                   for n in world_sizes})

@@ -81,14 +81,19 @@ def test_save_on_rank0_then_every_rank_loads_it(synced):
 
 
 def test_dp_and_ddp_train_identically_and_traffic_matches_model(cluster3):
-    rec = D.dp_vs_ddp((3,), RunConfig(layers=2, width=128, batch_per_rank=8), steps=2,
-                      clusters={3: cluster3})
-    assert rec.max_param_diff[3] < 1e-5
+    rec = D.dp_vs_ddp(cluster3, (2, 3), RunConfig(layers=2, width=128, batch_per_rank=8), steps=2)
+    assert set(rec.max_param_diff) == {2, 3} and max(rec.max_param_diff.values()) < 1e-5
+    assert len(rec.points) == 2 * (2 + 3)
     for p in rec.points:
-        model = D.expected_sent_bytes(p.pattern, 3, p.rank, rec.param_bytes)
+        model = D.expected_sent_bytes(p.pattern, p.world_size, p.rank, rec.param_bytes)
         assert p.sent_bytes == pytest.approx(model, rel=0.02), p
-    dp0, = [p for p in rec.of("dp") if p.rank == 0]
-    assert dp0.sent_bytes > 1.4 * max(p.sent_bytes for p in rec.of("ddp"))   # rank 0 bottleneck
+    dp0, = [p for p in rec.of("dp", 3) if p.rank == 0]
+    assert dp0.sent_bytes > 1.4 * max(p.sent_bytes for p in rec.of("ddp", 3))  # rank 0 bottleneck
+
+
+def test_dp_vs_ddp_world_sizes_must_fit_the_cluster(cluster3):
+    with pytest.raises(ValueError, match="larger Cluster"):
+        D.dp_vs_ddp(cluster3, (2, 4))
 
 
 def test_expected_sent_bytes_rejects_unknown_pattern():
