@@ -93,8 +93,8 @@ def logged_layout(record: RunRecord, rank: int = 0) -> LoggedLayout:
     """Parse DDP's logging strings ('4204548, 4202496', '17 16 15, 14 13') into numbers."""
     data = record.ddp_logging.get(rank, {})
     if "rebuilt_per_bucket_param_indices" not in data:
-        raise ValueError(f"rank {rank}'s DDP logging has no rebuilt buckets: run at least 2 steps "
-                         "(DDP rebuilds its buckets after iteration 0)")
+        raise ValueError(f"rank {rank}'s DDP logging has no rebuilt buckets: run at least 3 steps "
+                         "(DDP rebuilds its buckets in step 1 and logs them in step 2)")
     return LoggedLayout(
         bucket_cap_bytes=int(data["bucket_cap_bytes"]),
         initial_sizes=_ints(data["bucket_sizes"]),

@@ -1,0 +1,247 @@
+"""Buckets: the greedy model, DDP's real layout (hook, logging, torch's own assignment),
+per-step timing facts, the sweep's maths and record, the CLI, the slider and the scene."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from dpviz import RunConfig, load, run, save
+from dpviz.buckets import (FIRST_BUCKET_BYTES, ONE_BUCKET_CAP_MB, BucketSweep, SweepRow, assign_buckets,
+                           cap_limits, format_sweep, logged_layout, minus, modelled_layout, step_buckets,
+                           step_timeline, sweep, sweep_config, sweep_row, torch_assignment)
+from dpviz.record import Bucket, RunRecord, Span
+from dpviz.timeline import steady_steps
+
+MIB = 1 << 20
+SMALL = dict(layers=6, width=128, batch_per_rank=16, steps=3)  # 64 KiB per layer: quick
+
+
+# --- the pure model -----------------------------------------------------------------------
+
+def test_assign_buckets_closes_a_bucket_once_it_reaches_its_limit():
+    assert assign_buckets([4, 4, 4], [8]) == [[0, 1], [2]]
+    assert assign_buckets([10, 1, 1], [8]) == [[0], [1, 2]]           # one gradient overshoots
+    assert assign_buckets([3, 3, 3, 3, 3], [3, 9]) == [[0], [1, 2, 3], [4]]  # first bucket's own limit
+    assert assign_buckets([], [8]) == []
+    with pytest.raises(ValueError, match="positive byte counts"):
+        assign_buckets([1], [])
+
+
+def test_cap_limits_only_the_default_has_a_1mib_first_bucket():
+    assert cap_limits(None) == [MIB, 25 * MIB]
+    assert cap_limits(4) == [4 * MIB]
+    assert cap_limits(0.25) == [MIB // 4]
+
+
+def test_minus_keeps_what_the_cover_leaves():
+    assert minus([(0, 10)], [(2, 3), (5, 7)]) == [(0, 2), (3, 5), (7, 10)]
+    assert minus([(0, 10)], [(-1, 11)]) == []
+    assert minus([(0, 4), (6, 8)], []) == [(0, 4), (6, 8)]
+    assert minus([(0, 4)], [(4, 9)]) == [(0, 4)]
+
+
+def _synthetic(step_ms: list[float], comm: list[tuple[float, float]], backward=(0.0, 5.0)) -> RunRecord:
+    """A hand-made 1-rank record: step s lasts step_ms[s] ms, backward 0–5 ms into it, one
+    all-reduce (comm[s], ms) — the sweep maths checked on numbers we can do by hand."""
+    spans, buckets, t = [], [], 0.0
+    for s, (dur, (c0, c1)) in enumerate(zip(step_ms, comm)):
+        us = lambda ms: (t + ms) * 1e3
+        spans += [Span(0, "main", f"dpviz:step#{s}", "step", us(0), us(dur), step=s),
+                  Span(0, "main", "bw", "backward", us(backward[0]), us(backward[1]), step=s),
+                  Span(0, "gloo", "gloo:all_reduce", "allreduce", us(c0), us(c1), step=s, bucket=0)]
+        buckets.append(Bucket(0, s, 0, 0, 10, 40, ("w",), us(backward[1] - 1)))
+        t += dur
+    return RunRecord(config={"bucket_cap_mb": 2.0}, world_size=1, spans=tuple(spans),
+                     buckets=tuple(buckets), micro_steps=(), losses={}, checks=(), ddp_logging={})
+
+
+def test_sweep_row_takes_medians_over_steady_steps_of_every_repeat():
+    # step 0 (left out) is absurd; steady steps, backward 0–5 ms: comm 4–8 ms (1 ms under
+    # backward, 3 exposed), 3–9 (2 under, 4 exposed), 2–6 (3 under, 1 exposed)
+    a = _synthetic([999, 10, 12], [(0, 999), (4, 8), (3, 9)])
+    b = _synthetic([999, 20], [(0, 999), (2, 6)])
+    row = sweep_row(a, b)
+    assert row.samples == 3 and row.n_buckets == 1 and row.bucket_cap_mb == 2.0
+    assert row.step_ms == pytest.approx(12)
+    assert row.comm_ms == pytest.approx(4)
+    assert row.exposed_comm_ms == pytest.approx(3)
+    assert row.overlap_fraction == pytest.approx(1 / 3)  # fractions 1/4, 2/6, 3/4
+
+
+def test_sweep_row_refuses_records_of_different_caps():
+    other = _synthetic([1, 10], [(0, 1), (4, 8)])
+    other = RunRecord(**{**other.__dict__, "config": {"bucket_cap_mb": 4.0}})
+    with pytest.raises(ValueError, match="different caps"):
+        sweep_row(_synthetic([1, 10], [(0, 1), (4, 8)]), other)
+
+
+def test_sweep_rejects_bad_requests_before_spawning():
+    with pytest.raises(ValueError, match="bucket cap > 0"):
+        sweep([], sweep_config())
+    with pytest.raises(ValueError, match="bucket cap > 0"):
+        sweep([1, -2], sweep_config())
+    with pytest.raises(ValueError, match="steps >= 3"):
+        sweep([1], sweep_config(steps=2))
+    with pytest.raises(ValueError, match="repeats"):
+        sweep([1], sweep_config(), repeats=0)
+
+
+# --- DDP's real buckets on live ranks -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_cap_run(cluster2) -> RunRecord:
+    return run(RunConfig(bucket_cap_mb=0.06, **SMALL), cluster=cluster2)
+
+
+def test_iteration_0_has_one_bucket_with_every_gradient(small_cap_run):
+    record = small_cap_run
+    for rank in range(2):
+        (only,) = step_buckets(record, 0, rank)
+        assert set(only.params) == set(record.param_names)
+        assert only.bytes == sum(record.param_bytes)
+        assert logged_layout(record, rank).initial_sizes == (sum(record.param_bytes),)
+
+
+def test_rebuilt_buckets_match_ddp_logging_in_reverse_parameter_order(small_cap_run):
+    record, names = small_cap_run, small_cap_run.param_names
+    logged = logged_layout(record)
+    assert logged.ready_order == list(reversed(range(len(names))))  # reverse parameter order
+    assert logged.bucket_cap_bytes == int(0.06 * MIB)
+    for step in steady_steps(record):
+        for rank in range(2):
+            seen = step_buckets(record, step, rank)
+            assert [b.params for b in seen] == [tuple(names[i] for i in b) for b in logged.rebuilt_params]
+            assert tuple(b.bytes for b in seen) == logged.rebuilt_sizes
+    assert len(logged.rebuilt_sizes) > 2  # the cap really split the gradients
+
+
+def test_model_and_torch_assignment_agree_with_ddp(small_cap_run, cluster2):
+    record = small_cap_run
+    logged = logged_layout(record)
+    rebuilt = [list(b) for b in logged.rebuilt_params]
+    assert modelled_layout(record) == rebuilt
+    limits = cap_limits(record.config["bucket_cap_mb"])
+    from_torch = cluster2.run_task(torch_assignment, list(record.param_bytes), logged.ready_order, limits)
+    assert from_torch[0] == rebuilt
+
+
+def test_greedy_model_matches_torch_on_random_gradients(cluster2):
+    rng = random.Random(4)
+    for _ in range(12):
+        n = rng.randint(1, 30)
+        sizes = [4 * rng.choice([1, 7, 256, 4096, 65536, 300000]) for _ in range(n)]
+        order = rng.sample(range(n), n)
+        limits = [4 * rng.randint(1, 200000) for _ in range(rng.randint(1, 3))]
+        expected = [[order[p] for p in b] for b in assign_buckets([sizes[i] for i in order], limits)]
+        assert cluster2.run_task(torch_assignment, sizes, order, limits)[0] == expected
+
+
+def test_default_cap_gives_a_1mib_first_bucket_an_explicit_one_does_not(cluster2):
+    cfg = RunConfig(layers=8, width=256, batch_per_rank=8, steps=3)  # 256 KiB per layer
+    default = run(cfg.replace(bucket_cap_mb=None), cluster=cluster2)
+    explicit = run(cfg.replace(bucket_cap_mb=25.0), cluster=cluster2)
+    first = logged_layout(default).rebuilt_sizes
+    assert FIRST_BUCKET_BYTES <= first[0] < FIRST_BUCKET_BYTES + max(default.param_bytes)
+    assert len(first) == 2 and modelled_layout(default) == [list(b) for b in logged_layout(default).rebuilt_params]
+    assert logged_layout(explicit).rebuilt_sizes == (sum(explicit.param_bytes),)  # one bucket
+
+
+def test_step_timeline_follows_causality(small_cap_run):
+    for rank in range(2):
+        tl = step_timeline(small_cap_run, rank=rank)
+        assert [b.index for b in tl.buckets] == list(range(len(tl.buckets)))
+        assert [b.ready_ms for b in tl.buckets] == sorted(b.ready_ms for b in tl.buckets)
+        for b in tl.buckets:
+            assert b.ready_ms <= b.start_ms < b.end_ms  # the hook launches the all-reduce
+        optimizer_start = min(s for s, _ in tl.optimizer)
+        assert tl.comm_end_ms <= optimizer_start  # the optimizer waits for the last bucket
+        exposed = sum(e - s for s, e in tl.exposed)
+        assert 0 <= exposed <= sum(b.comm_ms for b in tl.buckets) + 1e-9
+
+
+def test_one_bucket_is_ready_only_when_backward_ends(cluster2):
+    record = run(RunConfig(bucket_cap_mb=ONE_BUCKET_CAP_MB, **SMALL), cluster=cluster2)
+    tl = step_timeline(record)
+    (only,) = tl.buckets
+    backward_op_starts = [s.start_us for s in record.spans_of(rank=0, kind="backward", step=tl.step)]
+    assert only.ready_ms >= (max(backward_op_starts) - tl.t0_us) / 1e3  # inside the last op
+
+
+# --- the sweep, its record and the CLI ----------------------------------------------------
+
+def test_live_sweep_rows_and_record_round_trip(cluster2, tmp_path):
+    result = sweep([0.1, ONE_BUCKET_CAP_MB], RunConfig(**SMALL), cluster2, repeats=1, progress=False)
+    small, one = result.rows
+    assert small.n_buckets > 1 and one.n_buckets == 1
+    for row in result.rows:
+        assert row.samples == 2 * (SMALL["steps"] - 1)
+        assert 0 <= row.exposed_comm_ms <= row.comm_ms <= row.step_ms
+    path = save(result, tmp_path / "sweep.json")
+    assert load(path) == result and isinstance(load(path), BucketSweep)
+    assert "buckets" in format_sweep(result)
+
+
+def test_cli_sweep_writes_sweep_json(tmp_path, capsys):
+    from dpviz.cli import main
+
+    out = tmp_path / "sw"
+    assert main(["sweep", "buckets", "--ranks", "2", "--caps", "0.1,4", "--steps", "3", "--repeats", "1",
+                 "--layers", "4", "--width", "128", "--batch", "8", "--out", str(out)]) == 0
+    result = load(out / "sweep.json", expect=BucketSweep)
+    assert [r.bucket_cap_mb for r in result.rows] == [0.1, 4.0]
+    assert (out / "sweep.png").stat().st_size > 0
+    assert set(SweepRow.__dataclass_fields__) >= {"bucket_cap_mb", "n_buckets", "step_ms", "comm_ms",
+                                                  "exposed_comm_ms", "overlap_fraction"}
+
+
+def test_cli_sweep_rejects_a_zero_cap(capsys):
+    from dpviz.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["sweep", "buckets", "--caps", "0,1", "--out", "/tmp/unused"])
+    assert exit_.value.code == 2 and "must be > 0" in capsys.readouterr().err
+
+
+# --- figures, slider, scene ---------------------------------------------------------------
+
+def test_figures_draw_from_a_live_record(small_cap_run):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dpviz.collectives.bandwidth import AlphaBeta
+    from dpviz.plots.buckets import plot_bucket_timeline, plot_contrast, plot_layout
+
+    model = AlphaBeta("all_reduce", 2, alpha_ms=0.3, beta_ms_per_byte=1e-6)
+    ax = plot_bucket_timeline(small_cap_run, model=model)
+    n = len(step_buckets(small_cap_run, steady_steps(small_cap_run)[-1]))
+    assert f"{n} buckets" in ax.get_title(loc="left")
+    assert "step 0 (iteration 0): 1 bucket" in [t.get_text() for t in plot_layout(small_cap_run).get_yticklabels()]
+    plot_contrast(small_cap_run, small_cap_run)
+    with pytest.raises(ValueError, match="not in this record"):
+        plot_bucket_timeline(small_cap_run, step=99)
+    plt.close("all")
+
+
+def test_slider_reruns_live_on_release(cluster2):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from dpviz.widgets.buckets import bucket_cap_slider
+
+    panel = bucket_cap_slider(cluster2, RunConfig(steps=2, **{k: v for k, v in SMALL.items() if k != "steps"}),
+                              caps=(0.1, 4.0), value=0.1)
+    slider, status = panel.children[0].children
+    assert "bucket_cap_mb=0.1: re-ran live" in status.value
+    slider.value = 4.0
+    assert "bucket_cap_mb=4.0: re-ran live" in status.value
+
+
+@pytest.mark.manim
+def test_bucket_overlap_scene_builds_from_a_real_record(small_cap_run, tmp_path):
+    from dpviz.animate import render
+
+    path = save(small_cap_run, tmp_path / "record.json")
+    assert render("buckets", path, dry_run=True) is None
