@@ -14,7 +14,6 @@ def plot_worked_example(examples: list[WorkedExample], ax=None):
                 label=f"per-rank {ex.reduction} of squared errors")
     ax.axhline(2.0, color=style.MUTED, ls="--", lw=1, label="best w = 2")
     ax.set(xlabel="step", ylabel="w (identical on both ranks)")
-    ax.set_yscale("symlog", linthresh=4)
     ax.legend(fontsize=8, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     return ax

@@ -97,9 +97,10 @@ def plot_traffic(record: DpVsDdp, ax=None):
     ax.legend(handles=[Patch(color="#D55E00", label="DP: gather to rank 0, update, send back"),
                        Patch(color="#0072B2", label="DDP: all-reduce"),
                        Patch(color="black", label="model: (N−1)·P at rank 0 / 2(N−1)/N·P")],
-              fontsize=8, frameon=False, loc="upper left")
+              fontsize=8, frameon=False, loc="lower left", bbox_to_anchor=(0.0, 1.08), ncol=3)
     ax.set_title(f"P = {record.param_bytes / 2 ** 20:.1f} MiB of parameters; world sizes "
-                 f"{sorted({p.world_size for p in record.points})} left to right", loc="left", fontsize=9)
+                 f"{sorted({p.world_size for p in record.points})} left to right", loc="left",
+                 fontsize=9, pad=4)
     ax.spines[["top", "right"]].set_visible(False)
     return ax
 
