@@ -52,6 +52,7 @@ class SweepRow:
     bytes_per_sample: float
     step_ms: float                        # step span, median over steady steps and ranks
     ms_per_sample: float
+    comm_ms: float = 0.0                  # wall time an all-reduce runs in the step (median)
 
 
 @dataclass(frozen=True)
@@ -103,14 +104,15 @@ def sweep_row(record: RunRecord) -> SweepRow:
                              "dpviz.run (profiler with record_shapes=True)")
         counts.append(len(reduces))
         sizes.append(sum(s.bytes for s in reduces))
-    step_ms = statistics.median(summarize_step(list(record.spans), r, s).step_ms
-                                for r in ranks for s in steps)
+    summaries = [summarize_step(list(record.spans), r, s) for r in ranks for s in steps]
+    step_ms = statistics.median(x.step_ms for x in summaries)
     per_step = statistics.median(sizes)
     return SweepRow(accum_steps=k, samples_per_step=samples,
                     all_reduces_per_micro=micro_step_counts(record, steps[-1]),
                     all_reduces_per_step=statistics.median(counts),
                     bytes_per_step=per_step, bytes_per_sample=per_step / samples,
-                    step_ms=step_ms, ms_per_sample=step_ms / samples)
+                    step_ms=step_ms, ms_per_sample=step_ms / samples,
+                    comm_ms=statistics.median(x.comm_ms for x in summaries))
 
 
 def describe_sweep(sweep: AccumulationSweep) -> str:
@@ -118,11 +120,11 @@ def describe_sweep(sweep: AccumulationSweep) -> str:
     lines = [f"{sweep.world_size} ranks, {sweep.config['batch_per_rank']} samples per rank per "
              f"micro-step; medians over steady steps",
              f"{'K':>3} {'samples':>8} {'all-reduces/micro':>20} {'KB/step':>9} {'B/sample':>9} "
-             f"{'ms/step':>8} {'ms/sample':>10}"]
+             f"{'ms/step':>8} {'comm ms':>8} {'ms/sample':>10}"]
     for r in sweep.rows:
         lines.append(f"{r.accum_steps:>3} {r.samples_per_step:>8} "
                      f"{str(list(r.all_reduces_per_micro)):>20} {r.bytes_per_step / 1024:>9.1f} "
-                     f"{r.bytes_per_sample:>9.0f} {r.step_ms:>8.2f} {r.ms_per_sample:>10.4f}")
+                     f"{r.bytes_per_sample:>9.0f} {r.step_ms:>8.2f} {r.comm_ms:>8.2f} {r.ms_per_sample:>10.4f}")
     if sweep.gradients:
         lines.append(describe_gradients(sweep.gradients))
     return "\n".join(lines)

@@ -24,8 +24,10 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
     """One optimizer step of every rank, micro-step by micro-step.
 
     Each rank gets a compute lane (forward, backward, optimizer) and an all-reduce lane
-    (coloured by bucket); grey boxes are its micro-steps, labelled on rank 0 with the
-    all-reduces its trace shows. With no_sync placed right: 0, …, 0, one per bucket.
+    (coloured by bucket); grey boxes are its micro-steps, labelled on rank 0 "#m: n" with
+    the n all-reduces its trace shows. With no_sync placed right: 0, …, 0, one per bucket.
+    The gloo worker thread may close an all-reduce event late (a bar past the optimizer):
+    the trace is drawn as recorded.
     """
     ax = style.new_axes(ax, figsize=(11, 1.4 + 1.2 * record.world_size))
     step = steady_steps(record)[-1] if step is None else step
@@ -41,8 +43,8 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
             if rank == 0:
                 micro = int(m.name.rsplit("#", 1)[-1])
                 ax.text(ms(m.start_us) + m.dur_us / 2e3, y + 2 * LANE + 0.45,
-                        f"micro {micro}: {counts[micro]} all-reduce{'s' * (counts[micro] != 1)}",
-                        ha="center", va="bottom", fontsize=8, color=style.TEXT)
+                        f"#{micro}: {counts[micro]}", ha="center", va="bottom", fontsize=8,
+                        color=style.TEXT)
         for s in record.spans_of(rank, step=step):
             if s.kind in COMPUTE_KINDS:
                 ax.broken_barh([(ms(s.start_us), s.dur_us / 1e3)], (y + LANE + 0.1, LANE * 0.9),
@@ -56,7 +58,7 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
     ax.spines[["top", "right"]].set_visible(False)
     cfg = record.config
     ax.set_title(f"K = {cfg['accum_steps']} micro-steps, no_sync {cfg['no_sync']}: all-reduces per "
-                 f"micro-step {list(counts)}", loc="left")
+                 f"micro-step {list(counts)} (boxes: #micro-step: all-reduces)", loc="left")
     buckets = sorted({s.bucket for s in record.spans_of(kind="allreduce", step=step)} - {None})
     handles = [Patch(color=style.kind_color(k), label=k) for k in COMPUTE_KINDS]
     handles += [Patch(color=style.bucket_color(b), label=f"bucket {b}") for b in buckets]
