@@ -34,6 +34,8 @@ class LayerAnatomy:
     input_grad_ms: float      # B: the grad-input mm + the ReLU mask
     weight_grad_ms: float     # W: the grad-weight mm + the bias sum
     saved_bytes: int          # activations this block keeps for backward (weights excluded)
+    input_grad_products: int  # aten::mm calls classified B in one backward (0 for block 0)
+    weight_grad_products: int  # aten::mm calls classified W in one backward
     flops: int                # one matrix product: 2 · batch · in · out (forward, B and W each)
 
     @property
@@ -116,9 +118,10 @@ def _backward_nodes(events) -> list[list]:
     return groups
 
 
-def _split(group, batch: int) -> tuple[float, float, float]:
-    """(backward, B, W) in µs for one block's autograd nodes."""
+def _split(group, batch: int) -> tuple[float, float, float, int, int]:
+    """(backward, B, W) in µs for one block's autograd nodes, and its B and W mm counts."""
     total = b = w = 0.0
+    products = {"B": 0, "W": 0}
     for node in group:
         total += node.time_range.elapsed_us()
         if "ReluBackward0" in node.name:
@@ -130,9 +133,10 @@ def _split(group, batch: int) -> tuple[float, float, float]:
             for op in child.cpu_children if child.name == "AddmmBackward0" else ():
                 if op.name == "aten::mm":
                     kind = classify_mm(op.input_shapes, batch)
+                    products[kind] += 1
                     b += op.time_range.elapsed_us() if kind == "B" else 0.0
                     w += op.time_range.elapsed_us() if kind == "W" else 0.0
-    return total, b, w
+    return total, b, w, products["B"], products["W"]
 
 
 def anatomy_rank(ctx: RankContext, cfg: RunConfig, repeats: int) -> dict:
@@ -173,11 +177,12 @@ def anatomy_rank(ctx: RankContext, cfg: RunConfig, repeats: int) -> dict:
         lin = block[0]
         # backward, B and W from one repeat (the median backward): B + W ≤ backward holds exactly
         mid = sorted((r[i] for r in rows), key=lambda row: row[1])[len(rows) // 2]
-        med = [statistics.median(r[i][0] for r in rows) / 1e3] + [v / 1e3 for v in mid[1:]]
+        med = [statistics.median(r[i][0] for r in rows) / 1e3] + [v / 1e3 for v in mid[1:4]]
         layers.append(dict(
             index=i, name=f"{lin.in_features}→{lin.out_features}" + (" + ReLU" if len(block) > 1 else " head"),
             forward_ms=med[0], backward_ms=med[1], input_grad_ms=med[2], weight_grad_ms=med[3],
             saved_bytes=sum(dict(saved[i]).values()),
+            input_grad_products=mid[4], weight_grad_products=mid[5],
             flops=linear_flops(batch, lin.in_features, lin.out_features)))
     return dict(batch=batch, layers=layers, activation_bytes=sum(first_saver.values()),
                 step_ms=statistics.median(step_ms))

@@ -72,3 +72,39 @@ def test_gradient_vs_parameter_averaging(cluster2):
     # between averages replicas drift apart; an average brings them back together
     assert every_8.drift[6] > every_8.drift[0] > 1e-4
     assert every_8.drift[8] < every_8.drift[7]
+
+
+def test_figures_draw_the_records(cluster2, sum_example):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dpviz.plots.averaging import plot_drift, plot_uneven, plot_worked_example
+
+    ax = plot_worked_example([sum_example])
+    assert list(ax.lines[0].get_ydata()) == [1.0, 4.0, -2.0, 10.0]
+    rec = A.uneven_shards(cluster2, (24, 8), RunConfig(layers=2, width=32))
+    assert len(plot_uneven(rec).patches) == len(A.AGGREGATIONS)
+    cmp = A.compare_averaging(cluster2, periods=(4,), steps=4,
+                              cfg=RunConfig(layers=1, width=8, batch_per_rank=4))
+    assert [list(l.get_ydata()) for l in plot_drift(cmp).lines] == [list(r.drift) for r in cmp.runs]
+    plt.close("all")
+
+
+def test_period_slider_reruns_live(cluster2):
+    import matplotlib
+
+    from dpviz.widgets.averaging import period_slider
+
+    matplotlib.use("module://matplotlib_inline.backend_inline")  # the notebook's backend
+    try:
+        panel = period_slider(cluster2, periods=(2, 4), value=4, steps=4)
+        slider, status = panel.children[0].children
+        assert slider.options == (2, 4) and "H=4: re-ran live" in status.value
+        slider.value = 2
+        assert "H=2: re-ran live" in status.value
+        with pytest.raises(ValueError, match="not one of the periods"):
+            period_slider(cluster2, periods=(2, 4), value=3)
+    finally:
+        matplotlib.use("Agg")

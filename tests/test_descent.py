@@ -45,3 +45,20 @@ def test_descent_variants_same_epochs_different_updates():
 def test_compare_descent_rejects_bad_minibatch():
     with pytest.raises(ValueError, match="minibatch"):
         D.compare_descent(minibatch=10_000, cfg=CFG)
+
+
+def test_figures_draw_the_records(noise):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dpviz.plots.descent import plot_descent, plot_gradient_noise
+
+    ax = plot_gradient_noise(noise)
+    assert list(ax.lines[1].get_ydata()) == [p.variance for p in noise.points]
+    rec = D.compare_descent(epochs=1, minibatch=16, cfg=CFG)
+    assert len(plot_descent(rec, "updates").lines) == 3
+    with pytest.raises(ValueError, match="samples"):
+        plot_descent(rec, "time")
+    plt.close("all")

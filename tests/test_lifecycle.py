@@ -99,3 +99,20 @@ def test_dp_vs_ddp_world_sizes_must_fit_the_cluster(cluster3):
 def test_expected_sent_bytes_rejects_unknown_pattern():
     with pytest.raises(ValueError, match="pattern"):
         D.expected_sent_bytes("ps", 2, 0, 10)
+
+
+def test_figures_draw_the_records(cluster3, synced):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dpviz.plots.lifecycle import plot_buffers, plot_construction, plot_sampler, plot_traffic
+
+    shards = L.sampler_shards(cluster3, dataset_size=10, epochs=2)
+    assert len(plot_sampler(shards).patches) == 2 * 12        # 3 ranks × 4 slots per epoch
+    assert len(plot_buffers(synced).lines) == 3 + 3          # a curve and a target line per rank
+    assert len(plot_construction(synced).lines) == 2 * 3 + 1   # before/after per rank, divider
+    rec = D.dp_vs_ddp(cluster3, (2, 3), RunConfig(layers=1, width=16, batch_per_rank=4), steps=1)
+    assert len(plot_traffic(rec).patches) == 2 * (2 + 3)     # one bar per rank and pattern
+    plt.close("all")
