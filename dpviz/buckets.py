@@ -211,18 +211,32 @@ def step_timeline(record: RunRecord, step: int | None = None, rank: int = 0,
 
 @dataclass(frozen=True)
 class Prediction:
-    """One bucket's all-reduce: measured inside a training step vs the alpha-beta model."""
+    """One bucket's all-reduce in a training step beside the alpha-beta model (ms).
+
+    A collective cannot finish before every rank has joined it, so the time measured on one
+    rank includes waiting for the slowest rank to reach the same bucket; `joined_ms` counts
+    only from the moment the last rank started it.
+    """
 
     index: int
     bytes: int
-    measured_ms: float
-    predicted_ms: float
+    measured_ms: float    # start → end on `rank`
+    joined_ms: float      # last rank's start → end on `rank`
+    predicted_ms: float   # model.time_ms(bytes)
 
 
-def predictions(timeline: StepTimeline, model) -> list[Prediction]:
-    """Each bucket's measured all-reduce time beside `model.time_ms(bytes)` (an `AlphaBeta`
-    fitted to isolated all-reduces: inside a step they share the cores with backward)."""
-    return [Prediction(b.index, b.bytes, b.comm_ms, model.time_ms(b.bytes)) for b in timeline.buckets]
+def predictions(record: RunRecord, model, step: int | None = None, rank: int = 0) -> list[Prediction]:
+    """Each bucket's all-reduce time in `step` on `rank`, with and without waiting for the
+    other ranks, beside `model.time_ms(bytes)` (an `AlphaBeta` fitted to isolated calls)."""
+    step = steady_steps(record)[-1] if step is None else step
+    starts = [s.start_us for s in record.spans_of(kind="step", step=step)]
+    timelines = [step_timeline(record, step, r, t0_us=min(starts)) for r in range(record.world_size)]
+    out = []
+    for k, b in enumerate(timelines[rank].buckets):
+        last_join = max(tl.buckets[k].start_ms for tl in timelines)
+        out.append(Prediction(b.index, b.bytes, b.comm_ms, max(0.0, b.end_ms - last_join),
+                              model.time_ms(b.bytes)))
+    return out
 
 
 def allreduce_model(cluster, sizes: Sequence[int] = (4 << 10, 256 << 10, 1 << 20, 4 << 20),
@@ -290,11 +304,11 @@ def sweep_config(**changes):
 
 
 def sweep(caps: Sequence[float], cfg=None, cluster=None, repeats: int = 2,
-          progress: bool = True) -> BucketSweep:
+          progress: bool = True, warmup: bool = True) -> BucketSweep:
     """Re-run the same workload live for each cap on warm ranks; one row per cap.
 
     Caps run round-robin `repeats` times, so a burst of load on the machine lands on every
-    cap rather than on one.
+    cap rather than on one. `warmup` first runs once untimed.
     """
     from tqdm.auto import tqdm
 
@@ -314,7 +328,8 @@ def sweep(caps: Sequence[float], cfg=None, cluster=None, repeats: int = 2,
     if cluster is None:
         with Cluster(cfg.world_size, cfg.backend, cfg.timeout_s) as fresh:
             return sweep(caps, cfg, fresh, repeats, progress)
-    run(cfg.replace(steps=2), cluster)  # warm-up: a cluster's first run pays one-off costs
+    if warmup:  # a cluster's first run pays one-off costs (skip it on ranks that already ran)
+        run(cfg.replace(steps=2), cluster)
     records: dict[float, list[RunRecord]] = {cap: [] for cap in caps}
     bar = tqdm(total=len(caps) * repeats, desc="bucket_cap_mb", disable=not progress)
     for _ in range(repeats):

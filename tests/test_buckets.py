@@ -8,7 +8,7 @@ import pytest
 
 from dpviz import RunConfig, load, run, save
 from dpviz.buckets import (FIRST_BUCKET_BYTES, ONE_BUCKET_CAP_MB, BucketSweep, SweepRow, assign_buckets,
-                           cap_limits, format_sweep, logged_layout, minus, modelled_layout, step_buckets,
+                           cap_limits, format_sweep, logged_layout, minus, modelled_layout, predictions, step_buckets,
                            step_timeline, sweep, sweep_config, sweep_row, torch_assignment)
 from dpviz.record import Bucket, RunRecord, Span
 from dpviz.timeline import steady_steps
@@ -220,6 +220,8 @@ def test_figures_draw_from_a_live_record(small_cap_run):
     assert f"{n} buckets" in ax.get_title(loc="left")
     assert "step 0 (iteration 0): 1 bucket" in [t.get_text() for t in plot_layout(small_cap_run).get_yticklabels()]
     plot_contrast(small_cap_run, small_cap_run)
+    for p in predictions(small_cap_run, model):  # waiting for the other rank is part of measured
+        assert 0 <= p.joined_ms <= p.measured_ms and p.predicted_ms == model.time_ms(p.bytes)
     with pytest.raises(ValueError, match="not in this record"):
         plot_bucket_timeline(small_cap_run, step=99)
     plt.close("all")

@@ -106,7 +106,7 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
     n = len(tl.buckets)
     ax.set_title(f"step {step}, {n} bucket{'s' * (n > 1)}: exposed communication "
                  f"{max(exposed):.1f} ms, optimizer waits {max(waits):.1f} ms after backward "
-                 "(worst rank)", loc="left", fontsize=10)
+                 + ("(worst rank)" if len(ranks) > 1 else f"(rank {ranks[0]})"), loc="left", fontsize=10)
     handles = [Patch(color=style.kind_color(k), label=k) for k in ("forward", "backward", "optimizer")]
     handles += [Patch(facecolor="none", edgecolor=style.MUTED, hatch="///", label="waiting for buckets"),
                 Patch(color=EXPOSED_COLOR, label="exposed comm")]
