@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
+from matplotlib.collections import PatchCollection
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
@@ -75,7 +76,11 @@ def traffic_table(records: Sequence[CollectiveRecord]) -> list[dict]:
 
 def _draw_grid(ax, x0: float, rows: Sequence[Sequence[float]], holds, n_ranks: int,
                bounds: Sequence[int] = ()) -> None:
-    """Cells of width 1 from x0; row 0 (rank 0) on top. Chunk borders at `bounds`."""
+    """Cells of width 1 from x0; row 0 (rank 0) on top. Chunk borders at `bounds`.
+
+    All stripes go into one PatchCollection: a ring figure has thousands of them.
+    """
+    stripes, colors = [], []
     for rank, (values, sources) in enumerate(zip(rows, holds)):
         y = n_ranks - 1 - rank
         if not values:
@@ -83,11 +88,13 @@ def _draw_grid(ax, x0: float, rows: Sequence[Sequence[float]], holds, n_ranks: i
         for i, (value, ranks) in enumerate(zip(values, sources)):
             width = 1 / max(1, len(ranks))
             for k, src in enumerate(ranks):
-                ax.add_patch(Rectangle((x0 + i + k * width, y), width, 1, color=style.rank_color(src),
-                                       alpha=0.55, linewidth=0))
-            ax.add_patch(Rectangle((x0 + i, y), 1, 1, fill=False, edgecolor="white", linewidth=1))
+                stripes.append(Rectangle((x0 + i + k * width, y), width, 1))
+                colors.append(style.rank_color(src))
             ax.text(x0 + i + 0.5, y + 0.5, f"{value:g}", ha="center", va="center", fontsize=7,
-                    color=style.TEXT, bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.7))
+                    color=style.TEXT)
+    ax.add_collection(PatchCollection(stripes, facecolors=colors, alpha=0.5, linewidths=0))
+    cells = [Rectangle((x0 + i, n_ranks - 1 - r), 1, 1) for r, values in enumerate(rows) for i in range(len(values))]
+    ax.add_collection(PatchCollection(cells, facecolors="none", edgecolors="white", linewidths=1))
     for b in bounds:
         ax.plot([x0 + b, x0 + b], [0, n_ranks], color=style.TEXT, linewidth=1.5)
 
