@@ -80,6 +80,16 @@ def _pixels(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
 
 
+def _accept_kernel_dialog(page) -> None:
+    """JupyterLab may ask which kernel to start; the notebook's own (python3) is preselected."""
+    select = page.get_by_role("button", name="Select", exact=True)
+    try:
+        select.wait_for(timeout=10_000)
+    except Exception:
+        return  # no dialog: the kernel started by itself
+    select.click()
+
+
 def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab):
     from playwright.sync_api import sync_playwright
 
@@ -91,6 +101,7 @@ def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab):
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.goto(f"{url}/lab/tree/{NOTEBOOK}?token={token}")
             page.locator(".jp-Notebook").wait_for(timeout=90_000)
+            _accept_kernel_dialog(page)
             page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
             page.get_by_role("menuitem", name="Run", exact=True).click()
             page.get_by_text("Run All Cells", exact=True).click()
@@ -107,14 +118,17 @@ def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab):
 
             slider.focus()
             page.keyboard.press("ArrowRight")  # step 0 (one bucket) → step 1 (rebuilt buckets)
-            page.wait_for_function(
-                f"(src) => {{ const i = document.querySelector('{FIGURE}');"
-                " return i && i.getAttribute('src') !== src; }}", arg=before_src, timeout=120_000)
+            changed_src = ("(src) => { const i = document.querySelector('%s');"
+                           " return i !== null && i.getAttribute('src') !== src; }" % FIGURE)
+            page.wait_for_function(changed_src, arg=before_src, timeout=120_000)
             figure = page.locator(FIGURE).first
             after = figure.screenshot(path=str(ARTIFACTS / "browser-after.png"))
             page.screenshot(path=str(ARTIFACTS / "browser-page.png"), full_page=False)
             errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr'] >> text=Traceback")
             assert errors.count() == 0
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "browser-failure.png"), full_page=True)
+            raise
         finally:
             browser.close()
 

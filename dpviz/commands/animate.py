@@ -1,22 +1,36 @@
-"""`dpviz animate NAME --record FILE --out FILE`: export a manim scene drawn from a record."""
+"""`dpviz animate NAME --record FILE --out FILE`: export a manim scene drawn from a record.
+
+`dpviz animate all --out DIR` records every scene's data from fresh live runs, then renders
+them all into DIR (with progress).
+"""
 from __future__ import annotations
 
 from ..animate import FORMATS, QUALITIES, SCENES, render
 
 NAME = "animate"
-HELP = "render a manim animation (mp4 or gif) from a recorded run"
+HELP = "render a manim animation (mp4 or gif) from a recorded run, or all of them from fresh runs"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("scene", choices=sorted(SCENES), help="which animation")
-    p.add_argument("--record", required=True, help="record file written by a dpviz command")
-    p.add_argument("--out", help="output file, e.g. ring.mp4 or ring.gif")
+    p.add_argument("scene", choices=sorted(SCENES) + ["all"], help="which animation ('all': every one, from fresh live runs)")
+    p.add_argument("--record", help="record file written by a dpviz command (not with 'all')")
+    p.add_argument("--out", help="output file, e.g. ring.mp4 or ring.gif; a folder with 'all'")
     p.add_argument("--format", choices=FORMATS, help="default: from --out's suffix, else mp4")
     p.add_argument("--quality", choices=QUALITIES, default="low")
     p.add_argument("--dry-run", action="store_true", help="build every frame's objects, write nothing")
 
 
 def main(args) -> int:
+    if args.scene == "all":
+        from ..export import export_all
+
+        if args.record or args.dry_run:
+            raise ValueError("'all' records its own data and writes videos: drop --record/--dry-run")
+        videos = export_all(args.out or "out/animations", fmt=args.format or "mp4", quality=args.quality)
+        print(f"wrote {len(videos)} videos to {args.out or 'out/animations'}/")
+        return 0
+    if not args.record:
+        raise ValueError(f"give the record to draw: dpviz animate {args.scene} --record FILE --out FILE")
     fmt = args.format or (args.out.rsplit(".", 1)[-1] if args.out and args.out.endswith(FORMATS) else "mp4")
     path = render(args.scene, args.record, args.out, fmt=fmt, quality=args.quality, dry_run=args.dry_run)
     print(f"{args.scene}: scene builds (dry run)" if path is None else f"wrote {path}")

@@ -1,0 +1,45 @@
+"""`dpviz tour --out DIR`: execute every notebook headless and write it as HTML.
+
+The main job without a browser: every figure in the HTML comes from the live runs made while
+executing. A notebook that fails stops the tour with its name and the error.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..config import writable_dir
+
+NAME = "tour"
+HELP = "execute every notebook headless and write HTML pages (the tour, without a browser)"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--out", default="out/tour", help="folder for the HTML pages (default %(default)s)")
+    p.add_argument("--notebooks", default=str(NOTEBOOKS), help="folder of .ipynb files")
+    p.add_argument("--timeout", type=int, default=300, help="seconds per cell before giving up")
+
+
+def main(args) -> int:
+    import nbformat
+    from nbclient import NotebookClient
+    from nbconvert import HTMLExporter
+    from tqdm import tqdm
+
+    folder = Path(args.notebooks)
+    paths = sorted(folder.glob("*.ipynb"))
+    if not paths:
+        raise FileNotFoundError(f"no notebooks in {folder}")
+    out = writable_dir(args.out)
+    exporter = HTMLExporter()
+    for path in (bar := tqdm(paths, unit="notebook")):
+        bar.set_description(path.stem)
+        notebook = nbformat.read(path, as_version=4)
+        t0 = time.perf_counter()
+        NotebookClient(notebook, timeout=args.timeout, resources={"metadata": {"path": str(folder)}}).execute()
+        html, _ = exporter.from_notebook_node(notebook)
+        (out / f"{path.stem}.html").write_text(html)
+        bar.write(f"{path.stem}: {time.perf_counter() - t0:.1f} s")
+    print(f"wrote {len(paths)} pages to {out}/ — open {out}/00_tour.html")
+    return 0

@@ -1,0 +1,18 @@
+"""The public verbs resolve, and `import dpviz` pulls in no torch."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import dpviz
+
+
+def test_every_public_name_resolves():
+    for name in dpviz.__all__:
+        assert getattr(dpviz, name) is not None, name
+
+
+def test_import_dpviz_needs_no_torch():
+    code = "import sys; import dpviz; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"
