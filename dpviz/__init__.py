@@ -27,7 +27,6 @@ _EXPORTS = {
     "measure_anatomy": "anatomy", "gradient_noise": "descent", "compare_descent": "descent",
     "worked_example": "averaging", "uneven_shards": "averaging", "compare_averaging": "averaging",
     "rank_identities": "lifecycle", "sampler_shards": "lifecycle", "ddp_lifecycle": "lifecycle",
-    "dp_vs_ddp": "dp_vs_ddp",
     "measure_breakdown": "memory", "zero_memory": "zero", "run_sharded": "zero",
     "train_precision": "precision",
     # bring your own trace; every animation

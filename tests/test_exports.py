@@ -16,3 +16,11 @@ def test_import_dpviz_needs_no_torch():
     code = "import sys; import dpviz; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "False"
+
+
+def test_no_public_name_shadows_a_submodule():
+    """`from dpviz import x` must give the module x when dpviz has one (e.g. dpviz.dp_vs_ddp)."""
+    import pkgutil
+
+    modules = {m.name for m in pkgutil.iter_modules(dpviz.__path__)}
+    assert not modules & set(dpviz.__all__)
