@@ -18,6 +18,11 @@ def positive_int(text: str) -> int:
     return value
 
 
+def non_negative_int(text: str) -> int:
+    """0 allowed (e.g. a checkpoint interval of 0 means no checkpointing)."""
+    return 0 if text.strip() == "0" else positive_int(text)
+
+
 def positive_float(text: str) -> float:
     try:
         value = float(text)

@@ -1,22 +1,17 @@
 """`dpviz memory`: activation memory through one step, per checkpoint interval → memory.json."""
 from __future__ import annotations
 
-from ._args import comma_list, positive_int
+from ._args import comma_list, non_negative_int, positive_int
 
 NAME = "memory"
 HELP = "measure activation memory over forward+backward with a checkpoint every k blocks"
-
-
-def _k(text: str) -> int:
-    """0 (no checkpointing) is allowed here, unlike positive_int."""
-    return 0 if text.strip() == "0" else positive_int(text)
 
 
 def add_arguments(p) -> None:
     p.add_argument("--layers", type=positive_int, default=16, help="Linear+ReLU blocks (default %(default)s)")
     p.add_argument("--width", type=positive_int, default=256, help="hidden width (default %(default)s)")
     p.add_argument("--batch", type=positive_int, default=1024, help="samples in the step (default %(default)s)")
-    p.add_argument("--checkpoint-every", type=comma_list(_k), default=[0, 2, 4, 8],
+    p.add_argument("--checkpoint-every", type=comma_list(non_negative_int), default=[0, 2, 4, 8],
                    help="k values, comma-separated; 0 = no checkpointing (default 0,2,4,8)")
     p.add_argument("--seed", type=int, default=0, help="weights and data seed (default %(default)s)")
     p.add_argument("--out", required=True, help="folder for memory.json and one trace per k")

@@ -1,10 +1,15 @@
 """`dpviz run`: one live DDP run → record.json, per-rank traces, a merged trace."""
 from __future__ import annotations
 
-from ..config import RunConfig
+from ..config import NO_SYNC_SCOPES, RunConfig
 from ..ddp_run import run
 from ..timeline import describe
-from ._args import positive_float, positive_int
+from ._args import non_negative_int, positive_float, positive_int
+
+
+def _cap(text: str) -> float | None:
+    """A cap in MB, or 'default': DDP's own (25 MB, with a 1 MiB first bucket)."""
+    return None if text == "default" else positive_float(text)
 
 NAME = "run"
 HELP = "train the MLP with DDP on live ranks and record traces, buckets and checks"
@@ -14,8 +19,14 @@ def add_arguments(p) -> None:
     d = RunConfig()
     p.add_argument("--ranks", type=positive_int, default=d.world_size, help="number of ranks (default %(default)s)")
     p.add_argument("--steps", type=positive_int, default=d.steps, help="optimizer steps (default %(default)s)")
-    p.add_argument("--bucket-cap-mb", type=positive_float, default=d.bucket_cap_mb, help="DDP bucket_cap_mb (default %(default)s)")
+    p.add_argument("--bucket-cap-mb", type=_cap, default=d.bucket_cap_mb,
+                   help="DDP bucket_cap_mb, or 'default' for DDP's own (1 MiB first bucket) (default %(default)s)")
     p.add_argument("--accum-steps", type=positive_int, default=d.accum_steps, help="micro-batches per step, no_sync on all but the last")
+    p.add_argument("--no-sync", choices=NO_SYNC_SCOPES, default=d.no_sync,
+                   help="what no_sync() wraps on the first K-1 micro-steps (default %(default)s)")
+    p.add_argument("--no-loss-scaling", action="store_true", help="do not divide the loss by --accum-steps")
+    p.add_argument("--checkpoint-every", type=non_negative_int, default=d.checkpoint_every,
+                   help="recompute activations in segments of k blocks (0 = none)")
     p.add_argument("--layers", type=positive_int, default=d.layers, help="Linear+ReLU blocks (default %(default)s)")
     p.add_argument("--width", type=positive_int, default=d.width, help="hidden width (default %(default)s)")
     p.add_argument("--batch", type=positive_int, default=d.batch_per_rank, help="samples per rank per micro-step")
@@ -26,7 +37,9 @@ def add_arguments(p) -> None:
 
 def main(args) -> int:
     cfg = RunConfig(world_size=args.ranks, steps=args.steps, bucket_cap_mb=args.bucket_cap_mb,
-                    accum_steps=args.accum_steps, layers=args.layers, width=args.width,
+                    accum_steps=args.accum_steps, no_sync=args.no_sync,
+                    scale_loss=not args.no_loss_scaling, checkpoint_every=args.checkpoint_every,
+                    layers=args.layers, width=args.width,
                     batch_per_rank=args.batch, backend=args.backend, timeout_s=args.timeout)
     record = run(cfg, out=args.out)
     print(describe(record))
