@@ -70,7 +70,16 @@ def test_rank_killed_mid_collective_is_named_quickly_and_nothing_is_left(tmp_pat
     assert rank_processes() <= before
 
 
-def test_keyboard_interrupt_stops_the_ranks():
+@pytest.fixture
+def sigint_raises():
+    """Ctrl-C raises KeyboardInterrupt, as in a Jupyter kernel. A job started in the
+    background by a non-interactive shell (as CI may be) inherits SIGINT *ignored*."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_keyboard_interrupt_stops_the_ranks(sigint_raises):
     before = rank_processes()
     with Cluster(2, timeout_s=120) as cluster:
         pids = cluster.pids()
