@@ -172,19 +172,20 @@ def _parents(events: list[dict]) -> list[int | None]:
     return parents
 
 
-def recompute_spans(trace: dict) -> list[tuple[float, float]]:
+def recompute_spans(trace: dict, forward_mark: str = FORWARD_MARK) -> list[tuple[float, float]]:
     """(start, end) µs of each recomputed forward: forward ops nested inside a backward node.
 
     The ops the forward ran at top level (aten::linear, aten::relu, …) never appear inside
     a backward node in plain backward, which uses their derivatives (aten::mm,
     aten::threshold_backward). Under non-reentrant checkpointing they re-run when backward
     first unpacks a segment's saved tensor: `evaluate_function: ReluBackward0 → ReluBackward0
-    → aten::linear …`. One span per backward node that triggered a recompute.
+    → aten::linear …`. One span per backward node that triggered a recompute. `forward_mark`
+    names the event whose direct children are the forward ops (DDP's own forward in a run).
     """
     events = sorted((e for e in trace["traceEvents"] if e.get("ph") == "X" and "dur" in e),
                     key=lambda e: (e["ts"], -e["dur"]))
     parents = _parents(events)
-    fwd = events.index(_window(events, FORWARD_MARK))
+    fwd = events.index(_window(events, forward_mark))
     forward_ops = {e["name"] for e, p in zip(events, parents) if p == fwd}
     by_node: dict[int, list[dict]] = {}
     for i, e in enumerate(events):

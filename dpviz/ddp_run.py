@@ -155,6 +155,8 @@ def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -
     """Turn per-rank results and their traces into one record (and files, with `out_dir`)."""
     traces = {r: read_trace(res["trace_path"]) for r, res in enumerate(results) if res["trace_path"]}
     spans = [s for r, t in traces.items() for s in spans_from_trace(t, r)]
+    if cfg.checkpoint_every:
+        spans += [s for r, t in traces.items() for s in _recompute(t, r, spans)]
     steps = [s.start_us for s in spans if s.kind == "step"]
     spans = shift(spans, min(steps)) if steps else spans
     record = RunRecord(
@@ -177,6 +179,17 @@ def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -
         if res["trace_path"]:
             Path(res["trace_path"]).unlink(missing_ok=True)
     return record
+
+
+def _recompute(trace: dict, rank: int, spans: list[Span]) -> list[Span]:
+    """Recomputed forwards inside backward: found by nesting, which no event name tells."""
+    from .checkpointing import recompute_spans
+
+    main = next(s.tid for s in spans if s.rank == rank and s.kind == "forward")
+    windows = [s for s in spans if s.rank == rank and s.kind == "step"]
+    return [Span(rank=rank, tid=main, name="recompute", kind="recompute", start_us=a, end_us=b,
+                 step=next((w.step for w in windows if w.start_us <= a < w.end_us), None))
+            for a, b in recompute_spans(trace, forward_mark="DistributedDataParallel.forward")]
 
 
 def _buckets(results: list[dict], spans: list[Span]) -> list[Bucket]:

@@ -105,3 +105,17 @@ def test_bare_run_records_no_trace_but_still_checks(cluster2):
     assert record.spans == () and record.buckets == ()
     assert all(c.max_diff_vs_single_process < 1e-6 for c in record.checks)
     assert all(len(ms) == 2 for ms in record.step_wall_ms.values())
+
+
+def test_checkpointed_run_shows_recomputed_forwards_inside_backward(cluster2):
+    """4 blocks in segments of 2: each segment's forward re-runs once inside backward."""
+    record = run(cluster=cluster2, world_size=2, steps=2, layers=4, checkpoint_every=2)
+    assert record.checks[-1].max_diff_across_ranks == 0.0
+    for rank in range(2):
+        for step in record.steps:
+            recomputes = record.spans_of(rank=rank, kind="recompute", step=step)
+            backward = record.spans_of(rank=rank, kind="backward", step=step)
+            assert len(recomputes) == 2
+            lo, hi = min(s.start_us for s in backward), max(s.end_us for s in backward)
+            assert all(lo <= s.start_us and s.end_us <= hi for s in recomputes)
+    assert run(cluster=cluster2, world_size=2, steps=2).spans_of(kind="recompute") == []
