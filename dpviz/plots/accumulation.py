@@ -55,7 +55,7 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
     ax.set_yticks(yticks, ylabels)
     ax.set_ylim(-0.4, (record.world_size - 1) * ROW + 2 * LANE + 1.2)
     ax.set_xlabel(f"time in step {step} (ms, common clock)")
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     cfg = record.config
     ax.set_title(f"K = {cfg['accum_steps']} micro-steps, no_sync {cfg['no_sync']}: all-reduces per "
                  f"micro-step {list(counts)} (boxes: #micro-step: all-reduces)", loc="left")
@@ -92,7 +92,7 @@ def plot_sweep_bytes(sweep: AccumulationSweep, ax=None):
     ax.set_ylabel("all-reduced KB per rank")
     ax.set_title(f"{sweep.world_size} ranks: communication per step and per sample", loc="left")
     ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 
@@ -110,7 +110,7 @@ def plot_sweep_time(sweep: AccumulationSweep, ax=None):
     ax.set_ylabel("ms (median over steady steps)")
     ax.set_title("step time, measured live", loc="left")
     ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 
@@ -131,7 +131,7 @@ def plot_scopes(records: dict[str, RunRecord], step: int | None = None, ax=None)
     ax.set_ylabel("all-reduces (rank 0 trace)")
     ax.set_title("where no_sync() goes decides which micro-steps all-reduce", loc="left")
     ax.legend(fontsize=8, frameon=False, loc="upper left")
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 
@@ -154,5 +154,5 @@ def plot_gradient_ratio(checks: Iterable[GradientCheck], ax=None):
     ax.set_ylabel("‖g accumulated‖ / ‖g large batch‖")
     ax.set_title("accumulated gradient vs one process on the large batch", loc="left")
     ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax

@@ -58,7 +58,7 @@ def plot_allreduce_sizes(record: RunRecord, step: int | None = None, rank: int |
     ax.set_xticks(x, [f"bucket {r.bucket}" for r in rows])
     ax.set_ylabel("all-reduce size (MiB)")
     ax.set_ylim(0, max(mb + [1e-9]) * 1.25)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     total = sum(r.bytes or 0 for r in rows) / 2**20
     ax.set_title(f"step {step}, rank {rank}: {len(rows)} all-reduces, {total:.1f} MiB of gradients "
                  "(in launch order)", loc="left")

@@ -36,7 +36,7 @@ def plot_anatomy(record: StepAnatomy, ax=None):
                  f"{sum(r['backward'] for r in rows) / sum(r['forward'] for r in rows):.1f}× forward",
                  loc="left")
     ax.legend(loc="lower right", fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 
@@ -50,5 +50,5 @@ def plot_activations(record: StepAnatomy, ax=None):
     ax.set_title(f"activations held between forward and backward: "
                  f"{record.activation_bytes / 2 ** 20:.2f} MiB distinct (a block's input is the "
                  "previous block's output, counted once)", loc="left", fontsize=9)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax

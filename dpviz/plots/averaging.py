@@ -15,7 +15,7 @@ def plot_worked_example(examples: list[WorkedExample], ax=None):
     ax.axhline(2.0, color=style.MUTED, ls="--", lw=1, label="best w = 2")
     ax.set(xlabel="step", ylabel="w (identical on both ranks)")
     ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 
@@ -34,7 +34,7 @@ def plot_uneven(record: UnevenShards, ax=None):
     ax.set_xlabel("relative error vs the full-batch gradient (log)")
     ax.set_title(f"shards of {', '.join(map(str, record.sizes))} samples on "
                  f"{len(record.sizes)} live ranks", loc="left")
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 
@@ -52,7 +52,7 @@ def plot_drift(record: AveragingComparison, ax=None):
                 label=_run_label(run))
     ax.set(xlabel="step", ylabel="replica drift ‖θ_r − θ̄‖ (RMS)")
     ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 
@@ -64,5 +64,5 @@ def plot_averaging_loss(record: AveragingComparison, ax=None):
                 label=_run_label(run))
     ax.set(xlabel="step", ylabel="held-out loss of θ̄", yscale="log")
     ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax

@@ -47,7 +47,7 @@ def plot_layout(record: RunRecord, ax=None, rank: int = 0):
     cap = record.config.get("bucket_cap_mb")
     ax.set_title(f"rank {rank}: DDP's buckets (bucket_cap_mb={cap}; dashed: first bucket's cap "
                  f"{limits[0] / 2**20:g} MiB)", loc="left")
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 
@@ -102,7 +102,7 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
         waits.append(tl.wait_ms)
     ax.set_yticks(yticks, labels, fontsize=8)
     ax.set_xlabel(f"time in step {step} (ms, common clock)")
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     n = len(tl.buckets)
     ax.set_title(f"step {step}, {n} bucket{'s' * (n > 1)}: exposed communication "
                  f"{max(exposed):.1f} ms, optimizer waits {max(waits):.1f} ms after backward "
@@ -152,5 +152,5 @@ def plot_sweep(sweep: BucketSweep, ax=None):
     ax.set_title(f"{sweep.world_size} ranks, {c['layers']}×Linear({c['width']}), batch {c['batch_per_rank']}"
                  "/rank", loc="left", fontsize=10)
     ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax

@@ -63,7 +63,7 @@ def plot_memory_curve(record: MemoryRecord, checkpoint_every: int, ax=None, refe
     ax.set_ylabel("MB")
     ax.set_title(f"{_label(checkpoint_every)}: peak {row.peak_activation_bytes / MB:.1f} MB measured, "
                  f"{row.prediction.peak_bytes / MB:.1f} MB predicted", loc="left")
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 
@@ -81,7 +81,7 @@ def plot_peaks(record: MemoryRecord, ax=None):
     ax.set_ylim(bottom=0)
     ax.set_title(f"{record.layers} blocks: peak ≈ n/k inputs + one segment", loc="left")
     ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 
@@ -121,5 +121,5 @@ def plot_recompute(record: MemoryRecord, ax=None):
     ax.set_ylabel("ms per step")
     ax.set_title("what checkpointing costs", loc="left")
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax

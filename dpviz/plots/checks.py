@@ -31,5 +31,5 @@ def plot_checks(record: RunRecord, ax=None):
     ax.set_ylabel("max |Δ parameter|")
     ax.set_title(f"{record.world_size} ranks: parameters after each step", loc="left")
     ax.legend(frameon=False, fontsize=8, loc="upper left")
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax

@@ -151,7 +151,7 @@ def plot_barrier(record: PrimitivesRecord, ax=None):
     ax.set_title(f"barrier: every rank leaves within {max(run.leave_ms) - max(run.arrive_ms):.1f} ms "
                  "of the last arrival", loc="left")
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 
@@ -213,7 +213,7 @@ def plot_traffic(records: Sequence[CollectiveRecord], ax=None):
     ax.set_ylabel("bytes sent / S")
     ax.set_title(f"traffic per rank, {n} ranks, measured on live ranks (S = one rank's buffer)", loc="left")
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 

@@ -39,5 +39,5 @@ def plot_descent(comparison: DescentComparison, x: str = "samples", ax=None):
         ax.set_xscale("symlog", linthresh=1)
         ax.set_xlim(left=0)
     ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax

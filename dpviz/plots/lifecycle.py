@@ -60,7 +60,7 @@ def plot_construction(record: Lifecycle, ax=None):
                  f"{record.param_diff_after:.0e} after; buffers {record.buffer_diff_before:.1f} → "
                  f"{record.buffer_diff_after:.0e}", loc="left", fontsize=9)
     ax.legend(fontsize=7, frameon=False, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 
@@ -73,7 +73,7 @@ def plot_buffers(record: Lifecycle, ax=None):
     ax.set(xlabel="step", ylabel="running mean (avg over features)")
     ax.set_title(f"forward_sync_buffers={record.forward_sync_buffers}", loc="left")
     ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 
@@ -101,7 +101,7 @@ def plot_traffic(record: DpVsDdp, ax=None):
     ax.set_title(f"P = {record.param_bytes / 2 ** 20:.1f} MiB of parameters; world sizes "
                  f"{sorted({p.world_size for p in record.points})} left to right", loc="left",
                  fontsize=9, pad=4)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 
@@ -115,5 +115,5 @@ def plot_step_time(record: DpVsDdp, ax=None):
     ax.set(xlabel="world size (ranks)", ylabel="step time, ms (slowest rank)", xticks=sizes)
     ax.set_title("same batch per rank (weak scaling)", loc="left", fontsize=9)
     ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax

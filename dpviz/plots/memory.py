@@ -36,7 +36,7 @@ def plot_breakdown(records: list[MemoryBreakdown], label: str = "optimizer", ax=
         ax.text(i, bottom, f"{bottom:.2f}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(rows)), [name for name, _ in rows])
     ax.set_ylabel("MB held by one replica")
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     n = records[0].n_params
     ax.set_title(f"measured after one real step, {n:,} parameters", loc="left")

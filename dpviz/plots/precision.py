@@ -53,7 +53,7 @@ def plot_ranges(formats=FORMATS, marks: dict[str, float] | None = None, ax=None)
         ax.text(math.log10(v), len(formats) - 0.4, label, rotation=90, fontsize=7, va="top", ha="right")
     ax.set_yticks(range(len(formats)), list(reversed(formats)))
     ax.set_xlabel("log10 |value|  (pale: subnormal, losing precision; solid: normal)")
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     return ax
 
 
@@ -76,7 +76,7 @@ def plot_underflow(result: Underflow, ax=None):
                  f"FP16 with scaling {z['fp16_scaled']:.1%}", loc="left", fontsize=10)
     ax.set_xlabel("log10 |weight gradient|")
     ax.set_ylabel("entries")
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     ax.legend(fontsize=8, frameon=False, loc="upper left")
     return ax
 
@@ -91,7 +91,7 @@ def plot_scaling(run: ScalingRun, ax=None):
                color=style.RANK_COLORS[5], zorder=3, label="inf in gradients: step skipped, scale halved")
     ax.set_xlabel("training step")
     ax.set_ylabel("log2 loss scale")
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     ax.legend(fontsize=8, frameon=False)
     return ax
 
@@ -105,6 +105,6 @@ def plot_losses(run: PrecisionRun, ax=None):
                 label=f"{mode}: params {run.param_dtype[mode]}, activations {run.activation_dtype[mode]}")
     ax.set_xlabel("step")
     ax.set_ylabel("loss (MSE)")
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     ax.legend(fontsize=8, frameon=False)
     return ax

@@ -45,3 +45,9 @@ def new_axes(ax=None, figsize=(10, 3.5)):
 
     _, ax = plt.subplots(figsize=figsize, layout="constrained")
     return ax
+
+
+def tidy(ax):
+    """The house style for every figure: no top or right frame."""
+    ax.spines[["top", "right"]].set_visible(False)
+    return ax

@@ -46,7 +46,7 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
             ylabels.append(f"rank {rank} {'compute' if name == 'compute' else 'all-reduce'}")
     ax.set_yticks(yticks, ylabels)
     ax.set_xlabel(f"time in step {step} (ms, common clock)")
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     fractions = [summarize_step(spans, r, step).overlap_fraction for r in ranks]
     ax.set_title(f"step {step}: all-reduce overlaps backward {100 * sum(fractions) / len(fractions):.0f}% "
                  "of its time", loc="left")

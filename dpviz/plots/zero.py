@@ -27,7 +27,7 @@ def plot_zero_stages(psi: float, world_size: int, k: float = K_MIXED, stage: int
     ax.set_xlabel("ZeRO stage")
     ax.set_ylabel("GB per rank (model states)")
     ax.set_title(f"Ψ = {psi / 1e9:g} B parameters, N = {world_size} ranks, K = {k:g}", loc="left")
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     ax.legend(loc="upper right", fontsize=8, frameon=False)
     return ax
 
@@ -67,7 +67,7 @@ def plot_measured_vs_model(sweep: ZeroSweep, part: str = "optimizer", ax=None):
     ax.set_xticks(sweep.world_sizes, [str(n) for n in sweep.world_sizes])
     ax.set_xlabel("world size N (live gloo ranks)")
     ax.set_ylabel(f"{PART_LABELS[part]}, MB per rank")
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     return ax
 
@@ -92,6 +92,6 @@ def plot_collectives(sweep: ZeroSweep, world_size: int | None = None, ax=None):
     ax.set_ylabel("events in one step (rank 0)")
     ax.set_title(f"what gloo ran in one training step, N = {world_size} (count, input MB)", loc="left")
     ax.margins(y=0.3)
-    ax.spines[["top", "right"]].set_visible(False)
+    style.tidy(ax)
     ax.legend(fontsize=8, frameon=False)
     return ax
