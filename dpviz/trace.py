@@ -217,7 +217,7 @@ class TraceScan:
         if self.on_gpu:
             out = _gpu_spans(cpu, self.kernels, self.launch_at, steps)
         else:
-            out = [_with(s, step=steps.find(s.start_us)) for s in cpu]
+            out = [_with(s, step=steps.find(s.start_us)) for s in _end_by_micro_step(cpu)]
         return _number_buckets([_with(s, rank=rank) for s in out])
 
     def _whole_trace_step(self) -> list[Span]:
@@ -380,6 +380,26 @@ def _outermost(spans: list[Span]) -> list[Span]:
         if out and s.end_us <= out[-1].end_us:
             continue
         out.append(s)
+    return out
+
+
+def _end_by_micro_step(spans: list[Span]) -> list[Span]:
+    """A gloo all-reduce ends, at the latest, when the micro-step that launched it ends.
+
+    gloo completes the work's future (waking DDP, which waits for every bucket before
+    `backward()` returns) and only then records the end of `gloo:all_reduce`. When a Python
+    comm hook's callback holds that worker thread until the main thread lets go of the GIL,
+    the recorded end lands milliseconds late, after the optimizer has started. dpviz's
+    micro-step annotation closes right after `backward()` returns, so its end is a measured
+    upper bound on every all-reduce it launched. Traces without micro-steps are left as is.
+    """
+    micro = _PhaseIndex({("micro",): sorted((s for s in spans if s.kind == "micro_step"),
+                                            key=lambda s: s.start_us)})
+    out = []
+    for s in spans:
+        window = micro.find(("micro",), s.start_us) if s.kind == "allreduce" else None
+        out.append(_with(s, end_us=window.end_us)
+                   if window is not None and s.end_us > window.end_us else s)
     return out
 
 

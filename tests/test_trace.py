@@ -158,6 +158,27 @@ def test_dpviz_steps_win_over_profiler_steps():
     assert [(s.name, s.step) for s in spans] == [("dpviz:step#0", 0)]
 
 
+def test_a_gloo_allreduce_ends_by_the_end_of_the_micro_step_that_launched_it():
+    """gloo records an all-reduce's end after it has woken DDP; a late record is capped."""
+    def ann(name, ts, dur, tid=1):
+        return {"ph": "X", "cat": "user_annotation", "name": name, "ts": ts, "dur": dur, "tid": tid}
+    spans = _scan([
+        ann("dpviz:step#0", 0, 100), ann("dpviz:micro_step#0", 1, 60),
+        ann("gloo:all_reduce", 10, 20, tid=2),    # done inside the micro-step: as recorded
+        ann("gloo:all_reduce", 40, 50, tid=2),    # recorded as ending at 90, after backward returned
+        ann("gloo:all_reduce", 70, 25, tid=2),    # launched outside any micro-step: as recorded
+    ]).spans(0)
+    ends = [(s.start_us, s.end_us) for s in spans if s.kind == "allreduce"]
+    assert ends == [(10, 30), (40, 61), (70, 95)]
+
+
+def test_stored_gloo_allreduces_end_before_the_optimizer_starts(gloo_spans):
+    for spans in gloo_spans.values():
+        for step in (0, 1, 2):
+            optimizer = min(s.start_us for s in spans if s.kind == "optimizer" and s.step == step)
+            assert max(s.end_us for s in _allreduces(spans, step)) <= optimizer
+
+
 def test_short_kernel_name_drops_only_the_parameter_list():
     assert short_kernel_name("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, "
                              "ncclWork*)") == "ncclKernel_AllReduce_RING_LL_Sum_float"
