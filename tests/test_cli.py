@@ -51,3 +51,18 @@ def test_run_writes_record_traces_and_prints_a_summary(tmp_path):
     assert record["kind"] == "ddp_run" and record["world_size"] == 2
     assert {p.name for p in tmp_path.iterdir()} >= {"record.json", "trace-rank0.json",
                                                       "trace-rank1.json", "trace-merged.json"}
+
+
+def test_run_accumulates_and_its_record_animates(tmp_path):
+    """`--accum-steps 3`: no_sync on the first two micro-steps, so only the third all-reduces
+    (one bucket in iteration 0, then the 0.25 MB cap's four); both scenes build from the record."""
+    out = _cli("run", "--ranks", "2", "--steps", "2", "--accum-steps", "3", "--bucket-cap-mb", "0.25",
+               "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    record = json.loads((tmp_path / "record.json").read_text())
+    assert [m["all_reduces"] for m in record["micro_steps"]] == [0, 0, 1, 0, 0, 4]
+    for scene in ("buckets", "accumulation"):
+        out = _cli("animate", scene, "--record", str(tmp_path / "record.json"),
+                   "--out", str(tmp_path / f"{scene}.mp4"), "--dry-run")
+        assert out.returncode == 0, out.stderr
+        assert "scene builds" in out.stdout
