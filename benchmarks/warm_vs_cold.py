@@ -38,9 +38,10 @@ def main() -> None:
         run(cfg, cluster=warm_cluster)  # first run on fresh ranks warms allocators and DDP
         warm = [timed(lambda: run(cfg, cluster=warm_cluster)) for _ in range(args.repeats)]
         long = cfg.replace(steps=12, width=512, layers=6)
-        bare = [steady_step_ms(run(long.replace(profile=False), cluster=warm_cluster))
-                for _ in range(args.repeats)]
-        instrumented = [steady_step_ms(run(long, cluster=warm_cluster)) for _ in range(args.repeats)]
+        bare, instrumented = [], []
+        for _ in range(args.repeats):   # interleaved, so drifting machine load hits both alike
+            bare.append(steady_step_ms(run(long.replace(profile=False), cluster=warm_cluster)))
+            instrumented.append(steady_step_ms(run(long, cluster=warm_cluster)))
 
     c, w = statistics.median(cold), statistics.median(warm)
     b, i = statistics.median(bare), statistics.median(instrumented)
