@@ -30,6 +30,7 @@ RECORD_MODULES = {
     "accumulation_sweep": "dpviz.accumulation",
     "memory": "dpviz.checkpointing",
     "memory_breakdown": "dpviz.memory", "zero_sweep": "dpviz.zero", "precision_run": "dpviz.precision",
+    "tensor_parallel": "dpviz.tensor_parallel",
 }
 
 
