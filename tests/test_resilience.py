@@ -27,21 +27,22 @@ def _rss_kb(pid: int) -> int:
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
 
 
 def test_fifty_reruns_grow_no_processes_files_or_memory():
     with Cluster(2) as cluster:
         for _ in range(10):  # warm-up: allocators, DDP, the profiler reach their steady state
             run(SMALL, cluster=cluster)
-        procs, fds = rank_processes(), _open_fds()
-        rss = {pid: _rss_kb(pid) for pid in [os.getpid(), *cluster.pids()]}
+        procs, pids = rank_processes(), [os.getpid(), *cluster.pids()]
+        fds, rss = {pid: _open_fds(pid) for pid in pids}, {pid: _rss_kb(pid) for pid in pids}
         for _ in range(50):
             record = run(SMALL, cluster=cluster)
         assert record.checks[-1].max_diff_across_ranks == 0.0
         assert rank_processes() == procs
-        assert _open_fds() <= fds
+        for pid, before in fds.items():   # the parent's and every rank's
+            assert _open_fds(pid) <= before, f"process {pid} opened {_open_fds(pid) - before} more files"
         for pid, before in rss.items():
             assert _rss_kb(pid) <= 1.10 * before, f"process {pid} grew from {before} kB"
 
