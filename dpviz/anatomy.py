@@ -9,16 +9,32 @@ pipeline scheduling uses (seed 000 §4.5).
 
 Everything here is *measured* on one rank: the profiler (`record_shapes=True`) shows each
 layer's `AddmmBackward0` with its two `aten::mm` children, told apart by their shapes (W is the
-product that contracts over the batch). Activation bytes come from saved-tensor hooks: the
-exact tensors autograd keeps for backward. Times are medians over `repeats` steps.
+product that contracts over the batch). Times are medians over `repeats` steps.
+
+Activation bytes come from the same profile (`profile_memory=True`): the trace's `[memory]`
+instant events (`Addr`, `Bytes` > 0 allocates, < 0 frees) are replayed inside each block's
+forward window; what the block allocated and had not freed when its forward ended is what it
+keeps (`kept_bytes`). Saved-tensor hooks cross-check it: they list the exact tensors autograd
+saves during the block's forward (`saved_bytes`), and matching their storage pointers against the
+profiler's `Addr`s splits the two figures' difference exactly:
+
+    kept_bytes == saved_bytes - saved_elsewhere_bytes + kept_unsaved_bytes
+
+- saved_elsewhere_bytes: saved by the block but allocated outside its forward: its input (the
+  previous block's ReLU output, or the data, which exists before the profiler starts);
+- kept_unsaved_bytes: alive at the block's end but not saved by it: the head's output, which the
+  loss saves. A hidden block's Linear output is freed inside the block (the ReLU saves its own
+  output), so it counts in neither figure.
 """
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import dataclass
 
 from .config import RunConfig, validate
 from .launch import Cluster, RankContext
+from .record import record_kind
 
 BLOCK_PREFIX = "dpviz_block"
 
@@ -33,7 +49,10 @@ class LayerAnatomy:
     backward_ms: float        # its autograd nodes (AddmmBackward0 + ReluBackward0), end to end
     input_grad_ms: float      # B: the grad-input mm + the ReLU mask
     weight_grad_ms: float     # W: the grad-weight mm + the bias sum
-    saved_bytes: int          # activations this block keeps for backward (weights excluded)
+    kept_bytes: int           # profiler: allocated in this block's forward, alive at its end
+    saved_bytes: int          # hooks: tensors autograd saved in this block's forward (no weights)
+    saved_elsewhere_bytes: int  # of saved_bytes, storage the profiler saw allocated outside it
+    kept_unsaved_bytes: int   # of kept_bytes, storage this block's hooks did not save
     input_grad_products: int  # aten::mm calls classified B in one backward (0 for block 0)
     weight_grad_products: int  # aten::mm calls classified W in one backward
     flops: int                # one matrix product: 2 · batch · in · out (forward, B and W each)
@@ -43,14 +62,21 @@ class LayerAnatomy:
         """Inside the block's backward but neither mm nor mask: transposes, views, dispatch."""
         return self.backward_ms - self.input_grad_ms - self.weight_grad_ms
 
+    @property
+    def bytes_reconciled(self) -> bool:
+        """Profiler and hooks agree once the input and the unsaved output are accounted for."""
+        return self.kept_bytes == self.saved_bytes - self.saved_elsewhere_bytes + self.kept_unsaved_bytes
 
+
+@record_kind("step_anatomy")
 @dataclass(frozen=True)
 class StepAnatomy:
     config: dict
     batch: int
     repeats: int
     layers: tuple[LayerAnatomy, ...]
-    activation_bytes: int     # distinct tensors saved for backward, all blocks (shared counted once)
+    forward_kept_bytes: int   # profiler: allocated during the whole forward, alive at its end
+    activation_bytes: int     # hooks: distinct tensors saved for backward, all blocks (shared once)
     step_ms: float            # median forward + backward wall time, profiled
 
 
@@ -65,6 +91,38 @@ def classify_mm(shapes, batch: int) -> str:
         raise ValueError(f"cannot tell input-gradient from weight-gradient work for mm {shapes} "
                          f"with batch {batch}: choose a batch size different from the layer widths")
     return "W" if w_like else "B"
+
+
+def memory_events(trace: dict) -> list[tuple[float, int, int]]:
+    """(ts µs, Addr, Bytes) of a chrome trace's `[memory]` events, in the order recorded."""
+    return [(e["ts"], e["args"]["Addr"], e["args"]["Bytes"]) for e in trace["traceEvents"]
+            if e.get("name") == "[memory]" and e.get("args", {}).get("Bytes")]
+
+
+def kept_allocations(memory, start_us: float, end_us: float) -> dict[int, int]:
+    """Addr → bytes of what was allocated in [start, end] and not freed by `end`.
+
+    Frees of memory allocated before `start` (a negative `Bytes` at an unknown Addr) are ignored:
+    they are not this window's allocations.
+    """
+    live: dict[int, int] = {}
+    for ts, addr, nbytes in sorted(memory, key=lambda m: m[0]):   # stable: keeps trace order
+        if ts < start_us:
+            continue
+        if ts > end_us:
+            break
+        if nbytes > 0:
+            live[addr] = nbytes
+        else:
+            live.pop(addr, None)
+    return live
+
+
+def reconcile(kept: dict[int, int], saved: dict[int, int]) -> dict[str, int]:
+    """The profiler's kept allocations vs the hooks' saved storages (pointer → bytes) of a block."""
+    return dict(kept_bytes=sum(kept.values()), saved_bytes=sum(saved.values()),
+                saved_elsewhere_bytes=sum(b for ptr, b in saved.items() if ptr not in kept),
+                kept_unsaved_bytes=sum(b for addr, b in kept.items() if addr not in saved))
 
 
 def linear_flops(batch: int, fan_in: int, fan_out: int) -> int:
@@ -139,6 +197,25 @@ def _split(group, batch: int) -> tuple[float, float, float, int, int]:
     return total, b, w, products["B"], products["W"]
 
 
+def _trace(prof) -> dict:
+    """The profile as chrome-trace JSON (the only public view with `[memory]` Addr and ts)."""
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="dpviz_anatomy_") as tmp:
+        path = os.path.join(tmp, "trace.json")
+        prof.export_chrome_trace(path)
+        with open(path) as f:
+            return json.load(f)
+
+
+def _forward_windows(trace: dict) -> dict[int, tuple[float, float]]:
+    """Block index → (start, end) µs of its `dpviz_block<i>` annotation on the trace clock."""
+    return {int(e["name"][len(BLOCK_PREFIX):]): (e["ts"], e["ts"] + e["dur"])
+            for e in trace["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "user_annotation"
+            and e.get("name", "").startswith(BLOCK_PREFIX)}
+
+
 def anatomy_rank(ctx: RankContext, cfg: RunConfig, repeats: int) -> dict:
     """Profile `repeats` forward+backward steps of the workload on this rank."""
     import time
@@ -157,7 +234,7 @@ def anatomy_rank(ctx: RankContext, cfg: RunConfig, repeats: int) -> dict:
     for _ in range(repeats):
         model.zero_grad(set_to_none=True)
         saved = [[] for _ in blocks]
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, profile_memory=True) as prof:
             t0 = time.perf_counter()
             loss_fn(_forward(blocks, x, params, saved), y).backward()
             step_ms.append((time.perf_counter() - t0) * 1e3)
@@ -168,6 +245,12 @@ def anatomy_rank(ctx: RankContext, cfg: RunConfig, repeats: int) -> dict:
         if len(groups) != len(blocks):
             raise RuntimeError(f"found {len(groups)} Linear backward nodes for {len(blocks)} blocks")
         rows.append([(fwd[i], *_split(g, batch)) for i, g in enumerate(groups)])
+    # bytes: deterministic for a given step, read from the last repeat (the hooks' repeat)
+    trace = _trace(prof)
+    memory, windows = memory_events(trace), _forward_windows(trace)
+    if sorted(windows) != list(range(len(blocks))):
+        raise RuntimeError(f"found forward annotations {sorted(windows)} for {len(blocks)} blocks")
+    forward_kept = kept_allocations(memory, windows[0][0], windows[len(blocks) - 1][1])
     first_saver: dict[int, int] = {}
     for i, notes in enumerate(saved):
         for ptr, nbytes in notes:
@@ -181,10 +264,11 @@ def anatomy_rank(ctx: RankContext, cfg: RunConfig, repeats: int) -> dict:
         layers.append(dict(
             index=i, name=f"{lin.in_features}→{lin.out_features}" + (" + ReLU" if len(block) > 1 else " head"),
             forward_ms=med[0], backward_ms=med[1], input_grad_ms=med[2], weight_grad_ms=med[3],
-            saved_bytes=sum(dict(saved[i]).values()),
+            **reconcile(kept_allocations(memory, *windows[i]), dict(saved[i])),
             input_grad_products=mid[4], weight_grad_products=mid[5],
             flops=linear_flops(batch, lin.in_features, lin.out_features)))
-    return dict(batch=batch, layers=layers, activation_bytes=sum(first_saver.values()),
+    return dict(batch=batch, layers=layers, forward_kept_bytes=sum(forward_kept.values()),
+                activation_bytes=sum(first_saver.values()),
                 step_ms=statistics.median(step_ms))
 
 
@@ -201,4 +285,5 @@ def measure_anatomy(cfg: RunConfig | None = None, cluster: Cluster | None = None
     res = cluster.run_task(anatomy_rank, cfg, repeats)[0]
     return StepAnatomy(config=cfg.to_dict(), batch=res["batch"], repeats=repeats,
                        layers=tuple(LayerAnatomy(**row) for row in res["layers"]),
+                       forward_kept_bytes=res["forward_kept_bytes"],
                        activation_bytes=res["activation_bytes"], step_ms=res["step_ms"])

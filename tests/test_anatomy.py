@@ -46,11 +46,56 @@ def test_first_block_has_no_input_gradient_product(anatomy):
     assert [l.weight_grad_products for l in anatomy.layers] == [1, 1, 1, 1]
 
 
-def test_saved_activation_bytes(anatomy):
-    act = 48 * 128 * 4                            # one (batch, width) float32 tensor
-    # a block saves its input (for W) and its ReLU output (the mask); the head only its input
+def test_kept_allocations_replays_the_window():
+    memory = [(0.0, 1, 100),     # before the window: not this block's
+              (5.0, 1, -100),    # a free of older memory: ignored
+              (6.0, 2, 40),      # allocated and freed inside (the Linear output)
+              (7.0, 3, 60),      # allocated inside, alive at the end (the ReLU output)
+              (8.0, 2, -40),
+              (12.0, 3, -60)]    # freed after the window: still kept at its end
+    assert A.kept_allocations(memory, 5.0, 10.0) == {3: 60}
+    assert A.kept_allocations(memory, 5.0, 20.0) == {}
+
+
+def test_memory_events_read_from_a_chrome_trace():
+    trace = {"traceEvents": [
+        {"ph": "i", "name": "[memory]", "ts": 1.5, "args": {"Addr": 7, "Bytes": 24, "Total Allocated": 24}},
+        {"ph": "X", "name": "aten::addmm", "ts": 1.0, "dur": 2.0, "args": {}},
+        {"ph": "i", "name": "[memory]", "ts": 2.5, "args": {"Addr": 7, "Bytes": -24, "Total Allocated": 0}}]}
+    assert A.memory_events(trace) == [(1.5, 7, 24), (2.5, 7, -24)]
+
+
+def test_reconcile_splits_the_difference():
+    kept, saved = {10: 60, 11: 4}, {10: 60, 9: 60}    # ReLU output saved here, input from below
+    r = A.reconcile(kept, saved)
+    assert r == dict(kept_bytes=64, saved_bytes=120, saved_elsewhere_bytes=60, kept_unsaved_bytes=4)
+
+
+def test_activation_bytes_profiler_vs_hooks(anatomy):
+    act, out = 48 * 128 * 4, 48 * 1 * 4           # one (batch, width) / (batch, 1) float32 tensor
+    # profiler: a hidden block keeps only its ReLU output (its Linear output is freed inside the
+    # block); the head keeps its (batch, 1) output, which the loss saves
+    assert [l.kept_bytes for l in anatomy.layers] == [act] * 3 + [out]
+    # hooks: a block saves its input (for W) and its ReLU output (the mask); the head only its input
     assert [l.saved_bytes for l in anatomy.layers] == [2 * act] * 3 + [act]
-    assert anatomy.activation_bytes == 4 * act    # input + 3 ReLU outputs, each counted once
+    # the systematic difference, exactly: the input is saved but allocated below (block 0's is the
+    # data, allocated before the profiler started); the head's output is kept but not saved by it
+    assert [l.saved_elsewhere_bytes for l in anatomy.layers] == [act] * 4
+    assert [l.kept_unsaved_bytes for l in anatomy.layers] == [0] * 3 + [out]
+    assert all(l.bytes_reconciled for l in anatomy.layers)
+    # totals: input + 3 ReLU outputs saved (each once); the profiler sees the forward leave the
+    # 3 ReLU outputs and the head's output alive
+    assert anatomy.activation_bytes == 4 * act
+    assert anatomy.forward_kept_bytes == 3 * act + out
+    assert anatomy.forward_kept_bytes == anatomy.activation_bytes - act + out
+
+
+def test_record_round_trips_through_json(anatomy, tmp_path):
+    from dpviz import record
+
+    assert record.from_dict(A.StepAnatomy, record.to_dict(anatomy)) == anatomy
+    path = record.save(anatomy, tmp_path / "anatomy.json")
+    assert record.load(path, expect=A.StepAnatomy) == anatomy
 
 
 def test_rows_for_the_plot(anatomy):
@@ -74,6 +119,10 @@ def test_figures_draw_the_record(anatomy):
     from dpviz.plots.anatomy import plot_activations, plot_anatomy
 
     assert len(plot_anatomy(anatomy).patches) == 4 * len(anatomy.layers)  # fwd, B, W, other
-    bars = plot_activations(anatomy).patches
-    assert [b.get_height() * 2 ** 20 for b in bars] == pytest.approx([l.saved_bytes for l in anatomy.layers])
+    bars = plot_activations(anatomy).patches    # profiler bars, then hooks: allocated here, input
+    n, kib = len(anatomy.layers), [b.get_height() * 2 ** 10 for b in plot_activations(anatomy).patches]
+    assert len(bars) == 3 * n
+    assert kib[:n] == pytest.approx([l.kept_bytes for l in anatomy.layers])
+    assert [h + i for h, i in zip(kib[n:2 * n], kib[2 * n:])] == pytest.approx([l.saved_bytes for l in anatomy.layers])
+    assert kib[2 * n:] == pytest.approx([l.saved_elsewhere_bytes for l in anatomy.layers])
     plt.close("all")

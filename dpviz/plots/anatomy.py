@@ -14,7 +14,10 @@ def anatomy_rows(record: StepAnatomy) -> list[dict]:
     return [{"label": f"block {l.index}: {l.name}", "forward": l.forward_ms,
              "B (input grad)": l.input_grad_ms, "W (weight grad)": l.weight_grad_ms,
              "other": max(0.0, l.other_ms), "backward": l.backward_ms,
-             "saved_mb": l.saved_bytes / 2 ** 20} for l in record.layers]
+             "kept_kib": l.kept_bytes / 2 ** 10, "saved_kib": l.saved_bytes / 2 ** 10,
+             "saved_here_kib": (l.saved_bytes - l.saved_elsewhere_bytes) / 2 ** 10,
+             "saved_input_kib": l.saved_elsewhere_bytes / 2 ** 10}
+            for l in record.layers]
 
 
 def plot_anatomy(record: StepAnatomy, ax=None):
@@ -41,14 +44,29 @@ def plot_anatomy(record: StepAnatomy, ax=None):
 
 
 def plot_activations(record: StepAnatomy, ax=None):
-    """Bytes each block keeps for backward (its input and its ReLU output; weights excluded)."""
+    """Per block, bytes kept for backward: the profiler's figure, the hooks' beside it as the check.
+
+    Profiler: allocated inside the block's forward and still alive when it ends. Hooks: tensors
+    autograd saved in the block's forward; they also count the block's input (allocated by the
+    block below, or the data), and miss the head's output (saved by the loss, not the head).
+    """
     rows = anatomy_rows(record)
-    ax = style.new_axes(ax, figsize=(10, 2.8))
-    ax.bar(range(len(rows)), [r["saved_mb"] for r in rows], color=style.kind_color("forward"))
-    ax.set_xticks(range(len(rows)), [f"block {i}" for i in range(len(rows))])
-    ax.set_ylabel("MiB saved for backward")
-    ax.set_title(f"activations held between forward and backward: "
-                 f"{record.activation_bytes / 2 ** 20:.2f} MiB distinct (a block's input is the "
-                 "previous block's output, counted once)", loc="left", fontsize=9)
+    ax = style.new_axes(ax, figsize=(10, 3.0))
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [r["kept_kib"] for r in rows], width=0.38,
+           color=style.kind_color("forward"), label="profiler: allocated in the forward, alive at its end")
+    here = [r["saved_here_kib"] for r in rows]
+    ax.bar([x + 0.2 for x in xs], here, width=0.38, color="none", edgecolor=style.MUTED, hatch="//",
+           label="check, saved-tensor hooks: saved, allocated in the block")
+    ax.bar([x + 0.2 for x in xs], [r["saved_input_kib"] for r in rows], bottom=here, width=0.38,
+           color="none", edgecolor=style.MUTED, hatch="..",
+           label="hooks: saved, allocated below it (its input)")
+    ax.set_xticks(list(xs), [f"block {i}" for i in xs])
+    ax.set_ylabel("KiB kept for backward")
+    ax.set_ylim(0, 1.5 * max(max(r["kept_kib"], r["saved_kib"]) for r in rows))   # room for the legend
+    ax.set_title(f"activations after the forward: {record.forward_kept_bytes / 2 ** 10:.1f} KiB allocated "
+                 f"and alive (profiler); {record.activation_bytes / 2 ** 10:.1f} KiB distinct saved (hooks: "
+                 "+ the data, − the head's output)", loc="left", fontsize=9)
+    ax.legend(loc="upper right", fontsize=8, frameon=False)
     style.tidy(ax)
     return ax
