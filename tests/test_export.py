@@ -1,9 +1,13 @@
 """`dpviz animate all`: fresh live runs → records → videos, one scene checked end to end."""
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from dpviz import load
+from dpviz.animate import SCENES
 from dpviz.export import export_all
 
 
@@ -20,3 +24,16 @@ def test_unknown_scenes_are_refused_before_any_run(tmp_path):
     with pytest.raises(ValueError, match="unknown scenes"):
         export_all(tmp_path, names=["ring", "fireworks"])
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.manim
+def test_animate_all_renders_every_scene_from_fresh_runs_with_progress(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "dpviz", "animate", "all", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr
+    for name in SCENES:
+        video = tmp_path / f"{name}.mp4"
+        assert video.read_bytes()[4:8] == b"ftyp", name           # a real mp4 per scene
+        assert (tmp_path / name / SCENES[name].record_file).is_file()   # beside its record
+        assert f"{name}: recorded in" in out.stdout + out.stderr
+    assert "scene/s" in out.stderr or "s/scene" in out.stderr        # tqdm's progress bar
