@@ -1,9 +1,13 @@
-"""DP data flow (gather to rank 0, update, send back) vs DDP all-reduce: step time and bytes sent.
+"""Single-process DP vs parameter server on ranks vs DDP all-reduce: step time and bytes.
 
-Measured side by side on subgroups of one warm cluster (world sizes 2 … --ranks), same model,
-same batches; bytes are each process's socket writes (/proc/self/io). Prints ratios:
-  DP rank 0 bytes / DDP rank bytes   (model: (N−1) / (2(N−1)/N) = N/2)
-  DP step / DDP step                 (slowest rank, median of --steps steps, repeated --repeats times)
+Single-process DP (N replicas, N threads, one process: nn.DataParallel's data flow on CPU) runs in
+this process at N = 1 … --ranks; the parameter server (gradients to rank 0, update, parameters
+back) and DDP run on subgroups of one warm cluster (N = 2 … --ranks). Same model, same batches,
+batch 16 per worker. DP's bytes are what device 0 copies out (shards + parameters) and in
+(gradients); rank bytes are each process's socket writes (/proc/self/io). Prints per N:
+  DP d0 out/P, in/P          (model: (N−1)(1 + shard/P) and N−1)
+  PS r0 sent/P, DDP sent/P   (model: N−1 and 2(N−1)/N)
+  step ms of DP / PS / DDP   (slowest rank; medians of --steps steps, median over --repeats)
 Usage: python benchmarks/dp_vs_ddp.py [--ranks 4] [--steps 8] [--repeats 3] [--width 1024]
 """
 from __future__ import annotations
@@ -24,20 +28,30 @@ def main() -> None:
     args = parser.parse_args()
     cfg = RunConfig(layers=2, width=args.width, batch_per_rank=16)
     sizes = tuple(range(2, args.ranks + 1))
+    replicas = tuple(range(1, args.ranks + 1))
     with Cluster(args.ranks) as cluster:
-        recs = [dp_vs_ddp(cluster, sizes, cfg, steps=args.steps) for _ in range(args.repeats)]
+        recs = [dp_vs_ddp(cluster, sizes, cfg, steps=args.steps, replicas=replicas)
+                for _ in range(args.repeats)]
     p = recs[0].param_bytes
-    print(f"MLP 2x{args.width} (P = {p / 2**20:.1f} MiB), batch 16 per rank, gloo on CPU, "
+    print(f"MLP 2x{args.width} (P = {p / 2**20:.1f} MiB), batch 16 per worker, gloo on CPU, "
           f"medians of {args.repeats} repeats")
-    print(f"{'N':>3} {'DP r0 sent/P':>13} {'DDP sent/P':>11} {'bytes ratio':>12} "
-          f"{'DP ms':>8} {'DDP ms':>8} {'DP/DDP time':>12}")
-    for n in sizes:
-        dp_ms = statistics.median(max(x.step_ms for x in r.of("dp", n)) for r in recs)
-        ddp_ms = statistics.median(max(x.step_ms for x in r.of("ddp", n)) for r in recs)
-        dp0 = recs[0].of("dp", n)[0].sent_bytes
-        ddp = statistics.mean(x.sent_bytes for x in recs[0].of("ddp", n))
-        print(f"{n:>3} {dp0 / p:13.2f} {ddp / p:11.2f} {dp0 / ddp:12.2f} "
-              f"{dp_ms:8.2f} {ddp_ms:8.2f} {dp_ms / ddp_ms:12.2f}")
+    print(f"{'N':>3} {'DP out/P':>9} {'DP in/P':>8} {'PS r0/P':>8} {'DDP/P':>6} "
+          f"{'DP ms':>7} {'PS ms':>7} {'DDP ms':>7} {'threads':>8} {'max|dDP-DDP|':>13}")
+    for n in replicas:
+        d = recs[0].dp(n)
+        dp_ms = statistics.median(r.dp(n).step_ms for r in recs)
+        row = f"{n:>3} {d.bytes_out / p:9.2f} {d.bytes_in / p:8.2f} "
+        if n in sizes:
+            ps_ms = statistics.median(max(x.step_ms for x in r.of("ps", n)) for r in recs)
+            ddp_ms = statistics.median(max(x.step_ms for x in r.of("ddp", n)) for r in recs)
+            ps0 = recs[0].of("ps", n)[0].sent_bytes
+            ddp = statistics.mean(x.sent_bytes for x in recs[0].of("ddp", n))
+            diff = max(r.dp(n).max_diff_vs_ddp for r in recs)
+            row += (f"{ps0 / p:8.2f} {ddp / p:6.2f} {dp_ms:7.2f} {ps_ms:7.2f} {ddp_ms:7.2f} "
+                    f"{d.threads:>8} {diff:13.1e}")
+        else:
+            row += f"{'-':>8} {'-':>6} {dp_ms:7.2f} {'-':>7} {'-':>7} {d.threads:>8} {'-':>13}"
+        print(row)
 
 
 if __name__ == "__main__":

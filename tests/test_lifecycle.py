@@ -1,4 +1,4 @@
-"""The DDP lifecycle and DP vs DDP on three live ranks (three: so rank 0's load differs)."""
+"""The DDP lifecycle, and DP vs parameter server vs DDP on three live ranks (rank 0's load differs)."""
 from __future__ import annotations
 
 import pytest
@@ -80,15 +80,68 @@ def test_save_on_rank0_then_every_rank_loads_it(synced):
     assert synced.load_buffer_diff[0] == 0.0 and synced.load_buffer_diff[2] > 0  # buffers: rank 0's
 
 
-def test_dp_and_ddp_train_identically_and_traffic_matches_model(cluster3):
-    rec = D.dp_vs_ddp(cluster3, (2, 3), RunConfig(layers=2, width=128, batch_per_rank=8), steps=2)
+def test_three_patterns_train_identically_and_traffic_matches_model(cluster3):
+    cfg = RunConfig(layers=2, width=128, batch_per_rank=8)
+    rec = D.dp_vs_ddp(cluster3, (2, 3), cfg, steps=2, replicas=(1, 2, 3))
     assert set(rec.max_param_diff) == {2, 3} and max(rec.max_param_diff.values()) < 1e-5
     assert len(rec.points) == 2 * (2 + 3)
     for p in rec.points:
         model = D.expected_sent_bytes(p.pattern, p.world_size, p.rank, rec.param_bytes)
         assert p.sent_bytes == pytest.approx(model, rel=0.02), p
-    dp0, = [p for p in rec.of("dp", 3) if p.rank == 0]
-    assert dp0.sent_bytes > 1.4 * max(p.sent_bytes for p in rec.of("ddp", 3))  # rank 0 bottleneck
+    ps0, = [p for p in rec.of("ps", 3) if p.rank == 0]
+    assert ps0.sent_bytes > 1.4 * max(p.sent_bytes for p in rec.of("ddp", 3))  # rank 0 bottleneck
+    # single-process DP: same parameters as one process on the whole batch and as DDP
+    assert [d.replicas for d in rec.single_process] == [1, 2, 3]
+    assert rec.dp(1).max_diff_vs_ddp is None                    # no DDP run at N = 1
+    for n in (2, 3):
+        d = rec.dp(n)
+        assert d.max_diff_vs_single < 1e-5 and d.max_diff_vs_ddp < 1e-5, d
+        assert d.threads == n
+        assert d.bytes_in == (n - 1) * rec.param_bytes          # N−1 gradients copied to device 0
+        assert d.bytes_out == (n - 1) * (rec.param_bytes + 8 * 129 * 4)  # parameters + shards
+    assert rec.shard_bytes == 8 * (128 + 1) * 4
+
+
+def test_dp_vs_ddp_record_round_trips_through_json(cluster3, tmp_path):
+    from dpviz.record import load, save
+
+    rec = D.dp_vs_ddp(cluster3, (2,), RunConfig(layers=1, width=16, batch_per_rank=4), steps=1,
+                      replicas=(1, 2))
+    assert load(save(rec, tmp_path / "dp.json"), expect=D.DpVsDdp) == rec
+
+
+def test_single_process_dp_copies_what_the_formula_says_in_n_threads():
+    import torch
+
+    from dpviz.workloads import build_mlp, flat_params, global_batch, single_process_params
+
+    cfg = RunConfig(layers=2, width=32, batch_per_rank=5, world_size=3, steps=4)
+    P = sum(p.numel() * 4 for p in build_mlp(cfg).parameters())
+    dp = D.SingleProcessDP(cfg, 3)
+    ref = single_process_params(cfg)
+    for step in range(4):
+        stats = dp.step(*global_batch(cfg, step, 0))
+        assert stats["threads"] == 3                            # one thread per replica
+        assert (flat_params(dp.replicas[0]) - ref[step]).abs().max() < 1e-5
+    # per step: 2 shards of 5 × (32 inputs + 1 target) floats and 2 parameter copies out, 2
+    # gradients in — nothing else crosses device 0
+    assert dp.bytes_out == 4 * (2 * 5 * 33 * 4 + 2 * P)
+    assert dp.bytes_in == 4 * 2 * P
+    assert D.expected_copy_bytes(3, P, 5 * 33 * 4) == {"out": dp.bytes_out / 4, "in": dp.bytes_in / 4}
+    # only replica 0 is updated: the others still hold the parameters replicated to them
+    assert (flat_params(dp.replicas[1]) - ref[2]).abs().max() < 1e-5
+    assert not torch.equal(flat_params(dp.replicas[1]), flat_params(dp.replicas[0]))
+    dev, final = D.data_parallel(cfg, 1, steps=1, warmup=0)
+    assert dev.threads == 1 and dev.bytes_in == dev.bytes_out == 0    # one device: no copies
+    assert dev.max_diff_vs_single == 0.0
+
+
+def test_parallel_apply_raises_a_workers_error():
+    def boom():
+        raise RuntimeError("replica 1 failed")
+
+    with pytest.raises(RuntimeError, match="replica 1 failed"):
+        D._parallel_apply([lambda: None, boom])
 
 
 def test_dp_vs_ddp_world_sizes_must_fit_the_cluster(cluster3):
@@ -98,7 +151,9 @@ def test_dp_vs_ddp_world_sizes_must_fit_the_cluster(cluster3):
 
 def test_expected_sent_bytes_rejects_unknown_pattern():
     with pytest.raises(ValueError, match="pattern"):
-        D.expected_sent_bytes("ps", 2, 0, 10)
+        D.expected_sent_bytes("allgather", 2, 0, 10)
+    with pytest.raises(ValueError, match="expected_copy_bytes"):
+        D.expected_sent_bytes("dp", 2, 0, 10)                   # single-process DP: no sockets
 
 
 def test_figures_draw_the_records(cluster3, synced):
@@ -107,12 +162,16 @@ def test_figures_draw_the_records(cluster3, synced):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.plots.lifecycle import plot_buffers, plot_construction, plot_sampler, plot_traffic
+    from dpviz.plots.lifecycle import (plot_buffers, plot_construction, plot_dp_phases,
+                                       plot_sampler, plot_step_time, plot_traffic)
 
     shards = L.sampler_shards(cluster3, dataset_size=10, epochs=2)
     assert len(plot_sampler(shards).patches) == 2 * 12        # 3 ranks × 4 slots per epoch
     assert len(plot_buffers(synced).lines) == 3 + 3          # a curve and a target line per rank
     assert len(plot_construction(synced).lines) == 2 * 3 + 1   # before/after per rank, divider
     rec = D.dp_vs_ddp(cluster3, (2, 3), RunConfig(layers=1, width=16, batch_per_rank=4), steps=1)
-    assert len(plot_traffic(rec).patches) == 2 * (2 + 3)     # one bar per rank and pattern
+    # one bar per rank and rank pattern, and device 0's out and in for DP at N = 2, 3
+    assert len(plot_traffic(rec).patches) == 2 * (2 + 3) + 2 * 2
+    assert len(plot_step_time(rec).lines) == 3                # DP, parameter server, DDP
+    assert len(plot_dp_phases(rec).patches) == 4 * len(D.DP_PHASES)  # N = 1 … 4, stacked
     plt.close("all")
