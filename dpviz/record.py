@@ -30,6 +30,8 @@ RECORD_MODULES = {
     "accumulation_sweep": "dpviz.accumulation",
     "memory": "dpviz.checkpointing",
     "memory_breakdown": "dpviz.memory", "zero_sweep": "dpviz.zero", "precision_run": "dpviz.precision",
+    "pipeline_sweep": "dpviz.pipeline",
+    "expert_parallel": "dpviz.experts",
     "tensor_parallel": "dpviz.tensor_parallel",
 }
 

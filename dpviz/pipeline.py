@@ -1,0 +1,278 @@
+"""Pipeline parallelism on live ranks: one MLP stage per rank, micro-batches, the bubble.
+
+Each rank holds a contiguous slice of the workload MLP (a *stage*). The batch is cut into m
+micro-batches; a stage receives a micro-batch's activations from the previous rank, runs its
+layers and sends the result on (`dist.isend`/`dist.recv`, gloo); in backward the gradient
+w.r.t. each stage's input travels the other way. Every rank stamps the start and end of each
+micro-batch's forward and backward with `time.perf_counter()` — CLOCK_MONOTONIC, one clock for
+all processes on Linux — so the stamps of all ranks land on one timeline (the tests check it by
+causality: a stage never starts micro-batch i before its neighbour finished it).
+
+Two schedules, same work, same gradients:
+
+* GPipe ("F-then-B"): all m forwards, then all m backwards. Idle fraction per rank
+  (p−1)/(m+p−1) when every stage costs the same: more micro-batches, smaller bubble — but a
+  stage holds the activations of all m micro-batches at once.
+* 1F1B (PipeDream-Flush): after p−1−s warm-up forwards, stage s alternates one forward and one
+  backward. Same bubble, but at most p−s micro-batches are in flight: less activation memory.
+
+Rank-side functions (`*_rank`) run via `Cluster.run_task` and return plain data; the parent
+assembles frozen records that render without torch.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from .config import RunConfig, validate
+from .launch import Cluster, RankContext
+from .record import record_kind
+
+SCHEDULES = ("gpipe", "1f1b")
+
+
+def gpipe_formula(stages: int, micro_batches: int) -> float:
+    """GPipe's idle fraction (p−1)/(m+p−1): p−1 slots of fill and drain out of m+p−1."""
+    return (stages - 1) / (micro_batches + stages - 1)
+
+
+def schedule_ops(schedule: str, stage: int, stages: int, micro_batches: int) -> list[tuple[str, int]]:
+    """The order in which `stage` runs its ("F", i) and ("B", i) ops."""
+    m = micro_batches
+    if schedule == "gpipe":          # all forwards, then backwards last-in first-out (GPipe paper)
+        return [("F", i) for i in range(m)] + [("B", i) for i in reversed(range(m))]
+    if schedule == "1f1b":
+        warm = min(stages - 1 - stage, m)
+        ops = [("F", i) for i in range(warm)]
+        for i in range(m - warm):    # steady state: one forward, then the oldest backward
+            ops += [("F", warm + i), ("B", i)]
+        return ops + [("B", i) for i in range(m - warm, m)]
+    raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+
+
+def stage_blocks(layers: int, stages: int) -> list[range]:
+    """Contiguous Linear+ReLU blocks per stage, as even as possible; the head joins the last."""
+    if layers < stages:
+        raise ValueError(f"{layers} blocks cannot fill {stages} stages: use layers >= ranks")
+    base, extra = divmod(layers, stages)
+    out, lo = [], 0
+    for s in range(stages):
+        n = base + (1 if s < extra else 0)
+        out.append(range(lo, lo + n))
+        lo += n
+    return out
+
+
+# --- records ------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class StageEvent:
+    """One micro-batch's forward or backward on one stage; ms from the step's first start."""
+
+    rank: int
+    kind: str          # "forward" or "backward"
+    micro: int
+    start_ms: float
+    end_ms: float
+
+
+@dataclass(frozen=True)
+class PipelineStep:
+    """One pipelined forward+backward of the whole batch, every rank on one clock."""
+
+    events: tuple[StageEvent, ...]
+    makespan_ms: float             # first start to last end over all ranks
+    busy_ms: tuple[float, ...]     # per rank: time inside its forwards and backwards
+    bubble: tuple[float, ...]      # per rank: 1 − busy / makespan (waiting, sending, idle)
+
+    @property
+    def mean_bubble(self) -> float:
+        return sum(self.bubble) / len(self.bubble)
+
+
+@dataclass(frozen=True)
+class PipelineRun:
+    """Repeated steps of one schedule with m micro-batches, and what they showed."""
+
+    schedule: str
+    stages: int
+    micro_batches: int
+    batch: int
+    stage_blocks: tuple[tuple[int, ...], ...]   # block indices per stage (head on the last)
+    steps: tuple[PipelineStep, ...]
+    max_grad_diff: float                         # max |pipeline grad − one-process grad|
+    peak_in_flight: tuple[int, ...]              # per rank: micro-batches forwarded, not yet backwarded
+    peak_saved_bytes: tuple[int, ...]            # per rank: peak activation bytes autograd saved for them
+
+    @property
+    def formula(self) -> float:
+        return gpipe_formula(self.stages, self.micro_batches)
+
+    @property
+    def best_step(self) -> PipelineStep:
+        """The repeat with the shortest makespan: the one other processes disturbed least
+        (2 shared cores: a rank that loses its core mid-step stretches the whole pipeline)."""
+        return min(self.steps, key=lambda s: s.makespan_ms)
+
+    @property
+    def bubble(self) -> float:
+        """Mean idle fraction over ranks in the best step (what is compared to the formula)."""
+        return self.best_step.mean_bubble
+
+    @property
+    def median_bubble(self) -> float:
+        """Median over repeats of the mean idle fraction: how much noise the machine added."""
+        return statistics.median(s.mean_bubble for s in self.steps)
+
+
+@record_kind("pipeline_sweep")
+@dataclass(frozen=True)
+class PipelineSweep:
+    config: dict
+    runs: tuple[PipelineRun, ...]
+
+    def run(self, schedule: str, micro_batches: int) -> PipelineRun:
+        return next(r for r in self.runs if r.schedule == schedule and r.micro_batches == micro_batches)
+
+
+# --- on each rank -------------------------------------------------------------------------------
+
+def _stage_slice(model, blocks: range, last: bool):
+    """A stage's modules of the whole MLP (2 modules per block; the head is the last module)."""
+    from torch import nn
+
+    mods = list(model)
+    return nn.Sequential(*mods[2 * blocks.start:2 * blocks.stop], *(mods[-1:] if last else []))
+
+
+def pipeline_rank(ctx: RankContext, cfg: RunConfig, schedule: str, micro_batches: int,
+                  repeats: int) -> dict:
+    """Run `repeats` (+1 warm-up) pipelined forward+backward steps; time every op."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    from .workloads import build_mlp, global_batch, loss_fn
+
+    s, p, m = ctx.rank, ctx.world_size, micro_batches
+    blocks = stage_blocks(cfg.layers, p)[s]
+    # built whole from the seed and sliced: every stage's weights are the one-process model's
+    stage = _stage_slice(build_mlp(cfg), blocks, last=s == p - 1)
+    x_all, y_all = global_batch(cfg.replace(world_size=1), 0, 0)
+    xs, ys = x_all.tensor_split(m), y_all.tensor_split(m)
+    batch = x_all.shape[0]
+    ops = schedule_ops(schedule, s, p, m)
+    weights = {q.data_ptr() for q in stage.parameters()}
+    steps, peak_in_flight, peak_saved = [], 0, 0
+    for rep in range(repeats + 1):
+        stage.zero_grad(set_to_none=True)
+        inputs, outputs, saved, pending, events = {}, {}, {}, [], []
+        held, held_bytes = set(), 0
+        dist.barrier()
+        for kind, i in ops:
+            if kind == "F":
+                if s == 0:
+                    x = xs[i].clone()
+                else:
+                    x = torch.empty(xs[i].shape[0], cfg.width)
+                    dist.recv(x, src=s - 1, tag=i)
+                x.requires_grad_(s > 0)
+                nbytes = [0]
+
+                def pack(t, nbytes=nbytes):
+                    if t.data_ptr() not in weights:      # activations only, not the weights
+                        nbytes[0] += t.numel() * t.element_size()
+                    return t
+
+                t0 = time.perf_counter()
+                with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                    out = stage(x)
+                    if s == p - 1:   # micro-batch i's share of the full-batch mean loss
+                        out = loss_fn(out, ys[i]) * (xs[i].shape[0] / batch)
+                t1 = time.perf_counter()
+                if s < p - 1:
+                    pending.append(dist.isend(out.detach(), dst=s + 1, tag=i))
+                inputs[i], outputs[i], saved[i] = x, out, nbytes[0]
+                held.add(i)
+                held_bytes += saved[i]
+                peak_in_flight = max(peak_in_flight, len(held))
+                peak_saved = max(peak_saved, held_bytes)
+            else:
+                grad = None
+                if s < p - 1:
+                    grad = torch.empty_like(outputs[i])
+                    dist.recv(grad, src=s + 1, tag=m + i)
+                t0 = time.perf_counter()
+                outputs[i].backward(grad)
+                t1 = time.perf_counter()
+                if s > 0:
+                    pending.append(dist.isend(inputs[i].grad, dst=s - 1, tag=m + i))
+                held.discard(i)
+                held_bytes -= saved[i]
+                del outputs[i]
+            events.append(("forward" if kind == "F" else "backward", i, t0, t1))
+        for work in pending:
+            work.wait()
+        if rep:                      # step 0 warms up allocator and gloo pairs
+            steps.append(events)
+    mine = [p_.grad.reshape(-1) for p_ in stage.parameters()]
+    # the check: one process, the whole MLP, the whole batch, same weights
+    ref = build_mlp(cfg)
+    loss_fn(ref(x_all), y_all).backward()
+    theirs = [q.grad.reshape(-1) for q in _stage_slice(ref, blocks, last=s == p - 1).parameters()]
+    diff = max(float((a - b).abs().max()) for a, b in zip(mine, theirs))
+    return dict(steps=steps, grad_diff=diff, peak_in_flight=peak_in_flight, peak_saved=peak_saved,
+                batch=batch)
+
+
+# --- in the parent ------------------------------------------------------------------------------
+
+def _assemble_step(per_rank_events: list[list]) -> PipelineStep:
+    t0 = min(e[2] for evs in per_rank_events for e in evs)
+    t1 = max(e[3] for evs in per_rank_events for e in evs)
+    makespan = (t1 - t0) * 1e3
+    events, busy = [], []
+    for rank, evs in enumerate(per_rank_events):
+        events += [StageEvent(rank, kind, i, (a - t0) * 1e3, (b - t0) * 1e3) for kind, i, a, b in evs]
+        busy.append(sum(b - a for _, _, a, b in evs) * 1e3)
+    return PipelineStep(events=tuple(events), makespan_ms=makespan, busy_ms=tuple(busy),
+                        bubble=tuple(1 - b / makespan for b in busy))
+
+
+def run_pipeline(cluster: Cluster, micro_batches: int = 4, schedule: str = "gpipe",
+                 repeats: int = 3, cfg: RunConfig | None = None) -> PipelineRun:
+    """One schedule with m micro-batches on the cluster's ranks (one stage per rank)."""
+    cfg = validate(cfg or default_config())
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
+        raise ValueError(f"micro_batches must be a whole number >= 1, got {micro_batches!r}")
+    if micro_batches > cfg.batch_per_rank:
+        raise ValueError(f"{micro_batches} micro-batches of a {cfg.batch_per_rank}-sample batch "
+                         "would leave some empty")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    blocks = stage_blocks(cfg.layers, cluster.world_size)
+    res = cluster.run_task(pipeline_rank, cfg, schedule, micro_batches, repeats)
+    steps = tuple(_assemble_step([r["steps"][k] for r in res]) for k in range(repeats))
+    return PipelineRun(schedule=schedule, stages=cluster.world_size, micro_batches=micro_batches,
+                       batch=res[0]["batch"], stage_blocks=tuple(tuple(b) for b in blocks),
+                       steps=steps, max_grad_diff=max(r["grad_diff"] for r in res),
+                       peak_in_flight=tuple(r["peak_in_flight"] for r in res),
+                       peak_saved_bytes=tuple(r["peak_saved"] for r in res))
+
+
+def default_config() -> RunConfig:
+    """Big enough that a micro-batch's compute outweighs a send (2 CPU ranks), small enough
+    to sweep m in a few seconds. `batch_per_rank` is the whole pipeline's batch."""
+    return RunConfig(layers=8, width=256, batch_per_rank=2048, profile=False)
+
+
+def sweep_pipeline(cluster: Cluster, micro_batches=(1, 2, 4, 8), schedules=("gpipe",),
+                   repeats: int = 3, cfg: RunConfig | None = None) -> PipelineSweep:
+    """Every schedule × m: measured bubble next to (p−1)/(m+p−1), gradients checked."""
+    cfg = validate(cfg or default_config())
+    runs = tuple(run_pipeline(cluster, m, sched, repeats, cfg)
+                 for sched in schedules for m in micro_batches)
+    return PipelineSweep(config=cfg.to_dict(), runs=runs)
