@@ -33,6 +33,8 @@ RECORD_MODULES = {
     "pipeline_sweep": "dpviz.pipeline",
     "expert_parallel": "dpviz.experts",
     "tensor_parallel": "dpviz.tensor_parallel",
+    "step_anatomy": "dpviz.anatomy",
+    "dp_vs_ddp": "dpviz.dp_vs_ddp",
 }
 
 
