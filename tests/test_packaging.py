@@ -39,3 +39,11 @@ def test_ci_calls_the_readme_test_command():
     commands = re.findall(r"^```(?:bash|sh)?\n(.*?)```", readme, flags=re.S | re.M)[0].split("\n")
     test_command = next(c.split("#")[0].strip() for c in commands if "test" in c)
     assert test_command in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_tour_and_the_readme_list_every_notebook():
+    names = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb"))
+    tour = (ROOT / "notebooks" / "00_tour.ipynb").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert [n for n in names if n != "00_tour" and f"`{n}`" not in tour] == []
+    assert [n for n in names if f"`{n}`" not in readme] == []
