@@ -3,14 +3,16 @@
 Both run on the same warm ranks in one run, interleaved size by size, warm-up calls first;
 each figure is the median over repeats of the slowest rank's time. Also the contrast
 algorithms, so the cost of the unchunked ring's (N−1)·S traffic shows beside the ring's
-2(N−1)/N·S.
+2(N−1)/N·S. Then the profile of the ring: its transfers and its adds, timed apart.
 Usage: python benchmarks/ring_vs_allreduce.py [--ranks 2,4] [--size 16MB] [--repeats 7]
 """
 from __future__ import annotations
 
 import argparse
+import statistics
 
-from dpviz.collectives.timing import bench_collectives
+from dpviz import Cluster
+from dpviz.collectives.timing import bench_collectives, op_elements, ring_phases_rank
 from dpviz.commands._args import comma_list, positive_int, size_bytes
 
 OPS = ("all_reduce", "ring", "ring-unchunked", "tree", "naive")
@@ -30,6 +32,14 @@ def main() -> None:
         for row in record.select(world_size=n):
             print(f"  {n} ranks  {row.op:>15}  {row.time_ms:8.2f} ms  busBW {row.busbw_gbps:6.3f} GB/s"
                   f"  ×{row.time_ms / base.time_ms:5.2f} of dist.all_reduce")
+    print("where the ring's time goes (slowest rank's medians, ms):")
+    for n in args.ranks:
+        with Cluster(n) as cluster:
+            ranks = cluster.run_task(ring_phases_rank, op_elements("ring", args.size, n),
+                                     args.warmup, args.repeats)
+        worst = {k: max(statistics.median(row[k] for row in rows) for rows in ranks) for k in ranks[0][0]}
+        print(f"  {n} ranks  ring {worst['ring']:7.2f} = transfers {worst['transfer']:7.2f} + adds "
+              f"{worst['reduce']:5.2f};  dist.all_reduce {worst['all_reduce']:7.2f}")
 
 
 if __name__ == "__main__":

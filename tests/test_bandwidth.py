@@ -111,3 +111,13 @@ def test_cli_bench_rejects_bad_input(tmp_path, capsys, argv, message):
 def test_saved_bench_record_round_trips(tmp_path):
     record = synthetic(0.1, 2e-6)
     assert load(save(record, tmp_path / "bench.json")) == record
+
+
+def test_ring_profile_splits_the_call_into_transfers_and_adds(cluster2):
+    from dpviz.collectives.timing import ring_phases_rank
+
+    for rows in cluster2.run_task(ring_phases_rank, 1 << 16, 1, 3):
+        assert len(rows) == 3
+        for row in rows:
+            assert row["transfer"] > 0 and row["reduce"] > 0 and row["all_reduce"] > 0
+            assert row["transfer"] + row["reduce"] <= row["ring"]   # both inside the timed call

@@ -11,6 +11,7 @@ Parent side: `record_collective` validates, runs the ranks and returns a Collect
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -35,16 +36,20 @@ def demo_inputs(world_size: int, elements: int, seed: int = 0) -> np.ndarray:
 
 # --- rank side ----------------------------------------------------------------------------
 
-def run_steps(schedule: Schedule, buf, rank: int, record: bool = False):
+def run_steps(schedule: Schedule, buf, rank: int, record: bool = False,
+              clock: dict[str, float] | None = None):
     """Execute `schedule` on this rank's float32 `buf` in place.
 
-    Returns (bytes this rank sent, per-step chunk values if `record` else []).
+    Returns (bytes this rank sent, per-step chunk values if `record` else []). With `clock`,
+    adds the seconds spent moving data ("transfer") and adding or copying it ("reduce"):
+    the profile that says where a slower-than-gloo ring loses its time.
     """
     import torch
     import torch.distributed as dist
 
     sent, values, received = 0, [], None
     for step in schedule.steps:
+        t0 = time.perf_counter()
         outgoing = [t for t in step.transfers if t.src == rank]
         incoming = [t for t in step.transfers if t.dst == rank]
         requests = []
@@ -60,6 +65,7 @@ def run_steps(schedule: Schedule, buf, rank: int, record: bool = False):
             arrived.append((t, tmp))
         for request in requests:
             request.wait()  # our chunks may now change: the sends have left
+        t1 = time.perf_counter()
         for t, tmp in arrived:
             view = buf[slice(*schedule.chunks[t.chunk])]
             if t.op == "add":
@@ -67,6 +73,9 @@ def run_steps(schedule: Schedule, buf, rank: int, record: bool = False):
             else:
                 view.copy_(tmp)
             received = tmp
+        if clock is not None:
+            clock["transfer"] = clock.get("transfer", 0.0) + t1 - t0
+            clock["reduce"] = clock.get("reduce", 0.0) + time.perf_counter() - t1
         if record:
             values.append(split(buf.numpy(), schedule.chunks))
     return sent, values

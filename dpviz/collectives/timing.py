@@ -63,6 +63,36 @@ def time_rank(ctx: RankContext, op: str, elements: int, warmup: int, repeats: in
     return times
 
 
+def ring_phases_rank(ctx: RankContext, elements: int, warmup: int,
+                     repeats: int) -> list[dict[str, float]]:
+    """The dpviz ring on this rank, split: per timed call, ms of the whole call, of its
+    transfers (send/recv/wait) and of its adds, beside `dist.all_reduce` timed alike."""
+    import torch
+    import torch.distributed as dist
+
+    from .execute import run_steps
+
+    schedule = build("ring", ctx.world_size, elements)
+    x = torch.randn(elements, generator=torch.Generator().manual_seed(ctx.rank))
+    rows: list[dict[str, float]] = []
+    for i in range(warmup + repeats):
+        x.mul_(1 / ctx.world_size)  # keep repeated sums in range
+        clock: dict[str, float] = {}
+        dist.barrier()
+        t0 = time.perf_counter()
+        run_steps(schedule, x, ctx.rank, clock=clock)
+        t1 = time.perf_counter()
+        dist.barrier()
+        t2 = time.perf_counter()
+        dist.all_reduce(x)
+        t3 = time.perf_counter()
+        if i >= warmup:
+            rows.append({k: v * 1e3 for k, v in dict(
+                ring=t1 - t0, transfer=clock["transfer"], reduce=clock["reduce"],
+                all_reduce=t3 - t2).items()})
+    return rows
+
+
 # --- parent side --------------------------------------------------------------------------
 
 def check_bench(world_sizes: Sequence[int], sizes: Sequence[int], ops: Sequence[str],
