@@ -153,6 +153,7 @@ def pipeline_rank(ctx: RankContext, cfg: RunConfig, schedule: str, micro_batches
     import torch
     import torch.distributed as dist
 
+    from .memory import saved_activation_bytes
     from .workloads import build_mlp, global_batch, loss_fn
 
     s, p, m = ctx.rank, ctx.world_size, micro_batches
@@ -163,7 +164,6 @@ def pipeline_rank(ctx: RankContext, cfg: RunConfig, schedule: str, micro_batches
     xs, ys = x_all.tensor_split(m), y_all.tensor_split(m)
     batch = x_all.shape[0]
     ops = schedule_ops(schedule, s, p, m)
-    weights = {q.data_ptr() for q in stage.parameters()}
     steps, peak_in_flight, peak_saved = [], 0, 0
     for rep in range(repeats + 1):
         stage.zero_grad(set_to_none=True)
@@ -178,22 +178,14 @@ def pipeline_rank(ctx: RankContext, cfg: RunConfig, schedule: str, micro_batches
                     x = torch.empty(xs[i].shape[0], cfg.width)
                     dist.recv(x, src=s - 1, tag=i)
                 x.requires_grad_(s > 0)
-                nbytes = [0]
-
-                def pack(t, nbytes=nbytes):
-                    if t.data_ptr() not in weights:      # activations only, not the weights
-                        nbytes[0] += t.numel() * t.element_size()
-                    return t
-
                 t0 = time.perf_counter()
-                with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-                    out = stage(x)
-                    if s == p - 1:   # micro-batch i's share of the full-batch mean loss
-                        out = loss_fn(out, ys[i]) * (xs[i].shape[0] / batch)
+                out, saved[i] = saved_activation_bytes(stage, x)   # what the stage keeps for backward
+                if s == p - 1:   # micro-batch i's share of the full-batch mean loss
+                    out = loss_fn(out, ys[i]) * (xs[i].shape[0] / batch)
                 t1 = time.perf_counter()
                 if s < p - 1:
                     pending.append(dist.isend(out.detach(), dst=s + 1, tag=i))
-                inputs[i], outputs[i], saved[i] = x, out, nbytes[0]
+                inputs[i], outputs[i] = x, out
                 held.add(i)
                 held_bytes += saved[i]
                 peak_in_flight = max(peak_in_flight, len(held))
