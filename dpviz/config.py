@@ -10,6 +10,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .link import Link, as_link
+
 BACKENDS = ("gloo", "nccl")
 # Where no_sync() goes during accumulation: around forward and backward (right), around
 # backward only (the pitfall: forward already armed the all-reduce), or nowhere (forgotten).
@@ -40,6 +42,12 @@ class RunConfig:
     backend: str = "gloo"
     profile: bool = True
     timeout_s: float = 120.0
+    # An emulated wire for the all-reduces (dpviz.link): None is raw loopback, gloo on the
+    # same cores as backward. Accepts a Link, a preset name ("10GbE", ...) or a dict.
+    link: Link | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "link", as_link(self.link))  # a bad link fails here, early
 
     @property
     def device(self) -> str:

@@ -6,6 +6,7 @@ parameters are identical on all ranks and equal to one process on the concatenat
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from contextlib import nullcontext
@@ -13,9 +14,10 @@ from pathlib import Path
 
 from .config import RunConfig, validate, writable_dir
 from .launch import Cluster, RankContext
+from .link import LinkThread
 from .record import Bucket, MicroStep, RunRecord, Span, StepCheck, save
-from .trace import HOOK_PREFIX, MICRO_PREFIX, STEP_PREFIX, merge_traces, read_trace, shift, \
-    spans_from_trace, write_json
+from .trace import CLOCK_MARK, HOOK_PREFIX, LINK_ALLREDUCE_PREFIX, LINK_PREFIX, MICRO_PREFIX, STEP_PREFIX, merge_traces, \
+    read_trace, shift, spans_from_trace, write_json
 
 
 
@@ -24,28 +26,34 @@ from .trace import HOOK_PREFIX, MICRO_PREFIX, STEP_PREFIX, merge_traces, read_tr
 class _BucketLog:
     """Comm-hook state: where we are in the loop, and what DDP handed over."""
 
-    def __init__(self, names_by_ptr: dict[int, str], world_size: int):
+    def __init__(self, names_by_ptr: dict[int, str], world_size: int, link=None):
         self.names_by_ptr = names_by_ptr
         self.world_size = world_size
+        self.link = link          # a LinkThread: buckets pass the emulated wire first
         self.step = 0
         self.micro_step = 0
         self.seen: list[dict] = []
 
 
 def _recording_allreduce(state: _BucketLog, bucket):
-    """DDP's default hook (average, all-reduce), plus a note and a trace span per bucket."""
+    """DDP's default hook (average, all-reduce), plus a note and a trace span per bucket.
+    With an emulated link the bucket is queued on the link thread, which all-reduces it
+    after its transfer time (the hook returns at once, as DDP's own does)."""
     import torch.distributed as dist
     from torch.profiler import record_function
 
     buf = bucket.buffer()
     with record_function(f"{HOOK_PREFIX}{bucket.index()}"):
         buf.div_(state.world_size)
-        fut = dist.all_reduce(buf, async_op=True).get_future()
+        if state.link is not None:
+            fut = state.link.send(bucket.index(), buf)
+        else:
+            fut = dist.all_reduce(buf, async_op=True).get_future()
     state.seen.append(dict(
         step=state.step, micro_step=state.micro_step, index=bucket.index(), numel=buf.numel(),
         bytes=buf.numel() * buf.element_size(),
         params=[state.names_by_ptr.get(p.data_ptr(), "?") for p in bucket.parameters()]))
-    return fut.then(lambda f: f.value()[0])
+    return fut if state.link is not None else fut.then(lambda f: f.value()[0])
 
 
 def _train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: _BucketLog, step: int,
@@ -87,8 +95,9 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb,
               device_ids=[device.index] if device.type == "cuda" else None)
     ddp._set_ddp_runtime_logging_sample_rate(1)  # timing stats on every iteration
-    log = _BucketLog(names, ctx.world_size)
-    if cfg.profile:  # a bare run (profile=False) is plain DDP: the overhead baseline
+    link = LinkThread(cfg.link, ctx.world_size) if cfg.link is not None else None
+    log = _BucketLog(names, ctx.world_size, link)
+    if cfg.profile or link is not None:  # a bare run (profile=False) is plain DDP: the overhead baseline
         ddp.register_comm_hook(log, _recording_allreduce)
     opt = torch.optim.SGD(ddp.parameters(), lr=cfg.lr)
 
@@ -96,12 +105,15 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
     losses, snapshots, wall_ms = [], [], []
     annotate = record_function if cfg.profile else (lambda name: nullcontext())
     with profile(activities=activities, record_shapes=True) if cfg.profile else nullcontext() as prof:
+        clock = _clock_mark(annotate)
         for step in range(cfg.steps):
             log.step, t0 = step, time.perf_counter()
             with annotate(f"{STEP_PREFIX}{step}"):
                 losses.append(_train_step(ctx, cfg, ddp, opt, log, step, annotate))
             wall_ms.append((time.perf_counter() - t0) * 1e3)
             snapshots.append(flat_params(model))
+    if link is not None:
+        link.close()
     trace_path = None
     if prof is not None:
         trace_path = str(Path(ctx.workdir) / f"trace-rank{ctx.rank}.json")
@@ -122,10 +134,34 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
     logging = {k: v for k, v in ddp._get_ddp_logging_data().items()
                if isinstance(v, (int, float, str, bool))}
     return dict(trace_path=trace_path, buckets=log.seen, losses=losses, checks=checks,
+                link_events=_link_events(link, clock) if link is not None else [],
                 step_wall_ms=wall_ms,
                 ddp_logging=logging,
                 param_names=[n for n, _ in model.named_parameters()],
                 param_bytes=[p.numel() * p.element_size() for p in model.parameters()])
+
+
+def _clock_mark(annotate) -> float:
+    """perf_counter (s) at a `CLOCK_MARK` annotation: ties Python's clock to the trace's."""
+    before = time.perf_counter()
+    with annotate(CLOCK_MARK):
+        after = time.perf_counter()
+    return (before + after) / 2
+
+
+def _link_events(link, clock_s: float) -> list[dict]:
+    """The link thread's transfers as chrome trace events, on perf_counter microseconds
+    relative to the clock mark (`assemble` moves them onto the trace's clock). The profiler
+    does not see annotations made on a Python thread, so the link keeps its own times."""
+    transfers = [{"ph": "X", "cat": "user_annotation", "name": f"{LINK_PREFIX}{index}",
+                  "tid": "dpviz link", "ts": (start - clock_s) * 1e6, "dur": (end - start) * 1e6,
+                  "args": {"link": dataclasses.asdict(link.link)}}
+                 for index, start, end in link.spans]
+    reduces = [{"ph": "X", "cat": "user_annotation", "name": f"{LINK_ALLREDUCE_PREFIX}{index}",
+                "tid": "dpviz link all-reduce", "ts": (start - clock_s) * 1e6,
+                "dur": (end - start) * 1e6, "args": {"Input Dims": [[numel]], "Input type": ["float"]}}
+               for index, numel, start, end in link.reduces]
+    return transfers + reduces
 
 
 # --- parent side --------------------------------------------------------------------------
@@ -153,7 +189,8 @@ def run(cfg: RunConfig | None = None, cluster: Cluster | None = None,
 
 def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -> RunRecord:
     """Turn per-rank results and their traces into one record (and files, with `out_dir`)."""
-    traces = {r: read_trace(res["trace_path"]) for r, res in enumerate(results) if res["trace_path"]}
+    traces = {r: _with_link(read_trace(res["trace_path"]), res.get("link_events", []))
+              for r, res in enumerate(results) if res["trace_path"]}
     spans = [s for r, t in traces.items() for s in spans_from_trace(t, r)]
     if cfg.checkpoint_every:
         spans += [s for r, t in traces.items() for s in _recompute(t, r, spans)]
@@ -179,6 +216,18 @@ def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -
         if res["trace_path"]:
             Path(res["trace_path"]).unlink(missing_ok=True)
     return record
+
+
+def _with_link(trace: dict, link_events: list[dict]) -> dict:
+    """Add the link thread's transfers to a rank's trace, shifted onto the trace's clock by
+    the clock mark (the same instant on both clocks, to within the annotation's few µs)."""
+    if link_events:
+        mark = next(ev for ev in trace["traceEvents"]
+                    if isinstance(ev, dict) and ev.get("name") == CLOCK_MARK)
+        origin = mark["ts"] + mark.get("dur", 0) / 2
+        pid = mark.get("pid", 0)
+        trace["traceEvents"] += [{**ev, "pid": pid, "ts": ev["ts"] + origin} for ev in link_events]
+    return trace
 
 
 def _recompute(trace: dict, rank: int, spans: list[Span]) -> list[Span]:

@@ -183,7 +183,7 @@ def load(path: str | os.PathLike, expect: type[T] | None = None) -> T:
 
 # --- the live DDP run record -------------------------------------------------------------
 
-SPAN_KINDS = ("step", "micro_step", "bucket_hook", "forward", "backward", "recompute", "allreduce_launch", "allreduce",
+SPAN_KINDS = ("step", "micro_step", "bucket_hook", "link", "forward", "backward", "recompute", "allreduce_launch", "allreduce",
               "collective", "optimizer", "compute", "memcpy", "other")
 
 

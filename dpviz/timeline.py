@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from .record import RunRecord, Span
 
 COMPUTE_KINDS = ("forward", "backward", "recompute", "optimizer", "compute")
+# Communication: the real all-reduces, and an emulated link's transfers before them (dpviz.link)
+COMM_KINDS = ("link", "allreduce")
 
 
 def union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -53,7 +55,7 @@ class StepSummary:
     step: int
     step_ms: float
     backward_ms: float
-    comm_ms: float            # wall time some all-reduce is running
+    comm_ms: float            # wall time some all-reduce (or link transfer) is running
     overlapped_ms: float      # ... while backward computes
     exposed_comm_ms: float    # ... while nothing computes (what overlap could not hide)
     n_allreduces: int
@@ -67,7 +69,7 @@ def summarize_step(spans: list[Span], rank: int, step: int) -> StepSummary:
     """Step summary of one rank from its spans (any source: live run or loaded trace)."""
     mine = [s for s in spans if s.rank == rank and s.step == step]
     window = [s for s in mine if s.kind == "step"]
-    comm = _iv([s for s in mine if s.kind == "allreduce"])
+    comm = _iv([s for s in mine if s.kind in COMM_KINDS])
     backward = _iv([s for s in mine if s.kind in ("backward", "recompute")])
     compute = _iv([s for s in mine if s.kind in COMPUTE_KINDS])
     return StepSummary(

@@ -28,6 +28,9 @@ from .record import RecordError, Span, read_json
 STEP_PREFIX = "dpviz:step#"
 MICRO_PREFIX = "dpviz:micro_step#"
 HOOK_PREFIX = "dpviz:bucket#"
+LINK_PREFIX = "dpviz:link#"        # an emulated link's transfer of one bucket (dpviz.link)
+LINK_ALLREDUCE_PREFIX = "dpviz:link_allreduce#"  # the real all-reduce after it (a gloo call)
+CLOCK_MARK = "dpviz:clock"         # ties the link thread's clock to the trace's
 PROFILER_STEP = "ProfilerStep#"   # torch.profiler's schedule marks each prof.step() so
 
 DTYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "int": 4,
@@ -97,6 +100,10 @@ def classify(name: str, cat: str) -> str | None:
         return "micro_step"
     if name.startswith(HOOK_PREFIX):
         return "bucket_hook"
+    if name.startswith(LINK_PREFIX):
+        return "link"
+    if name.startswith(LINK_ALLREDUCE_PREFIX):
+        return "allreduce"
     if name == "DistributedDataParallel.forward":
         return "forward"
     if name.startswith("autograd::engine::evaluate_function: "):
@@ -319,7 +326,7 @@ def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
     launches = [s for s in cpu if s.kind == "allreduce_launch"]
     launch_index = _PhaseIndex(_group(launches, lambda s: (s.tid, "launch")))
     out = [_with(s, step=steps.find(s.start_us)) for s in cpu
-           if s.kind in ("step", "micro_step", "bucket_hook", "other")]
+           if s.kind in ("step", "micro_step", "bucket_hook", "link", "other")]
     launch_bytes: dict[Span, int] = {}
     for kernel, corr in kernels:
         where = launch_at.get(corr) if corr is not None else None
@@ -422,9 +429,10 @@ def _number_buckets(spans: list[Span]) -> list[Span]:
     for s in sorted(spans, key=lambda s: s.start_us):
         if s.kind == "micro_step":
             counters.clear()
-        if s.kind in ("allreduce_launch", "allreduce", "bucket_hook") and s.step is not None:
+        if s.kind in ("allreduce_launch", "allreduce", "bucket_hook", "link") and s.step is not None:
             key = (s.kind, s.step)
-            index = int(s.name[len(HOOK_PREFIX):]) if s.kind == "bucket_hook" else counters[key]
+            named = s.kind in ("bucket_hook", "link")   # dpviz's own spans carry the index
+            index = int(s.name.rsplit("#", 1)[1]) if named else counters[key]
             counters[key] += 1
             s = _with(s, bucket=index)
         out.append(s)

@@ -8,7 +8,7 @@ from ..accumulation import (DEMO_CONFIG, check_accum_values, check_gradients, de
 from ..config import writable_dir
 from ..launch import Cluster
 from ..record import save
-from ._args import comma_list, positive_float, positive_int
+from ._args import add_link_arguments, comma_list, link_of, positive_float, positive_int
 
 NAME = "accumulation"
 HELP = "gradient accumulation with no_sync: sweep K on live ranks, check gradients vs one large batch"
@@ -22,12 +22,13 @@ def add_arguments(p) -> None:
     p.add_argument("--steps", type=positive_int, default=d.steps, help="optimizer steps per K; medians skip step 0")
     p.add_argument("--batch", type=positive_int, default=d.batch_per_rank, help="samples per rank per micro-step")
     p.add_argument("--bucket-cap-mb", type=positive_float, default=d.bucket_cap_mb, help="DDP bucket_cap_mb (default %(default)s)")
+    add_link_arguments(p)
     p.add_argument("--out", required=True, help="folder for accumulation.json")
 
 
 def main(args) -> int:
     cfg = DEMO_CONFIG.replace(world_size=args.ranks, steps=args.steps, batch_per_rank=args.batch,
-                              bucket_cap_mb=args.bucket_cap_mb)
+                              bucket_cap_mb=args.bucket_cap_mb, link=link_of(args))
     ks = check_accum_values(args.k)
     out = writable_dir(args.out)
     with Cluster(cfg.world_size, cfg.backend, cfg.timeout_s) as cluster:

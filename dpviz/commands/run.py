@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..config import NO_SYNC_SCOPES, RunConfig
 from ..ddp_run import run
 from ..timeline import describe
-from ._args import non_negative_int, positive_float, positive_int
+from ._args import add_link_arguments, link_of, non_negative_int, positive_float, positive_int
 
 
 def _cap(text: str) -> float | None:
@@ -32,6 +32,7 @@ def add_arguments(p) -> None:
     p.add_argument("--batch", type=positive_int, default=d.batch_per_rank, help="samples per rank per micro-step")
     p.add_argument("--backend", default=d.backend, help="gloo (CPU) or nccl (one GPU per rank)")
     p.add_argument("--timeout", type=positive_float, default=d.timeout_s, help="seconds before a silent rank is an error")
+    add_link_arguments(p)
     p.add_argument("--out", required=True, help="folder for record.json and the traces")
 
 
@@ -40,7 +41,8 @@ def main(args) -> int:
                     accum_steps=args.accum_steps, no_sync=args.no_sync,
                     scale_loss=not args.no_loss_scaling, checkpoint_every=args.checkpoint_every,
                     layers=args.layers, width=args.width,
-                    batch_per_rank=args.batch, backend=args.backend, timeout_s=args.timeout)
+                    batch_per_rank=args.batch, backend=args.backend, timeout_s=args.timeout,
+                    link=link_of(args))
     record = run(cfg, out=args.out)
     print(describe(record))
     print(f"wrote {args.out}/record.json, trace-rank{{0..{record.world_size - 1}}}.json, trace-merged.json")

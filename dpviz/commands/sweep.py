@@ -6,7 +6,7 @@ from pathlib import Path
 from ..buckets import format_sweep, sweep, sweep_config
 from ..config import writable_dir
 from ..record import save
-from ._args import comma_list, positive_float, positive_int
+from ._args import add_link_arguments, comma_list, link_of, positive_float, positive_int
 
 NAME = "sweep"
 HELP = "re-run DDP live for each value of a knob and record step time and exposed communication"
@@ -23,12 +23,13 @@ def add_arguments(p) -> None:
     p.add_argument("--layers", type=positive_int, default=d.layers, help="Linear+ReLU blocks (default %(default)s)")
     p.add_argument("--width", type=positive_int, default=d.width, help="hidden width (default %(default)s)")
     p.add_argument("--batch", type=positive_int, default=d.batch_per_rank, help="samples per rank per step (default %(default)s)")
+    add_link_arguments(p)
     p.add_argument("--out", required=True, help="folder for sweep.json and sweep.png")
 
 
 def main(args) -> int:
     cfg = sweep_config(world_size=args.ranks, steps=args.steps, layers=args.layers, width=args.width,
-                       batch_per_rank=args.batch)
+                       batch_per_rank=args.batch, link=link_of(args))
     out = writable_dir(args.out)  # fail before any rank starts
     result = sweep(args.caps, cfg, repeats=args.repeats)
     save(result, out / "sweep.json")

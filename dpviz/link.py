@@ -1,0 +1,189 @@
+"""An emulated wire for live runs: communication gets its own resource, as on a cluster.
+
+On a CPU, gloo's all-reduce is computed by the same cores that run backward: communication
+*steals* compute instead of running beside it, and timing pictures come out reversed. On GPUs
+the interconnect (NVLink, a NIC, DMA engines) is a separate resource. `Link` gives each rank
+such a resource: every bucket passes a FIFO link model first — its transfer starts when the
+link is free and the bucket is ready, and takes α + wire_bytes/β of *waiting that burns no
+CPU* (a thread that sleeps) — and only then the real gloo all-reduce runs, so the data and
+the synchronisation stay real. The record holds both spans (kinds "link" and "allreduce").
+
+wire_bytes is what a ring all-reduce puts on each rank's link: 2(N−1)/N of the bucket.
+Emulation is approximate on one point: each rank's link starts when its own bucket is ready,
+not when every rank's is (the real all-reduce after it still waits for every rank).
+
+This module imports torch only inside the rank-side `LinkThread`: records load without it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+# Preset links: (Gb/s, one-transfer latency µs). Round numbers of the right order, quoted for
+# teaching, not measured here. "classroom" is scaled to dpviz's small demo models (a few MiB
+# of gradients, ~10-50 ms of backward on a CPU): at that scale it puts communication and
+# compute in the ratio a real model sees on a real cluster, so overlap and the bucket-size
+# trade-off show — and its transfers dwarf the CPU's own reduction work.
+PRESETS: dict[str, tuple[float, float]] = {
+    "classroom": (1.0, 1000.0),    # 1 Gb/s, 1 ms per transfer: the lessons' default
+    "1GbE": (1.0, 50.0),
+    "10GbE": (10.0, 20.0),
+    "100GbE": (100.0, 5.0),        # RDMA-class NIC
+    "PCIe": (256.0, 2.0),          # PCIe 4.0 x16, ~32 GB/s
+    "NVLink-ish": (1200.0, 2.0),   # ~150 GB/s, the order of V100/A100 NVLink busBW
+}
+OFF = ("off", "none", "loopback")
+
+
+@dataclass(frozen=True)
+class Link:
+    """One rank's emulated interconnect: α = latency_us per transfer, β = 1 / gbps."""
+
+    gbps: float            # gigabits per second (1e9 bit/s)
+    latency_us: float      # fixed cost of each transfer
+    name: str = ""         # the preset it came from, if any
+
+    def wire_bytes(self, nbytes: int, world_size: int) -> float:
+        """Bytes a ring all-reduce of `nbytes` puts on each rank's link."""
+        return 2 * (world_size - 1) / world_size * nbytes if world_size > 1 else 0.0
+
+    def transfer_ms(self, nbytes: int, world_size: int) -> float:
+        """α + wire_bytes/β for one bucket (ms)."""
+        return self.latency_us / 1e3 + self.wire_bytes(nbytes, world_size) * 8 / (self.gbps * 1e9) * 1e3
+
+    def label(self) -> str:
+        """How figures name it: 'emulated link classroom: 1 Gb/s, α 2000 µs'."""
+        name = f" {self.name}" if self.name else ""
+        return f"emulated link{name}: {self.gbps:g} Gb/s, α {self.latency_us:g} µs"
+
+    def with_gbps(self, gbps: float) -> "Link":
+        """Same latency, another bandwidth (the notebooks' bandwidth slider)."""
+        return check_link(dataclasses.replace(self, gbps=float(gbps), name=""))
+
+
+def preset(name: str) -> Link:
+    """A named link, or a ValueError listing the names."""
+    for key, (gbps, latency) in PRESETS.items():
+        if key.lower() == str(name).lower():
+            return Link(gbps, latency, key)
+    raise ValueError(f"unknown link preset {name!r}; choose one of {', '.join(PRESETS)} "
+                     f"or 'off' (raw loopback)")
+
+
+def check_link(link: Link) -> Link:
+    """Reject non-finite or non-positive numbers with a message; returns the link."""
+    for field, low in (("gbps", 0.0), ("latency_us", -1.0)):
+        value = getattr(link, field)
+        ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+        if not ok or not value > low or (field == "gbps" and value > 1e5) or value > 1e7:
+            bound = "a number > 0 and <= 100000" if field == "gbps" else "a number >= 0 and <= 1e7"
+            raise ValueError(f"link {field} must be {bound}, got {value!r}")
+    return link
+
+
+def as_link(value) -> Link | None:
+    """RunConfig's `link` from what a user or a JSON record gives: None/'off', a preset name,
+    a Link, or a dict of its fields."""
+    if value is None or (isinstance(value, str) and value.lower() in OFF):
+        return None
+    if isinstance(value, Link):
+        return check_link(value)
+    if isinstance(value, str):
+        return preset(value)
+    if isinstance(value, dict):
+        try:
+            return check_link(Link(**value))
+        except TypeError:
+            raise ValueError(f"a link needs gbps and latency_us, got {sorted(value)}") from None
+    raise ValueError(f"link must be None, 'off', a preset name ({', '.join(PRESETS)}) or a Link, "
+                     f"got {value!r}")
+
+
+def link_from_options(name: str | None, gbps: float | None, latency_us: float | None) -> Link | None:
+    """The command line's `--link NAME --link-gbps G --link-latency-us L` as one link:
+    a preset, with either number overriding its own; numbers alone need the bandwidth."""
+    base = as_link(name) if name is not None else None
+    if name is not None and base is None:
+        if gbps is not None or latency_us is not None:
+            raise ValueError(f"--link {name} is the raw loopback: drop --link-gbps/--link-latency-us")
+        return None
+    if base is None:
+        if gbps is None:
+            if latency_us is not None:
+                raise ValueError("--link-latency-us needs --link-gbps or a --link preset")
+            return None
+        base = Link(gbps, 0.0)
+    return check_link(Link(gbps if gbps is not None else base.gbps,
+                           latency_us if latency_us is not None else base.latency_us,
+                           base.name if gbps is None and latency_us is None else ""))
+
+
+def describe_link(link: Link | dict | None) -> str:
+    """One line for figures and notebooks: what carried the all-reduces."""
+    link = as_link(link)
+    return "raw loopback (gloo on the same CPU cores: no separate link)" if link is None else link.label()
+
+
+# --- rank side ----------------------------------------------------------------------------
+
+class LinkThread:
+    """The FIFO wire of one rank: `send(buf)` returns a future at once; a thread waits the
+    transfer time (sleeping: no CPU), then issues the real all-reduce, which completes it.
+
+    Buckets leave in the order they were handed over, on every rank the same (DDP hands
+    them in index order), so the collectives keep the same order on every rank.
+    """
+
+    def __init__(self, link: Link, world_size: int):
+        self.link, self.world_size = link, world_size
+        self.spans: list[tuple[int, float, float]] = []   # (bucket, start, end) perf_counter s
+        # The real all-reduces after each transfer: (bucket, numel, issued, done). Issued from
+        # this thread, gloo's own events escape the profiler (it records the main thread's
+        # work only), so their times are kept here; `done` is when gloo's callback ran.
+        self.reduces: list[tuple[int, int, float, float]] = []
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._serve, name="dpviz-link", daemon=True)
+        self._thread.start()
+
+    def send(self, index: int, buf):
+        """Queue one bucket (already divided by the world size); a future of the reduced one."""
+        import torch
+
+        done = torch.futures.Future()
+        self._queue.put((index, buf, done))
+        return done
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
+
+    def _serve(self) -> None:
+        import torch.distributed as dist
+
+        free_at = 0.0
+        while (item := self._queue.get()) is not None:
+            index, buf, done = item
+            try:
+                start = max(time.perf_counter(), free_at)
+                end = start + self.link.transfer_ms(buf.numel() * buf.element_size(),
+                                                    self.world_size) / 1e3
+                while (left := end - time.perf_counter()) > 0:
+                    time.sleep(left)
+                free_at = time.perf_counter()
+                self.spans.append((index, start, free_at))
+                dist.all_reduce(buf, async_op=True).get_future().then(
+                    lambda f, i=index, n=buf.numel(), t=free_at, done=done: self._complete(i, n, t, done, f))
+            except Exception as err:  # surfaces in DDP's backward, naming the cause
+                done.set_exception(err)
+
+    def _complete(self, index: int, numel: int, issued: float, done, reduced) -> None:
+        """Note the real all-reduce's end and hand its result (or error) to DDP's future."""
+        self.reduces.append((index, numel, issued, time.perf_counter()))
+        try:
+            done.set_result(reduced.value()[0])
+        except Exception as err:
+            done.set_exception(err)
