@@ -91,8 +91,11 @@ def micro_step_counts(record: RunRecord, step: int) -> tuple[int, ...]:
     return tuple(n for _, n in counts)
 
 
-def sweep_row(record: RunRecord) -> SweepRow:
-    """Reduce one run to its sweep row: medians over the steady steps."""
+def sweep_row(*records: RunRecord) -> SweepRow:
+    """Reduce runs of one K (repeats) to its sweep row: medians over all their steady steps."""
+    if len({r.config["accum_steps"] for r in records}) != 1:
+        raise ValueError("records of different K make one row each")
+    record = records[-1]
     k, ranks = record.config["accum_steps"], range(record.world_size)
     samples = record.config["batch_per_rank"] * k * record.world_size
     steps = steady_steps(record)
@@ -104,7 +107,8 @@ def sweep_row(record: RunRecord) -> SweepRow:
                              "dpviz.run (profiler with record_shapes=True)")
         counts.append(len(reduces))
         sizes.append(sum(s.bytes for s in reduces))
-    summaries = [summarize_step(list(record.spans), r, s) for r in ranks for s in steps]
+    summaries = [summarize_step(list(rec.spans), r, s)
+                 for rec in records for r in ranks for s in steady_steps(rec)]
     step_ms = statistics.median(x.step_ms for x in summaries)
     per_step = statistics.median(sizes)
     return SweepRow(accum_steps=k, samples_per_step=samples,
@@ -158,14 +162,21 @@ def describe_scopes(records: dict[str, RunRecord]) -> str:
 # --- live runs ----------------------------------------------------------------------------
 
 def sweep(ks: Iterable[int] = range(1, 9), cfg: RunConfig | None = None,
-          cluster: Cluster | None = None) -> AccumulationSweep:
-    """Run `cfg` once per K on (warm) ranks and reduce each run to a row."""
+          cluster: Cluster | None = None, repeats: int = 1) -> AccumulationSweep:
+    """Run `cfg` `repeats` times per K on (warm) ranks, K round-robin (a burst of load lands
+    on every K, not one), and reduce each K's runs to a row of medians."""
     cfg = validate(cfg or DEMO_CONFIG)
     ks = check_accum_values(ks)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
     if cluster is None:
         with Cluster(cfg.world_size, cfg.backend, cfg.timeout_s) as fresh:
-            return sweep(ks, cfg, fresh)
-    rows = tuple(sweep_row(run(cfg, cluster, accum_steps=k)) for k in ks)
+            return sweep(ks, cfg, fresh, repeats)
+    runs: dict[int, list[RunRecord]] = {k: [] for k in ks}
+    for _ in range(repeats):
+        for k in ks:
+            runs[k].append(run(cfg, cluster, accum_steps=k))
+    rows = tuple(sweep_row(*runs[k]) for k in ks)
     return AccumulationSweep(config=cfg.to_dict(), world_size=cfg.world_size, rows=rows)
 
 

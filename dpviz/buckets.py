@@ -133,10 +133,21 @@ class BucketTiming:
     ready_ms: float    # DDP called the comm hook: the bucket's last gradient was ready
     start_ms: float    # its all-reduce started on a gloo worker thread ...
     end_ms: float      # ... and ended
+    link_start_ms: float | None = None   # with an emulated link: its transfer (before
+    link_end_ms: float | None = None     # the real all-reduce), else None
 
     @property
     def comm_ms(self) -> float:
-        return self.end_ms - self.start_ms
+        """From the start of its transfer (or all-reduce) to the end of its all-reduce."""
+        return self.end_ms - self.comm_start_ms
+
+    @property
+    def comm_start_ms(self) -> float:
+        return self.start_ms if self.link_start_ms is None else self.link_start_ms
+
+    @property
+    def link_ms(self) -> float | None:
+        return None if self.link_start_ms is None else self.link_end_ms - self.link_start_ms
 
 
 @dataclass(frozen=True)
@@ -192,19 +203,22 @@ def step_timeline(record: RunRecord, step: int | None = None, rank: int = 0,
     iv = lambda kind: union([(ms(s.start_us), ms(s.end_us)) for s in spans if s.kind == kind])
     last_micro = max((s for s in spans if s.kind == "micro_step"), key=lambda s: s.start_us,
                      default=window[0])
-    comm = {s.bucket: s for s in spans if s.kind == "allreduce" and s.start_us >= last_micro.start_us}
+    late = lambda kind: {s.bucket: s for s in spans if s.kind == kind and s.start_us >= last_micro.start_us}
+    comm, link = late("allreduce"), late("link")
     buckets = []
     for b in step_buckets(record, step, rank):
         if b.index not in comm:
             raise ValueError(f"bucket {b.index} of step {step} has no all-reduce span on rank {rank}")
-        s = comm[b.index]
-        buckets.append(BucketTiming(b.index, b.bytes, b.params, ms(b.hook_us), ms(s.start_us), ms(s.end_us)))
+        s, wire = comm[b.index], link.get(b.index)
+        buckets.append(BucketTiming(b.index, b.bytes, b.params, ms(b.hook_us), ms(s.start_us), ms(s.end_us),
+                                    None if wire is None else ms(wire.start_us),
+                                    None if wire is None else ms(wire.end_us)))
     compute = iv("forward") + iv("backward") + iv("recompute") + iv("optimizer")
     backward = iv("backward")
     return StepTimeline(
         rank=rank, step=step, t0_us=t0, forward=iv("forward"), backward=backward,
         optimizer=iv("optimizer"), buckets=tuple(buckets),
-        exposed=minus([(b.start_ms, b.end_ms) for b in buckets], compute),
+        exposed=minus([(b.comm_start_ms, b.end_ms) for b in buckets], compute),
         backward_end_ms=max((e for _, e in backward), default=0.0),
         comm_end_ms=max(b.end_ms for b in buckets))
 
@@ -220,9 +234,10 @@ class Prediction:
 
     index: int
     bytes: int
-    measured_ms: float    # start → end on `rank`
+    measured_ms: float    # start → end on `rank` (with a link: its transfer's start)
     joined_ms: float      # last rank's start → end on `rank`
     predicted_ms: float   # model.time_ms(bytes)
+    link_ms: float | None = None   # the emulated link's transfer alone, if the run had one
 
 
 def predictions(record: RunRecord, model, step: int | None = None, rank: int = 0) -> list[Prediction]:
@@ -233,10 +248,22 @@ def predictions(record: RunRecord, model, step: int | None = None, rank: int = 0
     timelines = [step_timeline(record, step, r, t0_us=min(starts)) for r in range(record.world_size)]
     out = []
     for k, b in enumerate(timelines[rank].buckets):
-        last_join = max(tl.buckets[k].start_ms for tl in timelines)
+        last_join = max(tl.buckets[k].comm_start_ms for tl in timelines)
         out.append(Prediction(b.index, b.bytes, b.comm_ms, max(0.0, b.end_ms - last_join),
-                              model.time_ms(b.bytes)))
+                              model.time_ms(b.bytes), b.link_ms))
     return out
+
+
+def link_predictions(record: RunRecord, rank: int = 0) -> list[Prediction]:
+    """Each bucket of every steady step beside the link's own alpha-beta model: how well the
+    emulated wire keeps its promise under load (a sleeping thread can wake late)."""
+    from .link import as_link
+
+    link = as_link(record.config.get("link"))
+    if link is None:
+        raise ValueError("this run had no emulated link (RunConfig.link is None): nothing to compare")
+    model = link.model(record.world_size)
+    return [p for step in steady_steps(record) for p in predictions(record, model, step, rank)]
 
 
 def allreduce_model(cluster, sizes: Sequence[int] = (4 << 10, 256 << 10, 1 << 20, 4 << 20),
@@ -264,6 +291,8 @@ class SweepRow:
     exposed_comm_ms: float    # ... while nothing computes
     overlap_fraction: float   # all-reduce time under backward ÷ all-reduce time
     samples: int              # (rank, step) pairs the medians are over
+    step_ms_quartiles: tuple[float, float] = (0.0, 0.0)   # the spread: 25th, 75th percentile
+    backward_ms: float = 0.0  # median backward time (it slows when gloo shares its cores)
 
 
 @record_kind("bucket_sweep")
@@ -292,7 +321,44 @@ def sweep_row(*records: RunRecord) -> SweepRow:
         n_buckets=len(step_buckets(last, steady_steps(last)[-1])),
         step_ms=med([r.step_ms for r in rows]), comm_ms=med([r.comm_ms for r in rows]),
         exposed_comm_ms=med([r.exposed_comm_ms for r in rows]),
-        overlap_fraction=med([r.overlap_fraction for r in rows]), samples=len(rows))
+        overlap_fraction=med([r.overlap_fraction for r in rows]), samples=len(rows),
+        step_ms_quartiles=quartiles([r.step_ms for r in rows]),
+        backward_ms=med([r.backward_ms for r in rows]))
+
+
+def quartiles(values: Sequence[float]) -> tuple[float, float]:
+    """25th and 75th percentile (the band figures draw around a median)."""
+    if len(values) < 2:
+        return (values[0], values[0]) if values else (0.0, 0.0)
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[2]
+
+
+def spread_ms(row: SweepRow) -> float:
+    """Interquartile range of a row's step times: the run-to-run noise of this machine."""
+    return row.step_ms_quartiles[1] - row.step_ms_quartiles[0]
+
+
+def describe_overlap(bucketed: SweepRow, one: SweepRow) -> str:
+    """The overlap lesson as a table and a verdict, both from the runs (notebook 03 §3)."""
+    lines = [f"{'':14} {'buckets':>7} {'step ms':>8} {'(IQR)':>13} {'backward':>8} {'comm':>6} "
+             f"{'exposed':>7} {'overlap':>7}   medians of {bucketed.samples} rank-steps"]
+    for name, r in ((f"{bucketed.bucket_cap_mb:g} MiB cap", bucketed), ("one bucket", one)):
+        lo, hi = r.step_ms_quartiles
+        lines.append(f"{name:14} {r.n_buckets:>7} {r.step_ms:>8.1f} {f'{lo:.0f}-{hi:.0f}':>13} "
+                     f"{r.backward_ms:>8.1f} {r.comm_ms:>6.1f} {r.exposed_comm_ms:>7.1f} "
+                     f"{r.overlap_fraction:>7.0%}")
+    hidden = one.exposed_comm_ms - bucketed.exposed_comm_ms
+    lines.append(f"overlap hid {hidden:.1f} of {one.exposed_comm_ms:.1f} ms of exposed communication on "
+                 f"this run ({hidden / one.exposed_comm_ms:.0%})" if one.exposed_comm_ms else
+                 "the one-bucket run exposed no communication")
+    gain, noise = one.step_ms - bucketed.step_ms, max(spread_ms(bucketed), spread_ms(one))
+    verdict = "shorter" if gain > 0 else "longer"
+    lines.append(f"the bucketed step is {abs(gain):.1f} ms {verdict} (median); run-to-run spread "
+                 f"(IQR) up to {noise:.1f} ms: " + ("the difference exceeds the spread" if abs(gain) > noise
+                                                   else "the spread exceeds the difference, so this run "
+                                                        "cannot tell which step is faster"))
+    return "\n".join(lines)
 
 
 def sweep_config(**changes):
@@ -343,9 +409,32 @@ def sweep(caps: Sequence[float], cfg=None, cluster=None, repeats: int = 2,
 
 
 def format_sweep(result: BucketSweep) -> str:
-    """The sweep as a table (CLI and notebooks print the same lines)."""
-    lines = [f"{'cap MiB':>8} {'buckets':>7} {'step ms':>8} {'comm ms':>8} {'exposed ms':>10} "
-             f"{'overlap':>7}  (medians of {result.rows[0].samples} rank-steps)" if result.rows else "no rows"]
-    lines += [f"{r.bucket_cap_mb:>8g} {r.n_buckets:>7} {r.step_ms:>8.1f} {r.comm_ms:>8.1f} "
+    """The sweep as a table and its verdict (CLI and notebooks print the same lines)."""
+    if not result.rows:
+        return "no rows"
+    lines = [f"{'cap MiB':>8} {'buckets':>7} {'step ms':>8} {'(IQR)':>11} {'comm ms':>8} {'exposed ms':>10} "
+             f"{'overlap':>7}  (medians of {result.rows[0].samples} rank-steps)"]
+    lines += [f"{r.bucket_cap_mb:>8g} {r.n_buckets:>7} {r.step_ms:>8.1f} "
+              f"{f'{r.step_ms_quartiles[0]:.0f}-{r.step_ms_quartiles[1]:.0f}':>11} {r.comm_ms:>8.1f} "
               f"{r.exposed_comm_ms:>10.1f} {r.overlap_fraction:>7.2f}" for r in result.rows]
-    return "\n".join(lines)
+    return "\n".join(lines + [sweep_verdict(result)])
+
+
+def sweep_verdict(result: BucketSweep) -> str:
+    """Where this sweep's best cap lies, whether the ends are worse (the U), and whether
+    the differences exceed the run-to-run spread — read from the rows, not assumed."""
+    rows = result.rows
+    best = min(rows, key=lambda r: r.step_ms)
+    ends = [r for r in (rows[0], rows[-1]) if r is not best]
+    noise = max(spread_ms(r) for r in rows)
+    text = f"fastest: {best.bucket_cap_mb:g} MiB ({best.n_buckets} buckets, {best.step_ms:.1f} ms)"
+    if len(ends) == 2:
+        text += (f"; tiny caps {ends[0].step_ms - best.step_ms:+.1f} ms, one bucket "
+                 f"{ends[1].step_ms - best.step_ms:+.1f} ms: a U")
+    elif len(rows) > 1:
+        text += "; the fastest cap is at an end of the sweep: no U on this run"
+    gaps = [abs(r.step_ms - best.step_ms) for r in rows if r is not best]
+    if gaps and min(gaps) < noise:
+        text += (f". Spread (IQR up to {noise:.1f} ms) exceeds the smallest gap ({min(gaps):.1f} ms): "
+                 "the nearest caps are not told apart by this run")
+    return text

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 # compute in the ratio a real model sees on a real cluster, so overlap and the bucket-size
 # trade-off show — and its transfers dwarf the CPU's own reduction work.
 PRESETS: dict[str, tuple[float, float]] = {
-    "classroom": (1.0, 1000.0),    # 1 Gb/s, 1 ms per transfer: the lessons' default
+    "classroom": (1.0, 2000.0),    # 1 Gb/s, 2 ms per transfer: the lessons' default
     "1GbE": (1.0, 50.0),
     "10GbE": (10.0, 20.0),
     "100GbE": (100.0, 5.0),        # RDMA-class NIC
@@ -60,9 +60,24 @@ class Link:
         name = f" {self.name}" if self.name else ""
         return f"emulated link{name}: {self.gbps:g} Gb/s, α {self.latency_us:g} µs"
 
+    def model(self, world_size: int) -> "LinkModel":
+        """The link's own alpha-beta model for buckets all-reduced by `world_size` ranks."""
+        return LinkModel(self, world_size)
+
     def with_gbps(self, gbps: float) -> "Link":
         """Same latency, another bandwidth (the notebooks' bandwidth slider)."""
         return check_link(dataclasses.replace(self, gbps=float(gbps), name=""))
+
+
+@dataclass(frozen=True)
+class LinkModel:
+    """t(bytes) = α + wire_bytes/β of one link: what `plot_bucket_timeline` outlines."""
+
+    link: Link
+    world_size: int
+
+    def time_ms(self, nbytes: float) -> float:
+        return self.link.transfer_ms(nbytes, self.world_size)
 
 
 def preset(name: str) -> Link:

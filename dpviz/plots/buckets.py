@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from matplotlib.patches import Patch, Rectangle
 
-from ..buckets import BucketSweep, StepTimeline, cap_limits, step_buckets, step_timeline
+from ..buckets import ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap_limits, step_buckets, step_timeline
+from ..link import describe_link
 from ..record import RunRecord
 from ..timeline import steady_steps
 from . import style
@@ -67,10 +68,15 @@ def _draw_rank(ax, tl: StepTimeline, base: float, model) -> None:
     for b in tl.buckets:
         color = style.bucket_color(b.index)
         ax.plot([b.ready_ms] * 2, [ready, ready + 0.6], color=color, lw=2)
-        ax.text(b.ready_ms, ready + 0.62, f"b{b.index}", fontsize=6, ha="center", va="bottom", color=color)
+        if len(tl.buckets) <= 12:   # more labels than that collide: the colours still tell
+            ax.text(b.ready_ms, ready + 0.62, f"b{b.index}", fontsize=8, ha="center", va="bottom",
+                    color=color)
+        if b.link_start_ms is not None:   # the emulated wire's transfer: waiting, no CPU
+            _bars(ax, [(b.link_start_ms, b.link_end_ms)], comm + 0.25, 0.55, facecolors="white",
+                  edgecolor=color, hatch="....", lw=0.8)
         _bars(ax, [(b.start_ms, b.end_ms)], comm + 0.25, 0.55, facecolors=color, edgecolor="white", lw=0.3)
         if model is not None:  # the model's duration, drawn from the same start
-            ax.add_patch(Rectangle((b.start_ms, comm + 0.25), model.time_ms(b.bytes), 0.55,
+            ax.add_patch(Rectangle((b.comm_start_ms, comm + 0.25), model.time_ms(b.bytes), 0.55,
                                    fill=False, edgecolor=style.TEXT, ls=":", lw=1))
     _bars(ax, tl.exposed, comm, 0.18, facecolors=EXPOSED_COLOR)
 
@@ -106,8 +112,12 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
     n = len(tl.buckets)
     ax.set_title(f"step {step}, {n} bucket{'s' * (n > 1)}: exposed communication "
                  f"{max(exposed):.1f} ms, optimizer waits {max(waits):.1f} ms after backward "
-                 + ("(worst rank)" if len(ranks) > 1 else f"(rank {ranks[0]})"), loc="left", fontsize=10)
+                 + ("(worst rank)" if len(ranks) > 1 else f"(rank {ranks[0]})")
+                 + f"\nlive run; {describe_link(record.config.get('link'))}", loc="left", fontsize=9)
     handles = [Patch(color=style.kind_color(k), label=k) for k in ("forward", "backward", "optimizer")]
+    if record.config.get("link"):
+        handles.append(Patch(facecolor="white", edgecolor=style.MUTED, hatch="....",
+                             label="link transfer (emulated)"))
     handles += [Patch(facecolor="none", edgecolor=style.MUTED, hatch="///", label="waiting for buckets"),
                 Patch(color=EXPOSED_COLOR, label="exposed comm")]
     if model is not None:
@@ -131,26 +141,37 @@ def plot_contrast(bucketed: RunRecord, one_bucket: RunRecord, axes=None, rank: i
     return axes
 
 
+def cap_label(cap: float) -> str:
+    """'1', '0.25', and 'one' for a cap no demo model fills (not '4096')."""
+    return "one\nbucket" if cap >= ONE_BUCKET_CAP_MB else f"{cap:g}"
+
+
 def plot_sweep(sweep: BucketSweep, ax=None):
     """Step time and exposed communication against the cap (log scale), buckets labelled."""
     ax = style.new_axes(ax, figsize=(7, 3.6))
     caps = [r.bucket_cap_mb for r in sweep.rows]
-    ax.plot(caps, [r.step_ms for r in sweep.rows], "o-", color=style.kind_color("backward"), label="step time")
+    ax.plot(caps, [r.step_ms for r in sweep.rows], "o-", color=style.kind_color("backward"),
+            label="step time (median)")
+    if any(r.step_ms_quartiles[1] > r.step_ms_quartiles[0] for r in sweep.rows):
+        ax.fill_between(caps, [r.step_ms_quartiles[0] for r in sweep.rows],
+                        [r.step_ms_quartiles[1] for r in sweep.rows], color=style.kind_color("backward"),
+                        alpha=0.2, lw=0, label="step time, 25-75th percentile")
     ax.plot(caps, [r.comm_ms for r in sweep.rows], "s--", color=style.kind_color("allreduce"),
             label="all-reduce time")
     ax.plot(caps, [r.exposed_comm_ms for r in sweep.rows], "^-", color=EXPOSED_COLOR,
             label="exposed all-reduce time")
     for r in sweep.rows:
-        ax.annotate(f"{r.n_buckets} bucket{'s' * (r.n_buckets > 1)}", (r.bucket_cap_mb, r.step_ms),
-                    textcoords="offset points", xytext=(0, 7), ha="center", fontsize=8)
+        ax.annotate(f"{r.n_buckets} bucket{'s' * (r.n_buckets > 1)}", (r.bucket_cap_mb, r.step_ms_quartiles[1]
+                    or r.step_ms), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
     ax.set_xscale("log")
-    ax.set_xticks(caps, [f"{c:g}" for c in caps])
+    ax.set_xticks(caps, [cap_label(c) for c in caps])
+    ax.margins(x=0.12)   # the end labels stay clear of the axes
     ax.set_xlabel("bucket_cap_mb (MiB)")
-    ax.set_ylabel("ms per step (median)")
-    ax.set_ylim(0, 1.15 * max(r.step_ms for r in sweep.rows))
+    ax.set_ylabel("ms per step")
+    ax.set_ylim(0, 1.3 * max(max(r.step_ms_quartiles[1], r.step_ms) for r in sweep.rows))
     c = sweep.config
     ax.set_title(f"{sweep.world_size} ranks, {c['layers']}×Linear({c['width']}), batch {c['batch_per_rank']}"
-                 "/rank", loc="left", fontsize=10)
-    ax.legend(fontsize=8, frameon=False)
+                 f"/rank; live, {describe_link(c.get('link'))}", loc="left", fontsize=9)
+    ax.legend(fontsize=8, frameon=False, loc="lower left", ncols=2)
     style.tidy(ax)
     return ax

@@ -1,5 +1,5 @@
-"""A bucket_cap_mb slider: each release re-runs DDP live on warm ranks and redraws the
-step's bucket timeline (about a second on 2 CPU ranks)."""
+"""A bucket_cap_mb slider and a link-bandwidth slider: each release re-runs DDP live on warm
+ranks and redraws the step's bucket timeline (about a second on 2 CPU ranks)."""
 from __future__ import annotations
 
 from functools import partial
@@ -7,7 +7,7 @@ from typing import Sequence
 
 from ..buckets import ONE_BUCKET_CAP_MB, sweep_config
 from ..ddp_run import run
-from ..plots.buckets import plot_bucket_timeline
+from ..plots.buckets import cap_label, plot_bucket_timeline
 from .slider import rerun
 
 CAPS = (0.25, 0.5, 1.0, 2.0, 4.0, 25.0, ONE_BUCKET_CAP_MB)
@@ -32,4 +32,23 @@ def bucket_cap_slider(cluster, cfg=None, caps: Sequence[float] = CAPS, value: fl
     if value not in caps:
         raise ValueError(f"value {value} is not one of the caps {list(caps)}")
     return rerun(list(caps), partial(_run_cap, cluster, cfg), partial(_draw, model=model),
-                 label="bucket_cap_mb", value=value, figsize=(11, 3.8))
+                 label="bucket_cap_mb (MiB)", value=value, figsize=(11, 3.8),
+                 format_value=lambda cap: cap_label(cap).replace("\n", " "))
+
+
+GBPS = (0.25, 0.5, 1.0, 2.0, 4.0, 10.0, 100.0)
+
+
+def _run_gbps(cluster, cfg, gbps: float):
+    return run(cfg.replace(link=cfg.link.with_gbps(gbps)), cluster)
+
+
+def link_bandwidth_slider(cluster, cfg, gbps: Sequence[float] = GBPS, value: float = 1.0):
+    """Slider over the emulated link's bandwidth (Gb/s, same latency), re-running `cfg` live:
+    fast links leave little to hide, slow ones more than backward can cover."""
+    if cfg.link is None:
+        raise ValueError("cfg has no emulated link: pass cfg.replace(link='classroom') or another preset")
+    if value not in gbps:
+        raise ValueError(f"value {value} is not one of {list(gbps)}")
+    return rerun(list(gbps), partial(_run_gbps, cluster, cfg), _draw, label="link Gb/s", value=value,
+                 figsize=(11, 3.8), format_value=lambda g: f"{g:g}")

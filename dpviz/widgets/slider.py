@@ -44,22 +44,27 @@ def stepper(n: int, draw: Callable[[Any, int], None], label: str = "step",
 
 
 def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any, Any], None],
-          label: str, value: Any = None, figsize: tuple[float, float] = (9, 3.5)) -> w.VBox:
-    """A slider over `values`; each release re-runs `run(value)` live and draws its record."""
+          label: str, value: Any = None, figsize: tuple[float, float] = (9, 3.5),
+          format_value: Callable[[Any], str] = str) -> w.VBox:
+    """A slider over `values`; each release re-runs `run(value)` live and draws its record.
+    `format_value` names each value on the slider (e.g. 'one bucket' rather than 4096.0)."""
     figure = _Figure(draw, figsize)
-    slider = w.SelectionSlider(options=list(values), value=value if value is not None else values[0],
-                               description=label, continuous_update=False)
+    slider = w.SelectionSlider(options=[(format_value(v), v) for v in values],
+                               value=value if value is not None else values[0],
+                               description=label, continuous_update=False,
+                               style={"description_width": "initial"},   # the whole label shows
+                               layout=w.Layout(width="460px"))
     status = w.Label()
 
     def update(choice: Any) -> None:
-        status.value = f"running {label}={choice} on live ranks…"
+        status.value = f"running {label}={format_value(choice)} on live ranks…"
         t0 = time.perf_counter()
         try:
             record = run(choice)
         except Exception as err:  # a failed run is shown, not swallowed: the panel says why
-            status.value = f"{label}={choice}: {type(err).__name__}: {err}"
+            status.value = f"{label}={format_value(choice)}: {type(err).__name__}: {err}"
             raise
-        status.value = f"{label}={choice}: re-ran live in {time.perf_counter() - t0:.2f} s"
+        status.value = f"{label}={format_value(choice)}: re-ran live in {time.perf_counter() - t0:.2f} s"
         figure.show(record)
 
     slider.observe(lambda change: update(change["new"]), names="value")
