@@ -30,7 +30,7 @@ from .config import NO_SYNC_SCOPES, RunConfig, validate
 from .ddp_run import run
 from .launch import Cluster, RankContext
 from .record import RunRecord, record_kind
-from .timeline import steady_steps, summarize_step
+from .timeline import quartiles, steady_steps, summarize_step
 
 # Small enough to run K = 1..8 in seconds on 2 cores; a 0.25 MB bucket cap splits the
 # 1 MB MLP into several buckets, so "one all-reduce per bucket" is visible.
@@ -53,6 +53,7 @@ class SweepRow:
     step_ms: float                        # step span, median over steady steps and ranks
     ms_per_sample: float
     comm_ms: float = 0.0                  # wall time an all-reduce runs in the step (median)
+    step_ms_quartiles: tuple[float, float] = (0.0, 0.0)   # spread of step_ms: 25th, 75th pct
 
 
 @dataclass(frozen=True)
@@ -116,22 +117,56 @@ def sweep_row(*records: RunRecord) -> SweepRow:
                     all_reduces_per_step=statistics.median(counts),
                     bytes_per_step=per_step, bytes_per_sample=per_step / samples,
                     step_ms=step_ms, ms_per_sample=step_ms / samples,
-                    comm_ms=statistics.median(x.comm_ms for x in summaries))
+                    comm_ms=statistics.median(x.comm_ms for x in summaries),
+                    step_ms_quartiles=quartiles([x.step_ms for x in summaries]))
+
+
+def run_lengths(counts: Iterable[int]) -> str:
+    """'0×7, 4' for [0, 0, 0, 0, 0, 0, 0, 4]: short at any K, so table columns stay aligned."""
+    groups: list[list[int]] = []
+    for n in counts:
+        if groups and groups[-1][0] == n:
+            groups[-1][1] += 1
+        else:
+            groups.append([n, 1])
+    return ", ".join(f"{n}×{k}" if k > 1 else str(n) for n, k in groups)
 
 
 def describe_sweep(sweep: AccumulationSweep) -> str:
-    """The sweep as a table (CLI and notebook)."""
+    """The sweep as a table and its verdict on time per sample (CLI and notebook)."""
+    from .link import describe_link
+
     lines = [f"{sweep.world_size} ranks, {sweep.config['batch_per_rank']} samples per rank per "
-             f"micro-step; medians over steady steps",
-             f"{'K':>3} {'samples':>8} {'all-reduces/micro':>20} {'KB/step':>9} {'B/sample':>9} "
-             f"{'ms/step':>8} {'comm ms':>8} {'ms/sample':>10}"]
+             f"micro-step; medians over steady steps; {describe_link(sweep.config.get('link'))}",
+             f"{'K':>3} {'samples':>8} {'all-reduces/micro':>18} {'KB/step':>9} {'B/sample':>9} "
+             f"{'ms/step':>8} {'(IQR)':>11} {'comm ms':>8} {'ms/sample':>10}"]
     for r in sweep.rows:
+        iqr = f"{r.step_ms_quartiles[0]:.0f}-{r.step_ms_quartiles[1]:.0f}"
         lines.append(f"{r.accum_steps:>3} {r.samples_per_step:>8} "
-                     f"{str(list(r.all_reduces_per_micro)):>20} {r.bytes_per_step / 1024:>9.1f} "
-                     f"{r.bytes_per_sample:>9.0f} {r.step_ms:>8.2f} {r.comm_ms:>8.2f} {r.ms_per_sample:>10.4f}")
+                     f"{run_lengths(r.all_reduces_per_micro):>18} {r.bytes_per_step / 1024:>9.1f} "
+                     f"{r.bytes_per_sample:>9.0f} {r.step_ms:>8.2f} {iqr:>11} {r.comm_ms:>8.2f} "
+                     f"{r.ms_per_sample:>10.4f}")
+    if len(sweep.rows) > 1:
+        lines.append(time_per_sample_verdict(sweep))
     if sweep.gradients:
         lines.append(describe_gradients(sweep.gradients))
     return "\n".join(lines)
+
+
+def time_per_sample_verdict(sweep: AccumulationSweep) -> str:
+    """Does time per sample fall with K on this run, and by more than the spread?"""
+    rows = sweep.rows
+    falls = all(a.ms_per_sample > b.ms_per_sample for a, b in zip(rows, rows[1:]))
+    first, last = rows[0], rows[-1]
+    text = (f"time per sample, K={last.accum_steps} vs K={first.accum_steps}: "
+            f"{last.ms_per_sample / first.ms_per_sample:.2f}x; "
+            + ("it falls at every K on this run" if falls else "it does not fall at every K on this run"))
+    noisy = [r.accum_steps for r in rows
+             if r.step_ms_quartiles[1] - r.step_ms_quartiles[0] > 0.25 * r.step_ms]
+    if noisy:
+        text += (f"; step-time spread (IQR) over a quarter of the median at K = "
+                 f"{', '.join(map(str, noisy))}: read those rows as rough")
+    return text
 
 
 def describe_gradients(checks: Iterable[GradientCheck]) -> str:
@@ -140,7 +175,7 @@ def describe_gradients(checks: Iterable[GradientCheck]) -> str:
              f"{'|g|/|g_large|':>13} {'max diff':>9} {'max|g_large|':>12} {'across ranks':>12}"]
     for c in checks:
         lines.append(f"{c.accum_steps:>3} {str(c.scale_loss):>8} {c.no_sync:>17} "
-                     f"{str(list(c.all_reduces_per_micro)):>18} {c.norm_ratio:>13.4f} "
+                     f"{run_lengths(c.all_reduces_per_micro):>18} {c.norm_ratio:>13.4f} "
                      f"{c.max_diff_vs_large_batch:>9.1e} {c.reference_max_abs:>12.1e} "
                      f"{c.max_diff_across_ranks:>12.1e}")
     return "\n".join(lines)
@@ -154,7 +189,7 @@ def describe_scopes(records: dict[str, RunRecord]) -> str:
         row = sweep_row(record)
         vs_single = max(c.max_diff_vs_single_process for c in record.checks)
         across = max(c.max_diff_across_ranks for c in record.checks)
-        lines.append(f"{scope:>17} {str(list(row.all_reduces_per_micro)):>18} "
+        lines.append(f"{scope:>17} {run_lengths(row.all_reduces_per_micro):>18} "
                      f"{row.bytes_per_step / 1024:>8.1f} {vs_single:>20.1e} {across:>12.1e}")
     return "\n".join(lines)
 

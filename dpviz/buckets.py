@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .record import Bucket, RunRecord, record_kind
-from .timeline import intersection, steady_steps, summarize, union
+from .timeline import intersection, quartiles, steady_steps, summarize, union
 
 MIB = 1 << 20
 DEFAULT_CAP_MB = 25              # DDP's bucket_cap_mb when left unset
@@ -254,6 +254,33 @@ def predictions(record: RunRecord, model, step: int | None = None, rank: int = 0
     return out
 
 
+def describe_predictions(preds: Sequence[Prediction]) -> str:
+    """Each bucket's measured time beside the model's, and the median error (notebook 03 §2)."""
+    linked = all(p.link_ms is not None for p in preds)
+    head = f"{'bucket':>6} {'MiB':>5} {'link ms':>8} " if linked else f"{'bucket':>6} {'MiB':>5} "
+    lines = [head + f"{'transfer+all-reduce':>19} {'after last rank joined':>22} {'model':>6}  (ms, rank 0)"]
+    for p in preds:
+        link = f"{p.link_ms:>8.2f} " if linked else ""
+        lines.append(f"{p.index:>6} {p.bytes / MIB:>5.2f} {link}{p.measured_ms:>19.2f} {p.joined_ms:>22.2f} "
+                     f"{p.predicted_ms:>6.2f}")
+    if preds:
+        measured = [p.link_ms if linked else p.joined_ms for p in preds]
+        errors = sorted(abs(m / p.predicted_ms - 1) for m, p in zip(measured, preds))
+        what = "link spans" if linked else "all-reduces after the last rank joined"
+        lines.append(f"model vs {what}: median error {statistics.median(errors):.0%}, "
+                     f"worst {errors[-1]:.0%}")
+    return "\n".join(lines)
+
+
+def describe_cpu_sharing(raw: SweepRow, linked: SweepRow) -> str:
+    """The same workload with gloo on the cores (raw loopback) and with the emulated link
+    (communication sleeps): how much slower backward runs when the all-reduces share its cores."""
+    return (f"backward, median: {raw.backward_ms:.1f} ms on raw loopback vs {linked.backward_ms:.1f} ms "
+            f"with the emulated link ({raw.backward_ms / linked.backward_ms:.2f}x): the measured cost of "
+            f"computing the all-reduces on the cores that run backward"
+            if linked.backward_ms else "no backward time measured")
+
+
 def link_predictions(record: RunRecord, rank: int = 0) -> list[Prediction]:
     """Each bucket of every steady step beside the link's own alpha-beta model: how well the
     emulated wire keeps its promise under load (a sleeping thread can wake late)."""
@@ -324,14 +351,6 @@ def sweep_row(*records: RunRecord) -> SweepRow:
         overlap_fraction=med([r.overlap_fraction for r in rows]), samples=len(rows),
         step_ms_quartiles=quartiles([r.step_ms for r in rows]),
         backward_ms=med([r.backward_ms for r in rows]))
-
-
-def quartiles(values: Sequence[float]) -> tuple[float, float]:
-    """25th and 75th percentile (the band figures draw around a median)."""
-    if len(values) < 2:
-        return (values[0], values[0]) if values else (0.0, 0.0)
-    q = statistics.quantiles(values, n=4, method="inclusive")
-    return q[0], q[2]
 
 
 def spread_ms(row: SweepRow) -> float:

@@ -5,6 +5,7 @@ Overlap fraction = time the all-reduces run while backward computes ÷ all-reduc
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from .record import RunRecord, Span
@@ -41,6 +42,14 @@ def intersection(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> 
         else:
             j += 1
     return total
+
+
+def quartiles(values: list[float]) -> tuple[float, float]:
+    """25th and 75th percentile: the spread figures draw around a median."""
+    if len(values) < 2:
+        return (values[0], values[0]) if values else (0.0, 0.0)
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return q[0], q[2]
 
 
 def _iv(spans: list[Span]) -> list[tuple[float, float]]:

@@ -9,7 +9,7 @@ import pytest
 from dpviz import load, run
 from dpviz.accumulation import (DEMO_CONFIG, AccumulationSweep, check_accum_values, check_gradients,
                                 compare_scopes, describe_scopes, describe_sweep, micro_step_counts,
-                                sweep, sweep_row, with_gradients)
+                                run_lengths, sweep, sweep_row, with_gradients)
 from dpviz.cli import main as cli
 from dpviz.timeline import steady_steps
 
@@ -134,7 +134,7 @@ def test_sweep_traffic_is_constant_per_step_and_falls_as_1_over_k_per_sample(clu
     checked = with_gradients(result, [check_gradients(CFG, cluster2)])
     path = save(checked, tmp_path / "accumulation.json")
     assert load(path, expect=AccumulationSweep) == checked
-    assert "[0, 0, 0," in describe_sweep(checked)
+    assert " 0×3, " in describe_sweep(checked)   # K=4: three silent micro-steps, then the buckets
 
 
 def test_bad_input_is_rejected_before_ranks_start():
@@ -159,7 +159,7 @@ def test_figures_draw_what_the_records_hold(k3, scopes, cluster2):
     record, _ = k3
     step = steady_steps(record)[-1]
     ax = plot_schedule(record)
-    assert str(list(micro_step_counts(record, step))) in ax.get_title(loc="left")
+    assert run_lengths(micro_step_counts(record, step)) in ax.get_title(loc="left")
     ax = plot_scopes(scopes)
     heights = [p.get_height() for p in ax.patches]
     assert heights == [n for r in scopes.values() for n in micro_step_counts(r, step)]
@@ -176,7 +176,7 @@ def test_k_slider_reruns_live(cluster2):
     try:
         panel = k_slider(cluster2, CFG, values=(1, 2), value=2)
         slider, status = panel.children[0].children
-        assert slider.options == (1, 2) and "K=2: re-ran live" in status.value
+        assert slider.options == (("1", 1), ("2", 2)) and "K=2: re-ran live" in status.value
         slider.value = 1
         assert "K=1: re-ran live" in status.value
     finally:
@@ -196,3 +196,9 @@ def test_accumulation_scene_renders_from_a_real_record(k3):
     from dpviz.animate import render
 
     assert render("accumulation", k3[1], dry_run=True) is None
+
+
+def test_run_lengths_keep_the_counts_short_at_any_k():
+    assert run_lengths([4]) == "4"
+    assert run_lengths([0] * 7 + [4]) == "0×7, 4"
+    assert run_lengths([4, 4, 4]) == "4×3"

@@ -6,7 +6,9 @@ from typing import Iterable
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
-from ..accumulation import AccumulationSweep, GradientCheck, micro_step_counts, sweep_row
+from ..accumulation import AccumulationSweep, GradientCheck, micro_step_counts, run_lengths, sweep_row
+from ..link import describe_link
+from .legibility import hide_colliding
 from ..record import RunRecord
 from ..timeline import steady_steps
 from . import style
@@ -34,35 +36,43 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
     counts = micro_step_counts(record, step)
     t0 = min(s.start_us for s in record.spans_of(kind="step", step=step))
     ms = lambda us: (us - t0) / 1e3
-    yticks, ylabels = [], []
+    yticks, ylabels, labels = [], [], []
     for rank in range(record.world_size):
         y = (record.world_size - 1 - rank) * ROW
         for m in sorted(record.spans_of(rank, "micro_step", step), key=lambda s: s.start_us):
             ax.add_patch(Rectangle((ms(m.start_us), y - 0.15), m.dur_us / 1e3, 2 * LANE + 0.5,
                                    facecolor="#F2F2F2", edgecolor=style.MUTED, linewidth=0.6))
-            if rank == 0:
+            if rank == 0:   # alternate two heights: narrow boxes' labels must not collide
                 micro = int(m.name.rsplit("#", 1)[-1])
-                ax.text(ms(m.start_us) + m.dur_us / 2e3, y + 2 * LANE + 0.45,
-                        f"#{micro}: {counts[micro]}", ha="center", va="bottom", fontsize=8,
-                        color=style.TEXT)
+                labels.append(ax.text(ms(m.start_us) + m.dur_us / 2e3, y + 2 * LANE + 0.4 + 0.5 * (micro % 2),
+                                      f"#{micro}: {counts[micro]}", ha="center", va="bottom", fontsize=8,
+                                      color=style.TEXT))
         for s in record.spans_of(rank, step=step):
             if s.kind in COMPUTE_KINDS:
                 ax.broken_barh([(ms(s.start_us), s.dur_us / 1e3)], (y + LANE + 0.1, LANE * 0.9),
                                facecolors=style.kind_color(s.kind), linewidth=0)
+        for s in record.spans_of(rank, "link", step):   # emulated transfers: waiting, no CPU
+            ax.broken_barh([(ms(s.start_us), s.dur_us / 1e3)], (y, LANE * 0.9), facecolors="white",
+                           edgecolor=style.bucket_color(s.bucket), hatch="....", linewidth=0.6)
         _draw_allreduces(ax, record.spans_of(rank, "allreduce", step), y, ms)
         yticks += [y + LANE + 0.55, y + 0.45]
         ylabels += [f"rank {rank} compute", f"rank {rank} all-reduce"]
     ax.set_yticks(yticks, ylabels)
-    ax.set_ylim(-0.4, (record.world_size - 1) * ROW + 2 * LANE + 1.2)
+    ax.set_ylim(-0.4, (record.world_size - 1) * ROW + 2 * LANE + 1.9)
     ax.set_xlabel(f"time in step {step} (ms, common clock)")
     style.tidy(ax)
     cfg = record.config
     ax.set_title(f"K = {cfg['accum_steps']} micro-steps, no_sync {cfg['no_sync']}: all-reduces per "
-                 f"micro-step {list(counts)} (boxes: #micro-step: all-reduces)", loc="left")
+                 f"micro-step {run_lengths(counts)} (boxes: #micro-step: all-reduces)\nlive run; "
+                 f"{describe_link(cfg.get('link'))}", loc="left", fontsize=9)
     buckets = sorted({s.bucket for s in record.spans_of(kind="allreduce", step=step)} - {None})
     handles = [Patch(color=style.kind_color(k), label=k) for k in COMPUTE_KINDS]
     handles += [Patch(color=style.bucket_color(b), label=f"bucket {b}") for b in buckets]
+    if cfg.get("link"):
+        handles.append(Patch(facecolor="white", edgecolor=style.MUTED, hatch="....",
+                             label="link transfer (emulated)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    hide_colliding(labels[::-1])   # the last micro-step's label (the one that syncs) stays
     return ax
 
 
@@ -101,14 +111,22 @@ def plot_sweep_time(sweep: AccumulationSweep, ax=None):
     ax = style.new_axes(ax, figsize=(6, 3.5))
     ks = [r.accum_steps for r in sweep.rows]
     ax.plot(ks, [r.step_ms for r in sweep.rows], "o-", color=style.kind_color("forward"),
-            label="ms per optimizer step")
+            label="ms per optimizer step (median)")
+    per100 = [100 / r.samples_per_step for r in sweep.rows]
     ax.plot(ks, [r.ms_per_sample * 100 for r in sweep.rows], "s-", color=style.kind_color("backward"),
-            label="ms per 100 samples")
+            label="ms per 100 samples (median)")
+    if any(r.step_ms_quartiles[1] > r.step_ms_quartiles[0] for r in sweep.rows):
+        for scale, kind in ((1.0, "forward"), (None, "backward")):
+            f = [scale or p for p in per100]
+            ax.fill_between(ks, [r.step_ms_quartiles[0] * x for r, x in zip(sweep.rows, f)],
+                            [r.step_ms_quartiles[1] * x for r, x in zip(sweep.rows, f)],
+                            color=style.kind_color(kind), alpha=0.2, lw=0)
     ax.set_xticks(ks)
     ax.set_ylim(bottom=0)
     ax.set_xlabel("K (micro-steps per optimizer step)")
-    ax.set_ylabel("ms (median over steady steps)")
-    ax.set_title("step time, measured live", loc="left")
+    ax.set_ylabel("ms (bands: 25-75th percentile)")
+    ax.set_title(f"step time, measured live\n{describe_link(sweep.config.get('link'))}", loc="left",
+                 fontsize=9)
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
     return ax

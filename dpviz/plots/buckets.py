@@ -8,6 +8,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from ..buckets import ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap_limits, step_buckets, step_timeline
 from ..link import describe_link
+from .legibility import hide_colliding
 from ..record import RunRecord
 from ..timeline import steady_steps
 from . import style
@@ -30,15 +31,19 @@ def plot_layout(record: RunRecord, ax=None, rank: int = 0):
     first, steady = record.steps[0], steady_steps(record)[-1]
     rows = [(f"step {first} (iteration 0)", step_buckets(record, first, rank)),
             (f"step {steady} (rebuilt)", step_buckets(record, steady, rank))]
+    labels = []
     for y, (label, buckets) in enumerate(reversed(rows)):
         left = 0.0
         for b in buckets:
             width = b.bytes / 2**20
             ax.barh(y, width, left=left, color=style.bucket_color(b.index), edgecolor="white")
             text = f"b{b.index}: {len(b.params)} params, {width:.2f} MiB"
-            if len(buckets) <= 8:
+            if len(buckets) <= 4:
                 text += f"\n{_short(b.params)}"
-            ax.text(left + width / 2, y, text, ha="center", va="center", fontsize=7, color=style.TEXT)
+            elif len(buckets) > 8:
+                text = f"b{b.index}"   # the y label gives the count; sizes show as widths
+            labels.append(ax.text(left + width / 2, y, text, ha="center", va="center", fontsize=7,
+                                  color=style.TEXT))
             left += width
     limits = cap_limits(record.config.get("bucket_cap_mb"))
     ax.axvline(limits[0] / 2**20, color=style.MUTED, ls="--", lw=1)
@@ -49,6 +54,7 @@ def plot_layout(record: RunRecord, ax=None, rank: int = 0):
     ax.set_title(f"rank {rank}: DDP's buckets (bucket_cap_mb={cap}; dashed: first bucket's cap "
                  f"{limits[0] / 2**20:g} MiB)", loc="left")
     style.tidy(ax)
+    hide_colliding(labels)
     return ax
 
 
@@ -65,12 +71,12 @@ def _draw_rank(ax, tl: StepTimeline, base: float, model) -> None:
     if tl.wait_ms > 0:  # backward is done; the step cannot go on until the last bucket is reduced
         _bars(ax, [(tl.backward_end_ms, tl.comm_end_ms)], main, 0.8, facecolors="none",
               edgecolor=style.MUTED, hatch="///", linewidth=0)
+    labels = []
     for b in tl.buckets:
         color = style.bucket_color(b.index)
         ax.plot([b.ready_ms] * 2, [ready, ready + 0.6], color=color, lw=2)
-        if len(tl.buckets) <= 12:   # more labels than that collide: the colours still tell
-            ax.text(b.ready_ms, ready + 0.62, f"b{b.index}", fontsize=8, ha="center", va="bottom",
-                    color=color)
+        labels.append(ax.text(b.ready_ms, ready + 0.62, f"b{b.index}", fontsize=8, ha="center",
+                              va="bottom", color=color))
         if b.link_start_ms is not None:   # the emulated wire's transfer: waiting, no CPU
             _bars(ax, [(b.link_start_ms, b.link_end_ms)], comm + 0.25, 0.55, facecolors="white",
                   edgecolor=color, hatch="....", lw=0.8)
@@ -79,10 +85,11 @@ def _draw_rank(ax, tl: StepTimeline, base: float, model) -> None:
             ax.add_patch(Rectangle((b.comm_start_ms, comm + 0.25), model.time_ms(b.bytes), 0.55,
                                    fill=False, edgecolor=style.TEXT, ls=":", lw=1))
     _bars(ax, tl.exposed, comm, 0.18, facecolors=EXPOSED_COLOR)
+    return labels
 
 
 def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=None,
-                         model=None):
+                         model=None, hide_labels: bool = True):
     """One steady step per rank: backward ops, each bucket's ready time, its all-reduce.
 
     Red under the all-reduce lane: communication nothing computes beside (exposed).
@@ -97,11 +104,11 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
     starts = [s.start_us for s in record.spans_of(kind="step", step=step) if s.rank in ranks]
     if not starts:
         raise ValueError(f"step {step} is not in this record (steps: {record.steps})")
-    yticks, labels, exposed, waits = [], [], [], []
+    yticks, labels, exposed, waits, ready_labels = [], [], [], [], []
     for row, rank in enumerate(ranks):
         tl = step_timeline(record, step, rank, t0_us=min(starts))
         base = (len(ranks) - 1 - row) * 3.4
-        _draw_rank(ax, tl, base, model)
+        ready_labels += _draw_rank(ax, tl, base, model)
         yticks += [base + 0.4, base + 1.5, base + 2.4]
         labels += [f"rank {rank} all-reduce", "bucket ready", f"rank {rank} main thread"]
         exposed.append(sum(e - s for s, e in tl.exposed))
@@ -123,6 +130,8 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
     if model is not None:
         handles.append(Patch(fill=False, edgecolor=style.TEXT, ls=":", label="alpha-beta prediction"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    if hide_labels:
+        hide_colliding(ready_labels)   # bucket colours still tell the ones hidden
     return ax
 
 
@@ -135,15 +144,18 @@ def plot_contrast(bucketed: RunRecord, one_bucket: RunRecord, axes=None, rank: i
 
         _, axes = plt.subplots(2, 1, figsize=(11, 4.6), sharex=True, layout="constrained")
     for ax, record in zip(axes, (bucketed, one_bucket)):
-        plot_bucket_timeline(record, ax=ax, ranks=[rank], model=model)
-        ax.set_title(f"bucket_cap_mb={record.config['bucket_cap_mb']:g}: " + ax.get_title(loc="left"),
-                     loc="left", fontsize=9)
+        plot_bucket_timeline(record, ax=ax, ranks=[rank], model=model, hide_labels=False)
+        ax.set_title(f"bucket_cap_mb={cap_label(record.config['bucket_cap_mb'])}: "
+                     + ax.get_title(loc="left"), loc="left", fontsize=9)
+    hide_colliding([t for ax in axes for t in ax.texts])   # once the shared x axis is laid out
     return axes
 
 
-def cap_label(cap: float) -> str:
-    """'1', '0.25', and 'one' for a cap no demo model fills (not '4096')."""
-    return "one\nbucket" if cap >= ONE_BUCKET_CAP_MB else f"{cap:g}"
+def cap_label(cap: float | None, sep: str = " ") -> str:
+    """'1', '0.25', 'default', and 'one bucket' for a cap no demo model fills (not '4096.0')."""
+    if cap is None:
+        return "default"
+    return f"one{sep}bucket" if cap >= ONE_BUCKET_CAP_MB else f"{cap:g}"
 
 
 def plot_sweep(sweep: BucketSweep, ax=None):
@@ -164,7 +176,7 @@ def plot_sweep(sweep: BucketSweep, ax=None):
         ax.annotate(f"{r.n_buckets} bucket{'s' * (r.n_buckets > 1)}", (r.bucket_cap_mb, r.step_ms_quartiles[1]
                     or r.step_ms), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=8)
     ax.set_xscale("log")
-    ax.set_xticks(caps, [cap_label(c) for c in caps])
+    ax.set_xticks(caps, [cap_label(c, "\n") for c in caps])
     ax.margins(x=0.12)   # the end labels stay clear of the axes
     ax.set_xlabel("bucket_cap_mb (MiB)")
     ax.set_ylabel("ms per step")

@@ -32,8 +32,8 @@ def bucket_cap_slider(cluster, cfg=None, caps: Sequence[float] = CAPS, value: fl
     if value not in caps:
         raise ValueError(f"value {value} is not one of the caps {list(caps)}")
     return rerun(list(caps), partial(_run_cap, cluster, cfg), partial(_draw, model=model),
-                 label="bucket_cap_mb (MiB)", value=value, figsize=(11, 3.8),
-                 format_value=lambda cap: cap_label(cap).replace("\n", " "))
+                 label="bucket_cap_mb", value=value, figsize=(11, 3.8),
+                 format_value=cap_label)
 
 
 GBPS = (0.25, 0.5, 1.0, 2.0, 4.0, 10.0, 100.0)

@@ -1,0 +1,65 @@
+"""No two labels overlap in the figures notebooks 03 and 04 draw, drawn from live records
+with and without the emulated link (labels land where the data puts them)."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pytest
+
+from dpviz import accumulation, run
+from dpviz.link import as_link
+from dpviz.buckets import ONE_BUCKET_CAP_MB, BucketSweep, sweep_config, sweep_row
+from dpviz.plots.accumulation import plot_schedule, plot_sweep_bytes, plot_sweep_time
+from dpviz.plots.buckets import plot_bucket_timeline, plot_contrast, plot_layout, plot_sweep
+from dpviz.plots.legibility import overlapping_texts
+
+
+@pytest.fixture(scope="module")
+def records(cluster2):
+    cfg = sweep_config(steps=3, link="classroom")
+    caps = {cap: run(cfg.replace(bucket_cap_mb=cap), cluster2) for cap in (0.25, 1.0, 4.0, ONE_BUCKET_CAP_MB)}
+    raw = run(cfg.replace(bucket_cap_mb=1.0, link=None), cluster2)
+    acc = accumulation.DEMO_CONFIG.replace(link="classroom")
+    ks = {k: run(acc, cluster2, accum_steps=k) for k in (1, 2, 4, 7, 8)}
+    return caps, raw, ks
+
+
+def _check(fig):
+    try:
+        assert overlapping_texts(fig) == []
+    finally:
+        plt.close(fig)
+
+
+def test_overlapping_texts_finds_a_collision():
+    fig, ax = plt.subplots()
+    ax.text(0.5, 0.5, "#1: 0")
+    ax.text(0.5, 0.5, "#2: 0")
+    assert overlapping_texts(fig) == [("#1: 0", "#2: 0")]
+    plt.close(fig)
+
+
+def test_bucket_figures_have_no_overlapping_labels(records):
+    caps, raw, _ = records
+    model = as_link(caps[1.0].config["link"]).model(2)
+    for record in (caps[0.25], caps[1.0], raw):
+        _check(plot_layout(record).figure)
+        _check(plot_bucket_timeline(record, model=model).figure)
+    _check(plot_contrast(caps[1.0], caps[ONE_BUCKET_CAP_MB], model=model)[0].figure)
+    sweep = BucketSweep(config={**caps[1.0].config, "bucket_cap_mb": None}, world_size=2,
+                        rows=tuple(sweep_row(r) for r in caps.values()))
+    _check(plot_sweep(sweep).figure)
+
+
+def test_accumulation_figures_have_no_overlapping_labels(records):
+    _, _, ks = records
+    for record in ks.values():
+        _check(plot_schedule(record).figure)
+    swept = accumulation.AccumulationSweep(config=ks[1].config, world_size=2,
+                                           rows=tuple(accumulation.sweep_row(r) for r in ks.values()))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8), layout="constrained")
+    plot_sweep_bytes(swept, left)
+    plot_sweep_time(swept, right)
+    _check(fig)
