@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import multiprocessing as mp
 import os
+import signal
 import shutil
 import sys
 import tempfile
@@ -82,6 +83,9 @@ def _exit_when_orphaned(parent_pid: int) -> None:
 def _rank_main(rank: int, world_size: int, backend: str, store_port: int, workdir: str,
                conn, parent_pid: int, timeout_s: float) -> None:
     threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
+    # Ctrl-C, and a Jupyter kernel's interrupt or shutdown, reach the whole process group. The
+    # parent decides (it stops every rank), so a rank never prints a KeyboardInterrupt traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         import torch
         import torch.distributed as dist
@@ -184,6 +188,7 @@ class Cluster:
         self.backend = backend
         self.timeout_s = float(timeout_s)
         self._ranks: _Ranks | None = None
+        self._starts = 0
 
     # lifecycle
     def __enter__(self) -> "Cluster":
@@ -210,6 +215,10 @@ class Cluster:
         """Spawn the ranks and wait until every one has joined the process group."""
         if self._ranks is not None:
             return
+        if self._starts:   # stopped by close() or an error: say so, a restart costs seconds
+            print(f"dpviz: restarting {self.world_size} {self.backend} ranks (they were stopped)",
+                  file=sys.stderr)
+        self._starts += 1
         self._ranks = _Ranks(self.world_size, self.backend, self.timeout_s)
         self._collect("start-up", min(self.timeout_s, START_TIMEOUT_S) + 30)
 

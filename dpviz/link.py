@@ -143,6 +143,12 @@ def describe_link(link: Link | dict | None) -> str:
     return "raw loopback (gloo on the same CPU cores: no separate link)" if link is None else link.label()
 
 
+def link_note(config: dict) -> str:
+    """What carried a record's all-reduces, from its config; '' for records that do not say
+    (a loaded trace: dpviz cannot know its interconnect)."""
+    return describe_link(config["link"]) if "link" in config else ""
+
+
 # --- rank side ----------------------------------------------------------------------------
 
 class LinkThread:

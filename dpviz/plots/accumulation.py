@@ -7,7 +7,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from ..accumulation import AccumulationSweep, GradientCheck, micro_step_counts, run_lengths, sweep_row
-from ..link import describe_link
+from ..link import link_note
 from .legibility import hide_colliding
 from ..record import RunRecord
 from ..timeline import steady_steps
@@ -64,7 +64,7 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
     cfg = record.config
     ax.set_title(f"K = {cfg['accum_steps']} micro-steps, no_sync {cfg['no_sync']}: all-reduces per "
                  f"micro-step {run_lengths(counts)} (boxes: #micro-step: all-reduces)\nlive run; "
-                 f"{describe_link(cfg.get('link'))}", loc="left", fontsize=9)
+                 f"{link_note(cfg)}", loc="left", fontsize=9)
     buckets = sorted({s.bucket for s in record.spans_of(kind="allreduce", step=step)} - {None})
     handles = [Patch(color=style.kind_color(k), label=k) for k in COMPUTE_KINDS]
     handles += [Patch(color=style.bucket_color(b), label=f"bucket {b}") for b in buckets]
@@ -125,7 +125,7 @@ def plot_sweep_time(sweep: AccumulationSweep, ax=None):
     ax.set_ylim(bottom=0)
     ax.set_xlabel("K (micro-steps per optimizer step)")
     ax.set_ylabel("ms (bands: 25-75th percentile)")
-    ax.set_title(f"step time, measured live\n{describe_link(sweep.config.get('link'))}", loc="left",
+    ax.set_title(f"step time, measured live\n{link_note(sweep.config)}", loc="left",
                  fontsize=9)
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)

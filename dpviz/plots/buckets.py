@@ -7,7 +7,7 @@ from __future__ import annotations
 from matplotlib.patches import Patch, Rectangle
 
 from ..buckets import ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap_limits, step_buckets, step_timeline
-from ..link import describe_link
+from ..link import link_note
 from .legibility import hide_colliding
 from ..record import RunRecord
 from ..timeline import steady_steps
@@ -120,7 +120,7 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
     ax.set_title(f"step {step}, {n} bucket{'s' * (n > 1)}: exposed communication "
                  f"{max(exposed):.1f} ms, optimizer waits {max(waits):.1f} ms after backward "
                  + ("(worst rank)" if len(ranks) > 1 else f"(rank {ranks[0]})")
-                 + f"\nlive run; {describe_link(record.config.get('link'))}", loc="left", fontsize=9)
+                 + f"\nlive run; {link_note(record.config)}", loc="left", fontsize=9)
     handles = [Patch(color=style.kind_color(k), label=k) for k in ("forward", "backward", "optimizer")]
     if record.config.get("link"):
         handles.append(Patch(facecolor="white", edgecolor=style.MUTED, hatch="....",
@@ -183,7 +183,7 @@ def plot_sweep(sweep: BucketSweep, ax=None):
     ax.set_ylim(0, 1.3 * max(max(r.step_ms_quartiles[1], r.step_ms) for r in sweep.rows))
     c = sweep.config
     ax.set_title(f"{sweep.world_size} ranks, {c['layers']}×Linear({c['width']}), batch {c['batch_per_rank']}"
-                 f"/rank; live, {describe_link(c.get('link'))}", loc="left", fontsize=9)
+                 f"/rank; live, {link_note(c)}", loc="left", fontsize=9)
     ax.legend(fontsize=8, frameon=False, loc="lower left", ncols=2)
     style.tidy(ax)
     return ax

@@ -5,12 +5,13 @@ from collections import defaultdict
 
 from matplotlib.patches import Patch
 
+from ..link import link_note
 from ..record import RunRecord
 from ..timeline import record_ranks, steady_steps, summarize_step
 from . import style
 
 LANE_KINDS = {"compute": ("forward", "backward", "recompute", "optimizer", "compute"),
-              "comm": ("allreduce",)}
+              "comm": ("link", "allreduce")}   # an emulated link's transfers (dpviz.link), then the real all-reduces
 
 
 def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=None):
@@ -38,20 +39,25 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
             bars = defaultdict(list)  # one collection per (sub-lane, colour): a GPU step has ~1000 kernels
             for s in mine:
                 color = style.bucket_color(s.bucket) if name == "comm" else style.kind_color(s.kind)
-                bars[(s.tid, color)].append(((s.start_us - t0) / 1e3, s.dur_us / 1e3))
-            for (tid, color), xranges in bars.items():  # white edges would hide thin kernels
-                ax.broken_barh(xranges, (y + tids.index(tid) * height, height * 0.92), facecolors=color,
-                               edgecolor="white", linewidth=0.3 if len(mine) < 300 else 0)
+                bars[(s.tid, color, s.kind == "link")].append(((s.start_us - t0) / 1e3, s.dur_us / 1e3))
+            for (tid, color, link), xranges in bars.items():  # white edges would hide thin kernels
+                look = (dict(facecolors="white", edgecolor=color, hatch="....", linewidth=0.6) if link else
+                        dict(facecolors=color, edgecolor="white", linewidth=0.3 if len(mine) < 300 else 0))
+                ax.broken_barh(xranges, (y + tids.index(tid) * height, height * 0.92), **look)
             yticks.append(y + 0.5)
-            ylabels.append(f"rank {rank} {'compute' if name == 'compute' else 'all-reduce'}")
+            ylabels.append(f"rank {rank} {'compute' if name == 'compute' else 'communication'}")
     ax.set_yticks(yticks, ylabels)
     ax.set_xlabel(f"time in step {step} (ms, common clock)")
     style.tidy(ax)
     fractions = [summarize_step(spans, r, step).overlap_fraction for r in ranks]
-    ax.set_title(f"step {step}: all-reduce overlaps backward {100 * sum(fractions) / len(fractions):.0f}% "
-                 "of its time", loc="left")
+    ax.set_title(f"step {step}: communication overlaps backward {100 * sum(fractions) / len(fractions):.0f}% "
+                 f"of its time" + (f"\n{note}" if (note := link_note(record.config)) else ""),
+                 loc="left", fontsize=9)
     buckets = sorted({s.bucket for s in spans if s.kind == "allreduce" and s.bucket is not None})
     handles = [Patch(color=style.kind_color(k), label=k) for k in ("forward", "backward", "optimizer")]
     handles += [Patch(color=style.bucket_color(b), label=f"bucket {b}") for b in buckets]
+    if any(s.kind == "link" for s in spans):
+        handles.append(Patch(facecolor="white", edgecolor=style.MUTED, hatch="....",
+                             label="link transfer (emulated)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     return ax
