@@ -1,7 +1,9 @@
 """A real browser: JupyterLab on 127.0.0.1 in headless Debian chromium, a dpviz notebook run
-through the UI, a widget slider moved, and the figure checked to have really changed (pixels).
+through the UI, a widget slider moved, and the figure checked to have really changed (pixels);
+the timing sections of notebooks 03 and 04 run through the UI and photographed.
 
-Screenshots are kept in tests/artifacts/ (ignored by git) for a person to look at.
+Screenshots are kept in tests/artifacts/ for a person to look at. `DPVIZ_SCREENSHOT_REF=main`
+photographs those sections as the notebooks of that git ref have them ("before" pictures).
 """
 from __future__ import annotations
 
@@ -43,6 +45,8 @@ def lab(tmp_path_factory):
     """JupyterLab serving a copy of the notebooks, bound to 127.0.0.1 with a random token."""
     root = tmp_path_factory.mktemp("lab")
     shutil.copy(ROOT / "notebooks" / NOTEBOOK, root / NOTEBOOK)
+    for name, _ in SECTIONS.values():
+        (root / name).write_bytes(_notebook_source(name))
     port, token = _free_port(), secrets.token_hex(16)
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip", "127.0.0.1",
            f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
@@ -61,6 +65,20 @@ def lab(tmp_path_factory):
             server.wait(15)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+# notebook → the code cell (by id) whose output is photographed, before and after issue 13
+SECTIONS = {"03-s3": ("03_buckets_and_overlap.ipynb", "7c7e8d76"),
+            "04-s2": ("04_gradient_accumulation.ipynb", "6377ee5f")}
+SCREENSHOT_REF = os.environ.get("DPVIZ_SCREENSHOT_REF")
+
+
+def _notebook_source(name: str) -> bytes:
+    """The notebook as checked out, or as `DPVIZ_SCREENSHOT_REF` has it."""
+    if SCREENSHOT_REF:
+        return subprocess.run(["git", "show", f"{SCREENSHOT_REF}:notebooks/{name}"], cwd=ROOT,
+                              check=True, capture_output=True).stdout
+    return (ROOT / "notebooks" / name).read_bytes()
 
 
 def _wait_for(probe, timeout_s: float):
@@ -90,6 +108,18 @@ def _accept_kernel_dialog(page) -> None:
     select.click()
 
 
+def _run_all(page, url: str, token: str, notebook: str, timeout_ms: int) -> None:
+    """Open `notebook` in JupyterLab, Run All Cells, wait until the last cell has run."""
+    page.goto(f"{url}/lab/tree/{notebook}?token={token}")
+    page.locator(".jp-Notebook").wait_for(timeout=90_000)
+    _accept_kernel_dialog(page)
+    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_text("Run All Cells", exact=True).click()
+    # every cell done: the last cell shows its execution number, e.g. "[12]:"
+    page.locator(".jp-Cell").last.locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).wait_for(timeout=timeout_ms)
+
+
 def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab):
     from playwright.sync_api import sync_playwright
 
@@ -99,15 +129,7 @@ def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{url}/lab/tree/{NOTEBOOK}?token={token}")
-            page.locator(".jp-Notebook").wait_for(timeout=90_000)
-            _accept_kernel_dialog(page)
-            page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.get_by_text("Run All Cells", exact=True).click()
-
-            # every cell done: the last cell shows its execution number, e.g. "[12]:"
-            page.locator(".jp-Cell").last.locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).wait_for(timeout=600_000)
+            _run_all(page, url, token, NOTEBOOK, timeout_ms=600_000)
             slider = page.locator(".widget-slider .noUi-handle").first
             slider.wait_for(timeout=60_000)
             figure = page.locator(FIGURE).first
@@ -137,3 +159,34 @@ def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab):
     h, w = min(a.shape[0], b.shape[0]), min(a.shape[1], b.shape[1])
     changed = np.any(np.abs(a[:h, :w] - b[:h, :w]) > 30, axis=-1).mean()
     assert changed > 0.01, f"only {changed:.2%} of the figure's pixels changed"
+
+
+@pytest.mark.parametrize("section", sorted(SECTIONS))
+def test_timing_sections_run_in_jupyterlab_and_are_photographed(lab, section):
+    import json
+
+    from playwright.sync_api import sync_playwright
+
+    name, cell_id = SECTIONS[section]
+    cells = json.loads(_notebook_source(name))["cells"]
+    index = next(i for i, c in enumerate(cells) if c.get("id") == cell_id)
+    url, token = lab
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / f"{section}-{'before-' + SCREENSHOT_REF if SCREENSHOT_REF else 'after'}.png"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            _run_all(page, url, token, name, timeout_ms=900_000)
+            cell = page.locator(".jp-Cell").nth(index)
+            cell.scroll_into_view_if_needed()
+            cell.locator(".jp-OutputArea-output img").first.wait_for(timeout=60_000)
+            cell.screenshot(path=str(shot))
+            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr'] >> text=Traceback")
+            assert errors.count() == 0
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / f"{section}-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+    assert _pixels(shot.read_bytes()).shape[0] > 200, "the section should show its figure and table"

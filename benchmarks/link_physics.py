@@ -1,0 +1,53 @@
+"""The timing lessons with the emulated link on and off, measured side by side in one run.
+
+For each link (default: classroom, then off = raw loopback), caps taken round-robin `--repeats`
+times, then K taken round-robin; prints medians, the spread (IQR), and the verdicts dpviz prints in
+the notebooks, plus the machine's load average so the numbers carry their conditions.
+Usage: python benchmarks/link_physics.py [--links classroom,off] [--repeats 3]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+
+from dpviz import Cluster, accumulation, run
+from dpviz.buckets import (ONE_BUCKET_CAP_MB, BucketSweep, describe_overlap, format_sweep,
+                           link_predictions, sweep_config, sweep_row)
+from dpviz.link import describe_link
+
+CAPS = (0.25, 1.0, 4.0, ONE_BUCKET_CAP_MB)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--links", default="classroom,off")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()}")
+    with Cluster(2) as cluster:
+        for link in args.links.split(","):
+            cfg = sweep_config(steps=5, link=link)
+            print(f"\n=== {describe_link(cfg.link)}")
+            run(cfg.replace(steps=2), cluster)
+            runs = {cap: [] for cap in CAPS}
+            for _ in range(args.repeats):
+                for cap in CAPS:
+                    runs[cap].append(run(cfg.replace(bucket_cap_mb=cap), cluster))
+            rows = {cap: sweep_row(*rs) for cap, rs in runs.items()}
+            print(describe_overlap(rows[1.0], rows[ONE_BUCKET_CAP_MB]))
+            print(format_sweep(BucketSweep(config={**cfg.to_dict(), "bucket_cap_mb": None}, world_size=2,
+                                           rows=tuple(rows.values()))))
+            if cfg.link is not None:
+                errors = [abs(p.link_ms / p.predicted_ms - 1) for rs in runs.values() for r in rs
+                          for p in link_predictions(r)]
+                print(f"alpha-beta vs link spans: median error {statistics.median(errors):.1%}, "
+                      f"worst {max(errors):.1%} over {len(errors)} transfers")
+            acc = accumulation.sweep((1, 2, 4, 8), accumulation.DEMO_CONFIG.replace(link=link), cluster,
+                                     repeats=args.repeats)
+            print(accumulation.describe_sweep(acc))
+    print(f"\nload average after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()
