@@ -111,3 +111,29 @@ def test_ranks_exit_when_their_parent_is_killed(tmp_path):
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(alive(p) for p in pids)
+
+
+def test_ranks_ignore_sigint_so_a_kernel_interrupt_leaves_them_warm_and_silent(capfd):
+    """Jupyter interrupts (and shuts down) a kernel with SIGINT to its process group: the
+    ranks must neither die nor print KeyboardInterrupt tracebacks; the parent decides."""
+    import signal
+
+    with Cluster(2) as cluster:
+        pids = cluster.run_task(rank_tasks.whoami)
+        for info in pids:
+            os.kill(info["pid"], signal.SIGINT)
+        time.sleep(0.5)
+        assert cluster.run_task(rank_tasks.whoami) == pids   # same processes, still serving
+    assert "KeyboardInterrupt" not in capfd.readouterr().err
+
+
+def test_a_stopped_cluster_says_when_it_restarts(capfd):
+    cluster = Cluster(2)
+    try:
+        cluster.start()
+        assert "restarting" not in capfd.readouterr().err   # the first start is the user's own
+        cluster.close()
+        cluster.start()
+        assert "dpviz: restarting 2 gloo ranks" in capfd.readouterr().err
+    finally:
+        cluster.close()

@@ -27,6 +27,7 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
         raise ValueError(f"step {step} is not in this record (steps: {record.steps})")
     spans = [s for s in record.spans if s.step == step and s.rank in ranks]
     t0 = min(s.start_us for s in spans if s.kind == "step")
+    comm_label = "link + all-reduce" if any(s.kind == "link" for s in spans) else "all-reduce"
     yticks, ylabels = [], []
     for row, rank in enumerate(ranks):
         base = (len(ranks) - 1 - row) * 3
@@ -45,7 +46,7 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
                         dict(facecolors=color, edgecolor="white", linewidth=0.3 if len(mine) < 300 else 0))
                 ax.broken_barh(xranges, (y + tids.index(tid) * height, height * 0.92), **look)
             yticks.append(y + 0.5)
-            ylabels.append(f"rank {rank} {'compute' if name == 'compute' else 'communication'}")
+            ylabels.append(f"rank {rank} {'compute' if name == 'compute' else comm_label}")
     ax.set_yticks(yticks, ylabels)
     ax.set_xlabel(f"time in step {step} (ms, common clock)")
     style.tidy(ax)
