@@ -255,8 +255,10 @@ def _buckets(results: list[dict], spans: list[Span]) -> list[Bucket]:
 
 
 def _micro_steps(spans: list[Span], rank: int = 0) -> list[MicroStep]:
-    """Each micro-step of one rank with the all-reduces launched inside it (from its trace)."""
-    launches = [s for s in spans if s.rank == rank and s.kind == "allreduce_launch"]
+    """Each micro-step of one rank with the all-reduces launched inside it (from its trace).
+    With an emulated link the link thread launches them, unseen by the profiler: there each
+    bucket's transfer, which starts inside the micro-step that handed it over, counts."""
+    launches = [s for s in spans if s.rank == rank and s.kind in ("allreduce_launch", "link")]
     out = []
     for m in sorted((s for s in spans if s.rank == rank and s.kind == "micro_step"),
                     key=lambda s: s.start_us):

@@ -119,3 +119,5 @@ def test_time_per_sample_falls_with_k(cluster2):
     rows = accumulation.sweep((1, 2, 4), cfg, cluster2, repeats=2).rows
     per_sample = [r.ms_per_sample for r in rows]
     assert per_sample[0] > per_sample[1] > per_sample[2], per_sample
+    # the schedule still reads from the trace: silent micro-steps, then one transfer per bucket
+    assert rows[-1].all_reduces_per_micro[:-1] == (0, 0, 0) and rows[-1].all_reduces_per_micro[-1] >= 2
