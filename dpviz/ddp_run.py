@@ -104,16 +104,18 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     losses, snapshots, wall_ms = [], [], []
     annotate = record_function if cfg.profile else (lambda name: nullcontext())
-    with profile(activities=activities, record_shapes=True) if cfg.profile else nullcontext() as prof:
-        clock = _clock_mark(annotate)
-        for step in range(cfg.steps):
-            log.step, t0 = step, time.perf_counter()
-            with annotate(f"{STEP_PREFIX}{step}"):
-                losses.append(_train_step(ctx, cfg, ddp, opt, log, step, annotate))
-            wall_ms.append((time.perf_counter() - t0) * 1e3)
-            snapshots.append(flat_params(model))
-    if link is not None:
-        link.close()
+    try:
+        with profile(activities=activities, record_shapes=True) if cfg.profile else nullcontext() as prof:
+            clock = _clock_mark(annotate)
+            for step in range(cfg.steps):
+                log.step, t0 = step, time.perf_counter()
+                with annotate(f"{STEP_PREFIX}{step}"):
+                    losses.append(_train_step(ctx, cfg, ddp, opt, log, step, annotate))
+                wall_ms.append((time.perf_counter() - t0) * 1e3)
+                snapshots.append(flat_params(model))
+    finally:   # a warm rank runs many tasks: never leave a link thread behind
+        if link is not None:
+            link.close()
     trace_path = None
     if prof is not None:
         trace_path = str(Path(ctx.workdir) / f"trace-rank{ctx.rank}.json")
