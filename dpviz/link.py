@@ -29,7 +29,7 @@ from dataclasses import dataclass
 # compute in the ratio a real model sees on a real cluster, so overlap and the bucket-size
 # trade-off show — and its transfers dwarf the CPU's own reduction work.
 PRESETS: dict[str, tuple[float, float]] = {
-    "classroom": (1.0, 2000.0),    # 1 Gb/s, 2 ms per transfer: the lessons' default
+    "classroom": (0.5, 2000.0),    # 0.5 Gb/s, 2 ms per transfer: the lessons' default
     "1GbE": (1.0, 50.0),
     "10GbE": (10.0, 20.0),
     "100GbE": (100.0, 5.0),        # RDMA-class NIC

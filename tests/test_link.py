@@ -121,3 +121,19 @@ def test_time_per_sample_falls_with_k(cluster2):
     assert per_sample[0] > per_sample[1] > per_sample[2], per_sample
     # the schedule still reads from the trace: silent micro-steps, then one transfer per bucket
     assert rows[-1].all_reduces_per_micro[:-1] == (0, 0, 0) and rows[-1].all_reduces_per_micro[-1] >= 2
+
+
+def test_bandwidth_slider_reruns_with_the_new_link(cluster2):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from dpviz.widgets.buckets import link_bandwidth_slider
+
+    cfg = RunConfig(steps=2, layers=2, width=64, bucket_cap_mb=0.01, link="classroom")
+    panel = link_bandwidth_slider(cluster2, cfg, gbps=(0.5, 4.0))
+    slider, status = panel.children[0].children
+    assert "link Gb/s=0.5: re-ran live" in status.value
+    slider.value = 4.0
+    assert "link Gb/s=4: re-ran live" in status.value
+    with pytest.raises(ValueError, match="no emulated link"):
+        link_bandwidth_slider(cluster2, cfg.replace(link=None))

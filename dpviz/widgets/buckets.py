@@ -43,11 +43,13 @@ def _run_gbps(cluster, cfg, gbps: float):
     return run(cfg.replace(link=cfg.link.with_gbps(gbps)), cluster)
 
 
-def link_bandwidth_slider(cluster, cfg, gbps: Sequence[float] = GBPS, value: float = 1.0):
+def link_bandwidth_slider(cluster, cfg, gbps: Sequence[float] = GBPS, value: float | None = None):
     """Slider over the emulated link's bandwidth (Gb/s, same latency), re-running `cfg` live:
-    fast links leave little to hide, slow ones more than backward can cover."""
+    fast links leave little to hide, slow ones more than backward can cover. Starts at
+    `value`, default the link's own bandwidth."""
     if cfg.link is None:
         raise ValueError("cfg has no emulated link: pass cfg.replace(link='classroom') or another preset")
+    value = cfg.link.gbps if value is None else value
     if value not in gbps:
         raise ValueError(f"value {value} is not one of {list(gbps)}")
     return rerun(list(gbps), partial(_run_gbps, cluster, cfg), _draw, label="link Gb/s", value=value,
