@@ -137,3 +137,14 @@ def test_bandwidth_slider_reruns_with_the_new_link(cluster2):
     assert "link Gb/s=4: re-ran live" in status.value
     with pytest.raises(ValueError, match="no emulated link"):
         link_bandwidth_slider(cluster2, cfg.replace(link=None))
+
+
+def test_cli_run_records_link_spans_with_the_preset_numbers(tmp_path, capsys):
+    from dpviz.record import load
+
+    assert cli_main(["run", "--steps", "2", "--layers", "2", "--width", "64", "--link", "10GbE",
+                     "--link-latency-us", "300", "--out", str(tmp_path)]) == 0
+    record = load(tmp_path / "record.json")
+    assert record.config["link"] == {"gbps": 10.0, "latency_us": 300.0, "name": ""}
+    assert any(s.kind == "link" for s in record.spans)
+    assert "dpviz:link#" in (tmp_path / "trace-merged.json").read_text()   # Perfetto shows them too
