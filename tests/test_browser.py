@@ -109,8 +109,8 @@ def _run_all(page, url: str, token: str, notebook: str, timeout_ms: int) -> None
     page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_text("Run All Cells", exact=True).click()
-    # every cell done: the last cell shows its execution number, e.g. "[12]:"
-    page.locator(".jp-Cell").last.locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).wait_for(timeout=timeout_ms)
+    # every cell done: the last code cell shows its execution number, e.g. "[12]:"
+    page.locator(".jp-CodeCell").last.locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).wait_for(timeout=timeout_ms)
 
 
 def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab):
