@@ -242,7 +242,7 @@ class Prediction:
 
 def predictions(record: RunRecord, model, step: int | None = None, rank: int = 0) -> list[Prediction]:
     """Each bucket's all-reduce time in `step` on `rank`, with and without waiting for the
-    other ranks, beside `model.time_ms(bytes)` (an `AlphaBeta` fitted to isolated calls)."""
+    other ranks, beside `model.time_ms(bytes)` (a link's `LinkModel`, or an `AlphaBeta` fit)."""
     step = steady_steps(record)[-1] if step is None else step
     starts = [s.start_us for s in record.spans_of(kind="step", step=step)]
     timelines = [step_timeline(record, step, r, t0_us=min(starts)) for r in range(record.world_size)]
@@ -291,18 +291,6 @@ def link_predictions(record: RunRecord, rank: int = 0) -> list[Prediction]:
         raise ValueError("this run had no emulated link (RunConfig.link is None): nothing to compare")
     model = link.model(record.world_size)
     return [p for step in steady_steps(record) for p in predictions(record, model, step, rank)]
-
-
-def allreduce_model(cluster, sizes: Sequence[int] = (4 << 10, 256 << 10, 1 << 20, 4 << 20),
-                    repeats: int = 5):
-    """Fit the collectives' alpha-beta model to a small live `dist.all_reduce` sweep on
-    `cluster` (sizes in bytes, spanning the buckets' sizes)."""
-    from .collectives.bandwidth import fit_alpha_beta
-    from .collectives.timing import bench_collectives
-
-    bench = bench_collectives(sizes=list(sizes), ops=("all_reduce",), warmup=1, repeats=repeats,
-                              cluster=cluster, progress=False)
-    return fit_alpha_beta(bench.select("all_reduce", cluster.world_size))
 
 
 # --- the bucket_cap_mb sweep --------------------------------------------------------------

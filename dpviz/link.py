@@ -56,7 +56,7 @@ class Link:
         return self.latency_us / 1e3 + self.wire_bytes(nbytes, world_size) * 8 / (self.gbps * 1e9) * 1e3
 
     def label(self) -> str:
-        """How figures name it: 'emulated link classroom: 1 Gb/s, α 2000 µs'."""
+        """How figures name it: 'emulated link classroom: 0.5 Gb/s, α 2000 µs'."""
         name = f" {self.name}" if self.name else ""
         return f"emulated link{name}: {self.gbps:g} Gb/s, α {self.latency_us:g} µs"
 
