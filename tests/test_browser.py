@@ -103,7 +103,7 @@ def _accept_kernel_dialog(page) -> None:
 
 def _run_all(page, url: str, token: str, notebook: str, timeout_ms: int) -> None:
     """Open `notebook` in JupyterLab, Run All Cells, wait until the last cell has run."""
-    page.goto(f"{url}/lab/tree/{notebook}?token={token}")
+    page.goto(f"{url}/lab/tree/{notebook}?reset&token={token}")   # reset: only this notebook open
     page.locator(".jp-Notebook").wait_for(timeout=90_000)
     _accept_kernel_dialog(page)
     page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
