@@ -10,7 +10,8 @@ $(STAMP): pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh
 
 lab: $(STAMP)  ## open the notebooks in JupyterLab on 127.0.0.1
-	$(PY) -m jupyter lab --ip 127.0.0.1 --no-browser --LabApp.news_url=None --notebook-dir notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
+	mkdir -p out && cp -rn scripts/lab-settings out/  # our defaults (no news prompt); your changes stay in out/
+	JUPYTERLAB_SETTINGS_DIR=out/lab-settings $(PY) -m jupyter lab --ip 127.0.0.1 --no-browser --LabApp.news_url=None --notebook-dir notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
 tour: $(STAMP)  ## headless: execute every notebook and write HTML to out/tour/
 	$(PY) -m dpviz tour --out out/tour

@@ -54,8 +54,11 @@ def lab(tmp_path_factory):
            "--ServerApp.disable_check_xsrf=False", "--LabApp.news_url=None"]
     if os.geteuid() == 0:
         cmd.append("--allow-root")
+    settings = root / "lab-settings"   # the same defaults `make lab` uses: no news prompt
+    shutil.copytree(ROOT / "scripts" / "lab-settings", settings)
     server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env={**os.environ, "JUPYTER_PLATFORM_DIRS": "1"})
+                              env={**os.environ, "JUPYTER_PLATFORM_DIRS": "1",
+                                   "JUPYTERLAB_SETTINGS_DIR": str(settings)})
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_for(lambda: urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2), 60)
