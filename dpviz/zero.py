@@ -99,6 +99,9 @@ class ShardedRank:
     collective_bytes: dict[str, int]  # their input bytes (from the trace's recorded shapes)
     launches: dict[str, int]         # c10d::* events in the last step (what PyTorch asked for)
     max_diff_vs_single_process: float | None = None   # rank 0: |params − one-process Adam|
+    # rank 0: max over parameters of |Δθ| ÷ its float32 rounding bound (≤ 1: rounding only;
+    # see rounding.adam_entry_bounds for why Adam needs a bound per parameter)
+    diff_over_rounding_bound: float | None = None
 
 
 @record_kind("zero_sweep")
@@ -163,20 +166,33 @@ def _wrap(model, strategy: str, group):
     raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
 
 
-def single_process_adam(cfg: RunConfig) -> "torch.Tensor":
-    """One process, Adam, the concatenated global batches: what every strategy must equal."""
+def single_process_adam(cfg: RunConfig) -> tuple["torch.Tensor", list]:
+    """One process, Adam, the concatenated global batches: what every strategy must equal.
+    Returns the final flat parameters and the flat gradient of every step."""
     import torch
 
     from .workloads import build_mlp, flat_params, global_batch, loss_fn
 
     model = build_mlp(cfg)
     opt = torch.optim.Adam(model.parameters(), lr=ADAM_LR)
+    grads = []
     for step in range(cfg.steps):
         x, y = global_batch(cfg, step, 0)
         loss_fn(model(x), y).backward()
+        grads.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
         opt.step()
         opt.zero_grad(set_to_none=True)
-    return flat_params(model)
+    return flat_params(model), grads
+
+
+def compare_with_single_process(cfg: RunConfig, params) -> tuple[float, float]:
+    """(max |θ − one-process Adam|, max of |Δθ| ÷ its per-parameter rounding bound)."""
+    from .rounding import adam_entry_bounds, mlp_sums
+
+    single, grads = single_process_adam(cfg)
+    diff = (params - single).abs()
+    bounds = adam_entry_bounds(grads, ADAM_LR, mlp_sums(cfg), float(single.abs().max()))
+    return float(diff.max()), float((diff / bounds).max())
 
 
 def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
@@ -215,7 +231,7 @@ def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
     # the check runs after profiling: FSDP's full_tensor() is itself an all-gather
     full = torch.cat([(p.full_tensor() if hasattr(p, "full_tensor") else p).detach().reshape(-1)
                       for p in model.parameters()])
-    diff = float((full - single_process_adam(cfg)).abs().max()) if ctx.rank == 0 else None
+    diff, ratio = compare_with_single_process(cfg, full) if ctx.rank == 0 else (None, None)
     return dict(strategy=strategy, stage=STRATEGIES[strategy], world_size=cfg.world_size,
                 rank=ctx.rank, n_params=n_params,
                 param_bytes=sum(tensor_bytes(p) for p in model.parameters()),
@@ -223,7 +239,7 @@ def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
                 optimizer_bytes=state.get("exp_avg", 0) + state.get("exp_avg_sq", 0),
                 step_bytes=state.get("step", 0), collectives=gloo, collective_bytes=gloo_bytes,
                 launches=c10d,
-                max_diff_vs_single_process=diff)
+                max_diff_vs_single_process=diff, diff_over_rounding_bound=ratio)
 
 
 def count_collectives(trace: dict, rank: int, step: int) -> tuple[dict[str, int], dict[str, int],

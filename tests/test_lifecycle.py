@@ -8,6 +8,7 @@ from dpviz import dp_vs_ddp as D
 from dpviz import lifecycle as L
 from dpviz.config import RunConfig
 from dpviz.plots.lifecycle import sampler_grid
+from dpviz.rounding import reference_sgd_bound
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +84,10 @@ def test_save_on_rank0_then_every_rank_loads_it(synced):
 def test_three_patterns_train_identically_and_traffic_matches_model(cluster3):
     cfg = RunConfig(layers=2, width=128, batch_per_rank=8)
     rec = D.dp_vs_ddp(cluster3, (2, 3), cfg, steps=2, replicas=(1, 2, 3))
-    assert set(rec.max_param_diff) == {2, 3} and max(rec.max_param_diff.values()) < 1e-5
+    # each pattern is within rounding of exact large-batch SGD, so two of them within twice that
+    bound = {n: reference_sgd_bound(cfg.replace(world_size=n, steps=D.WARMUP + 2)) for n in (1, 2, 3)}
+    assert set(rec.max_param_diff) == {2, 3}
+    assert all(rec.max_param_diff[n] <= 2 * bound[n] for n in (2, 3))
     assert len(rec.points) == 2 * (2 + 3)
     for p in rec.points:
         model = D.expected_sent_bytes(p.pattern, p.world_size, p.rank, rec.param_bytes)
@@ -93,9 +97,10 @@ def test_three_patterns_train_identically_and_traffic_matches_model(cluster3):
     # single-process DP: same parameters as one process on the whole batch and as DDP
     assert [d.replicas for d in rec.single_process] == [1, 2, 3]
     assert rec.dp(1).max_diff_vs_ddp is None                    # no DDP run at N = 1
+    assert rec.dp(1).max_diff_vs_single == 0.0                  # same kernels, same numbers
     for n in (2, 3):
         d = rec.dp(n)
-        assert d.max_diff_vs_single < 1e-5 and d.max_diff_vs_ddp < 1e-5, d
+        assert d.max_diff_vs_single <= bound[n] and d.max_diff_vs_ddp <= 2 * bound[n], d
         assert d.threads == n
         assert d.bytes_in == (n - 1) * rec.param_bytes          # N−1 gradients copied to device 0
         assert d.bytes_out == (n - 1) * (rec.param_bytes + 8 * 129 * 4)  # parameters + shards
@@ -122,17 +127,20 @@ def test_single_process_dp_copies_what_the_formula_says_in_n_threads():
     for step in range(4):
         stats = dp.step(*global_batch(cfg, step, 0))
         assert stats["threads"] == 3                            # one thread per replica
-        assert (flat_params(dp.replicas[0]) - ref[step]).abs().max() < 1e-5
+        bound = reference_sgd_bound(cfg.replace(steps=step + 1))  # N shards re-order the sums
+        assert (flat_params(dp.replicas[0]) - ref[step]).abs().max() <= bound
     # per step: 2 shards of 5 × (32 inputs + 1 target) floats and 2 parameter copies out, 2
     # gradients in — nothing else crosses device 0
     assert dp.bytes_out == 4 * (2 * 5 * 33 * 4 + 2 * P)
     assert dp.bytes_in == 4 * 2 * P
     assert D.expected_copy_bytes(3, P, 5 * 33 * 4) == {"out": dp.bytes_out / 4, "in": dp.bytes_in / 4}
     # only replica 0 is updated: the others still hold the parameters replicated to them
-    assert (flat_params(dp.replicas[1]) - ref[2]).abs().max() < 1e-5
+    assert (flat_params(dp.replicas[1]) - ref[2]).abs().max() <= reference_sgd_bound(cfg.replace(steps=3))
     assert not torch.equal(flat_params(dp.replicas[1]), flat_params(dp.replicas[0]))
     dev, final = D.data_parallel(cfg, 1, steps=1, warmup=0)
     assert dev.threads == 1 and dev.bytes_in == dev.bytes_out == 0    # one device: no copies
+    # exact by construction: one replica runs the very kernels the reference runs (one
+    # intra-op thread each), on the same numbers (the loss scaled by 1.0)
     assert dev.max_diff_vs_single == 0.0
 
 

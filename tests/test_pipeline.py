@@ -9,6 +9,7 @@ import pytest
 from dpviz import pipeline as P
 from dpviz.config import RunConfig
 from dpviz.record import load, save
+from dpviz.rounding import gradient_bound, reference_gradient_max
 
 SMALL = RunConfig(layers=4, width=64, batch_per_rank=256, profile=False)
 
@@ -33,8 +34,10 @@ def test_schedules_run_every_op_once_in_dependency_order():
 
 
 def test_gradients_equal_one_process(sweep):
+    whole = SMALL.replace(world_size=1)           # the pipeline's batch is one process's batch
+    bound = gradient_bound(whole, reference_gradient_max(whole))   # micro-batches re-order sums
     for run in sweep.runs:
-        assert run.max_grad_diff < 1e-5, (run.schedule, run.micro_batches)
+        assert run.max_grad_diff <= bound, (run.schedule, run.micro_batches)
 
 
 def test_ranks_share_one_clock_by_causality(sweep):

@@ -11,7 +11,9 @@ import sys
 
 import pytest
 
+from dpviz.config import RunConfig
 from dpviz.record import RunRecord, load
+from dpviz.rounding import reference_sgd_bound
 from dpviz.torchrun_entry import config_for, parse_args, rank_env
 from dpviz.trace import read_trace, spans_from_trace, trace_rank
 
@@ -45,8 +47,8 @@ def test_ranks_end_with_equal_parameters(torchrun_out):
     assert record.world_size == 2 and record.config["world_size"] == 2
     assert len(record.checks) == 3
     for check in record.checks:
-        assert check.max_diff_across_ranks == 0.0
-        assert check.max_diff_vs_single_process < 1e-5
+        assert check.max_diff_across_ranks == 0.0  # every rank receives the same all-reduce
+        assert check.max_diff_vs_single_process <= reference_sgd_bound(RunConfig.from_dict(record.config))
     assert "params equal across ranks" in done.stdout
 
 
