@@ -55,6 +55,7 @@ def test_record_holds_every_micro_step_with_its_span_and_trace_count(k3):
     assert load(path).micro_steps == record.micro_steps
 
 
+@pytest.mark.numeric
 def test_accumulated_training_equals_large_batch_sgd(k3):
     record, _ = k3
     bound = reference_sgd_bound(RunConfig.from_dict(record.config))  # float32 re-ordering
@@ -63,6 +64,7 @@ def test_accumulated_training_equals_large_batch_sgd(k3):
         assert check.max_diff_vs_single_process <= bound
 
 
+@pytest.mark.numeric
 def test_accumulated_gradient_equals_one_process_on_the_large_batch(cluster2):
     check = check_gradients(CFG, cluster2)
     assert check.all_reduces_per_micro == (0, 0, 1)  # DDP's first iteration: one bucket
@@ -71,6 +73,7 @@ def test_accumulated_gradient_equals_one_process_on_the_large_batch(cluster2):
     assert check.norm_ratio == pytest.approx(1.0, abs=relative_bound(CFG))
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("k", [2, 4])
 def test_without_1_over_k_the_gradient_is_k_times_too_large(cluster2, k):
     check = check_gradients(CFG.replace(accum_steps=k, scale_loss=False), cluster2)
@@ -79,6 +82,7 @@ def test_without_1_over_k_the_gradient_is_k_times_too_large(cluster2, k):
     assert check.max_diff_across_ranks == 0.0  # wrong, but identically wrong on every rank
 
 
+@pytest.mark.numeric
 def test_without_1_over_k_training_leaves_large_batch_sgd(cluster2):
     cfg = CFG.replace(scale_loss=False, steps=1)
     record = run(cfg, cluster2)
@@ -87,6 +91,7 @@ def test_without_1_over_k_training_leaves_large_batch_sgd(cluster2):
     assert record.checks[0].max_diff_vs_single_process > 100 * reference_sgd_bound(cfg)
 
 
+@pytest.mark.numeric
 def test_no_sync_around_backward_only_or_nowhere_syncs_every_micro_step(scopes):
     right = scopes["forward_backward"]
     step = steady_steps(right)[-1]
@@ -117,6 +122,7 @@ def micro_window(record, step, micro):
     return m.start_us, m.end_us
 
 
+@pytest.mark.numeric
 def test_gradient_check_sees_the_pitfall_in_the_hook_and_right_gradients(cluster2):
     check = check_gradients(CFG.replace(no_sync="backward_only"), cluster2)
     assert all(n >= 1 for n in check.all_reduces_per_micro)

@@ -13,6 +13,7 @@ def sum_example(cluster2):
     return A.worked_example(cluster2, steps=3, reduction="sum")
 
 
+@pytest.mark.numeric
 def test_worked_example_first_step_by_hand(sum_example):
     # x = 1..4, y = 2x, w = 1: rank 0 has (1,2),(2,4); rank 1 has (3,6),(4,8)
     first = sum_example.steps[0]
@@ -44,6 +45,7 @@ def test_worked_example_rejects_bad_input(cluster2):
         A.worked_example(cluster2, reduction="max")
 
 
+@pytest.mark.numeric
 def test_uneven_shards_weighted_average_is_the_full_gradient(cluster2):
     cfg = RunConfig(layers=2, width=32)
     rec = A.uneven_shards(cluster2, (24, 8), cfg)
@@ -60,6 +62,7 @@ def shard_gradient_bound(cfg, rec) -> float:
     return sum_order_bound(mlp_sums(cfg, batch=sum(rec.sizes)), rec.full_grad_norm)
 
 
+@pytest.mark.numeric
 def test_even_shards_plain_mean_is_already_right(cluster2):
     cfg = RunConfig(layers=2, width=32)
     rec = A.uneven_shards(cluster2, (16, 16), cfg)
@@ -71,6 +74,7 @@ def test_uneven_shards_needs_one_size_per_rank(cluster2):
         A.uneven_shards(cluster2, (8, 8, 8))
 
 
+@pytest.mark.numeric
 def test_gradient_vs_parameter_averaging(cluster2):
     cfg = RunConfig(layers=2, width=16, batch_per_rank=8, lr=0.2)
     rec = A.compare_averaging(cluster2, periods=(1, 8), steps=16, cfg=cfg)

@@ -130,6 +130,7 @@ def test_recomputed_forwards_run_inside_backward_once_per_segment(swept):
         assert len(recompute_spans(read_trace(out / f"trace-k{k}.json"))) == len(segments(LAYERS, k))
 
 
+@pytest.mark.numeric
 def test_checkpointing_inside_ddp_keeps_gradients_equal(cluster):
     record = dpviz.run(cluster=cluster, world_size=2, checkpoint_every=2, layers=4, steps=2)
     # exact across ranks: every rank receives the same all-reduce; vs one process: rounding

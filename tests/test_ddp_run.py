@@ -18,6 +18,7 @@ def record4(tmp_path_factory):
     return run(RunConfig(world_size=4, steps=3, bucket_cap_mb=0.25, layers=4, width=256), out=out), out
 
 
+@pytest.mark.numeric
 def test_parameters_equal_across_ranks_and_equal_one_process_on_the_whole_batch(record4):
     record, _ = record4
     assert len(record.checks) == 3
@@ -113,6 +114,7 @@ def test_a_cluster_of_another_size_is_refused(cluster2):
         run(cluster=cluster2, world_size=3)
 
 
+@pytest.mark.numeric
 def test_bare_run_records_no_trace_but_still_checks(cluster2):
     record = run(cluster=cluster2, world_size=2, steps=2, profile=False)
     assert record.spans == () and record.buckets == ()

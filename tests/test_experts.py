@@ -13,6 +13,7 @@ def record(cluster2):
     return X.expert_parallel(cluster2, skews=(0.0, 1.0, 20.0), tokens=128, d_model=32, hidden=64)
 
 
+@pytest.mark.numeric
 def test_output_equals_single_process_moe(record):
     c = record.config
     for run in record.runs:

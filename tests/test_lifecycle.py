@@ -58,6 +58,7 @@ def synced(cluster3):
     return L.ddp_lifecycle(cluster3, forward_sync_buffers=True, steps=10)
 
 
+@pytest.mark.numeric
 def test_construction_broadcast_makes_replicas_equal(synced):
     assert synced.param_diff_before > 0.1 and synced.buffer_diff_before == 2.0
     assert synced.param_diff_after == 0.0 and synced.buffer_diff_after == 0.0
@@ -81,6 +82,7 @@ def test_save_on_rank0_then_every_rank_loads_it(synced):
     assert synced.load_buffer_diff[0] == 0.0 and synced.load_buffer_diff[2] > 0  # buffers: rank 0's
 
 
+@pytest.mark.numeric
 def test_three_patterns_train_identically_and_traffic_matches_model(cluster3):
     cfg = RunConfig(layers=2, width=128, batch_per_rank=8)
     rec = D.dp_vs_ddp(cluster3, (2, 3), cfg, steps=2, replicas=(1, 2, 3))
@@ -115,6 +117,7 @@ def test_dp_vs_ddp_record_round_trips_through_json(cluster3, tmp_path):
     assert load(save(rec, tmp_path / "dp.json"), expect=D.DpVsDdp) == rec
 
 
+@pytest.mark.numeric
 def test_single_process_dp_copies_what_the_formula_says_in_n_threads():
     import torch
 

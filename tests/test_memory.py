@@ -32,6 +32,7 @@ def test_optimizer_state_counts_moments(by_optimizer):
     assert set(adam) == {"exp_avg", "exp_avg_sq", "step"}
 
 
+@pytest.mark.numeric
 def test_adam_state_is_the_papers_m_and_v():
     diffs = adam_moments_check(CFG, steps=3)
     for key in ("exp_avg", "exp_avg_sq", "params"):    # the formula's own rounding, nothing more

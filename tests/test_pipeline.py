@@ -33,6 +33,7 @@ def test_schedules_run_every_op_once_in_dependency_order():
     assert P.gpipe_formula(2, 1) == 0.5 and P.gpipe_formula(4, 5) == pytest.approx(3 / 8)
 
 
+@pytest.mark.numeric
 def test_gradients_equal_one_process(sweep):
     whole = SMALL.replace(world_size=1)           # the pipeline's batch is one process's batch
     bound = gradient_bound(whole, reference_gradient_max(whole))   # micro-batches re-order sums

@@ -17,6 +17,7 @@ def rec(cluster2):
                                      d_model=CFG["d_model"], hidden=CFG["hidden"], seed=CFG["seed"])
 
 
+@pytest.mark.numeric
 def test_tp_and_sp_equal_one_process_and_each_other(rec):
     bounds = tp_rounding_bounds()
     assert {(c.tp_size, c.mode, c.against) for c in rec.checks} == {

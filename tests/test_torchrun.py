@@ -41,6 +41,7 @@ def torchrun_out(tmp_path_factory):
     return out, done
 
 
+@pytest.mark.numeric
 def test_ranks_end_with_equal_parameters(torchrun_out):
     out, done = torchrun_out
     record = load(out / "record.json", RunRecord)

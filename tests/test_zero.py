@@ -65,12 +65,14 @@ def test_fsdp_shards_params_and_grads_zero1_does_not(sweep):
         assert max(r.param_bytes for r in fsdp) <= 1.02 * model_for(fsdp[0]).params
 
 
+@pytest.mark.numeric
 def test_every_strategy_equals_single_process_adam(sweep):
     for row in sweep.ranks:
         if row.rank == 0:   # every parameter within its own rounding bound (adam_entry_bounds)
             assert row.diff_over_rounding_bound <= 1, row
 
 
+@pytest.mark.numeric
 def test_adam_rounding_bound_catches_a_strategy_that_skips_the_all_reduce():
     """The per-parameter bound leaves a wrong strategy nowhere to hide: Adam on rank 0's
     shard alone (what a missing all-reduce computes) is far outside it."""
