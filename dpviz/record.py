@@ -236,8 +236,9 @@ class StepCheck:
     """DDP = large-batch SGD, checked: max |Δparam| across ranks and vs one process."""
 
     step: int
-    max_diff_across_ranks: float
-    max_diff_vs_single_process: float
+    max_diff_across_ranks: float          # exactly 0: every rank receives the same all-reduce
+    max_diff_vs_single_process: float     # float32 rounding: re-ordered sums
+    rounding_bound: float | None = None   # what rounding can reach by this step (dpviz.rounding)
 
 
 @record_kind("ddp_run")
