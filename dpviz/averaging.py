@@ -151,6 +151,7 @@ class UnevenShards:
     local_grad_norms: tuple[float, ...]    # ‖g_n‖ per rank
     errors: dict[str, float]               # aggregation → max |aggregate − full| over parameters
     relative_errors: dict[str, float]      # aggregation → ‖aggregate − full‖ / ‖full‖
+    rounding_bound: float | None = None    # what float32 re-ordering alone can reach in `errors`
 
 
 AGGREGATIONS = ("weighted Σ (M_n/M)·g_n", "plain mean (1/N)·Σ g_n", "DDP, loss as is",
@@ -163,6 +164,7 @@ def uneven_shards_rank(ctx: RankContext, cfg: RunConfig, sizes) -> dict:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    from .rounding import mlp_sums, sum_order_bound
     from .workloads import build_mlp, global_batch, loss_fn
 
     total = sum(sizes)
@@ -192,6 +194,8 @@ def uneven_shards_rank(ctx: RankContext, cfg: RunConfig, sizes) -> dict:
         loss_fn(reference(x), y).backward()
         full = torch.cat([p.grad.reshape(-1) for p in reference.parameters()])
         result["full_norm"] = float(full.norm())
+        # every sum of the MLP over all M samples, re-ordered by sharding (dpviz.rounding)
+        result["bound"] = sum_order_bound(mlp_sums(cfg, batch=total), float(full.abs().max()))
         result["errors"], result["relative"] = {}, {}
         for name, agg in zip(AGGREGATIONS, (weighted, plain, ddp_plain, ddp_scaled)):
             result["errors"][name] = float((agg - full).abs().max())
@@ -210,7 +214,8 @@ def uneven_shards(cluster: Cluster, sizes, cfg: RunConfig | None = None) -> Unev
     head = results[0]
     return UnevenShards(sizes=sizes, full_grad_norm=head["full_norm"],
                         local_grad_norms=tuple(r["local_norm"] for r in results),
-                        errors=head["errors"], relative_errors=head["relative"])
+                        errors=head["errors"], relative_errors=head["relative"],
+                        rounding_bound=head["bound"])
 
 
 # --- 3. parameter averaging (local SGD) vs gradient averaging --------------------------------------

@@ -58,6 +58,7 @@ class DeviceStep:
     overlap: float                   # Σ replica fwd+bwd time / parallel_apply wall (1 = serial)
     max_diff_vs_single: float        # max |θ_dp − θ_one process on the whole batch| at the end
     max_diff_vs_ddp: float | None = None   # max |θ_dp − θ_ddp| (None: DDP not run at this N)
+    rounding_bound: float | None = None    # what float32 re-ordering can reach (0 exact at N = 1)
 
 
 @record_kind("dp_vs_ddp")
@@ -231,7 +232,8 @@ def data_parallel(cfg: RunConfig, replicas: int, steps: int,
     """
     import torch
 
-    from .workloads import global_batch, single_process_params
+    from .rounding import max_abs, sgd_bound
+    from .workloads import build_mlp, flat_params, global_batch, single_process_params
 
     if steps < 1 or warmup < 0:
         raise ValueError(f"need steps >= 1 and warmup >= 0, got {steps} and {warmup}")
@@ -249,7 +251,8 @@ def data_parallel(cfg: RunConfig, replicas: int, steps: int,
                 stats.append(s)
         # the reference with the same single intra-op thread: at N = 1 both run the very same
         # kernels on the same numbers, so they agree bit for bit on any CPU
-        single = single_process_params(cfg)[-1]
+        reference = single_process_params(cfg)
+        single = reference[-1]
     finally:
         torch.set_num_threads(intra_op)
     final = dp.flat()
@@ -263,6 +266,8 @@ def data_parallel(cfg: RunConfig, replicas: int, steps: int,
         threads=max(s["threads"] for s in stats),
         overlap=statistics.median(s["overlap"] for s in measured),
         max_diff_vs_single=float((final - single).abs().max()),
+        rounding_bound=0.0 if replicas == 1 else
+        sgd_bound(cfg, max_abs([flat_params(build_mlp(cfg)), *reference])),
     ), final
 
 

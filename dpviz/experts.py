@@ -153,6 +153,16 @@ def run_expert_layer(cluster: Cluster, tokens: int = 256, d_model: int = 64, hid
                           reference_max_abs=max(r["ref_max"] for r in res))
 
 
+def rounding_bound(record: ExpertParallelRecord, run: ExpertLayerRun) -> float:
+    """How far the expert-parallel output may differ from one process's by float32 rounding:
+    an expert sees its tokens in another batch, so its kernels may sum in another order — a dot
+    product over d_model, then over hidden, then the gate's product (dpviz.rounding)."""
+    from .rounding import sum_order_bound
+
+    c = record.config
+    return sum_order_bound(c["d_model"] + c["hidden"] + 1, run.reference_max_abs)
+
+
 def expert_parallel(cluster: Cluster, skews=(0.0, 2.0), tokens: int = 256, d_model: int = 64,
                     hidden: int = 128, seed: int = 0) -> ExpertParallelRecord:
     """The same layer under routers of increasing bias towards expert 0."""

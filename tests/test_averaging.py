@@ -5,7 +5,7 @@ import pytest
 
 from dpviz import averaging as A
 from dpviz.config import RunConfig
-from dpviz.rounding import mlp_sums, relative_bound, sum_order_bound
+from dpviz.rounding import relative_bound
 
 
 @pytest.fixture(scope="module")
@@ -49,24 +49,18 @@ def test_worked_example_rejects_bad_input(cluster2):
 def test_uneven_shards_weighted_average_is_the_full_gradient(cluster2):
     cfg = RunConfig(layers=2, width=32)
     rec = A.uneven_shards(cluster2, (24, 8), cfg)
-    bound = shard_gradient_bound(cfg, rec)
+    bound = rec.rounding_bound
     weighted, plain, ddp_plain, ddp_scaled = (rec.errors[n] for n in A.AGGREGATIONS)
     assert weighted <= bound and ddp_scaled <= bound
     assert plain > 1000 * bound and rec.relative_errors[A.AGGREGATIONS[1]] > 0.05
     assert abs(ddp_plain - plain) <= 2 * bound               # DDP computes the plain mean
 
 
-def shard_gradient_bound(cfg, rec) -> float:
-    """Rounding bound on one gradient entry: the MLP's chain of sums over all shards' samples,
-    scaled by the full gradient's norm (no entry is larger)."""
-    return sum_order_bound(mlp_sums(cfg, batch=sum(rec.sizes)), rec.full_grad_norm)
-
-
 @pytest.mark.numeric
 def test_even_shards_plain_mean_is_already_right(cluster2):
     cfg = RunConfig(layers=2, width=32)
     rec = A.uneven_shards(cluster2, (16, 16), cfg)
-    assert max(rec.errors.values()) <= shard_gradient_bound(cfg, rec)
+    assert max(rec.errors.values()) <= rec.rounding_bound
 
 
 def test_uneven_shards_needs_one_size_per_rank(cluster2):

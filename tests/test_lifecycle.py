@@ -99,9 +99,10 @@ def test_three_patterns_train_identically_and_traffic_matches_model(cluster3):
     # single-process DP: same parameters as one process on the whole batch and as DDP
     assert [d.replicas for d in rec.single_process] == [1, 2, 3]
     assert rec.dp(1).max_diff_vs_ddp is None                    # no DDP run at N = 1
-    assert rec.dp(1).max_diff_vs_single == 0.0                  # same kernels, same numbers
+    assert rec.dp(1).max_diff_vs_single == rec.dp(1).rounding_bound == 0.0   # same kernels
     for n in (2, 3):
         d = rec.dp(n)
+        assert d.rounding_bound == pytest.approx(bound[n])
         assert d.max_diff_vs_single <= bound[n] and d.max_diff_vs_ddp <= 2 * bound[n], d
         assert d.threads == n
         assert d.bytes_in == (n - 1) * rec.param_bytes          # N−1 gradients copied to device 0

@@ -9,7 +9,6 @@ import pytest
 from dpviz import pipeline as P
 from dpviz.config import RunConfig
 from dpviz.record import load, save
-from dpviz.rounding import gradient_bound, reference_gradient_max
 
 SMALL = RunConfig(layers=4, width=64, batch_per_rank=256, profile=False)
 
@@ -35,8 +34,7 @@ def test_schedules_run_every_op_once_in_dependency_order():
 
 @pytest.mark.numeric
 def test_gradients_equal_one_process(sweep):
-    whole = SMALL.replace(world_size=1)           # the pipeline's batch is one process's batch
-    bound = gradient_bound(whole, reference_gradient_max(whole))   # micro-batches re-order sums
+    bound = P.rounding_bound(SMALL)                 # micro-batches re-order the batch sums
     for run in sweep.runs:
         assert run.max_grad_diff <= bound, (run.schedule, run.micro_batches)
 

@@ -6,7 +6,6 @@ import pytest
 
 from dpviz import record as R
 from dpviz import tensor_parallel as T
-from dpviz.rounding import sum_order_bound
 
 CFG = dict(seq=16, batch=2, d_model=32, hidden=128, seed=0)
 
@@ -19,7 +18,7 @@ def rec(cluster2):
 
 @pytest.mark.numeric
 def test_tp_and_sp_equal_one_process_and_each_other(rec):
-    bounds = tp_rounding_bounds()
+    bounds = T.rounding_bounds(CFG)
     assert {(c.tp_size, c.mode, c.against) for c in rec.checks} == {
         (n, m, a) for n in (1, 2) for m, a in (("tp", "single process"), ("tp+sp", "single process"),
                                               ("tp+sp", "tp"))}
@@ -31,14 +30,6 @@ def test_tp_and_sp_equal_one_process_and_each_other(rec):
     # with one rank there is nothing to split: the same kernels on the same numbers in one
     # process, bit for bit on any CPU
     assert all(c.worst == 0.0 for c in rec.checks if c.tp_size == 1)
-
-
-def tp_rounding_bounds() -> dict[str, float]:
-    """Per quantity: splitting the block re-orders its sums — LayerNorm's over d_model, fc1's
-    dot products over d_model, fc2's over hidden (forward and backward), and each weight
-    gradient's sum over the seq × batch tokens — scaled by the largest reference value."""
-    sums = 2 * (2 * CFG["d_model"] + CFG["hidden"]) + CFG["seq"] * CFG["batch"]
-    return {name: sum_order_bound(sums, float(t.abs().max())) for name, t in T._reference(CFG).items()}
 
 
 def test_every_rank_reports(rec):
