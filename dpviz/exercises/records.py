@@ -1,0 +1,47 @@
+"""What an exercise check recorded, as plain data: the verdict and what the figure draws.
+
+No torch here: a saved check renders on a machine with no ranks.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..record import record_kind
+from .core import Verdict
+
+
+@dataclass(frozen=True)
+class RingSend:
+    """One `comm.isend` of a ring attempt; [start, stop) is where in `buf` the payload
+    lives (None: the payload is not a view of `buf`, e.g. a forwarded receive buffer)."""
+
+    step: int              # 0-based: the sends of step k produce frame k + 1
+    src: int
+    dst: int
+    nbytes: int
+    start: int | None = None
+    stop: int | None = None
+
+
+@dataclass(frozen=True)
+class RingRun:
+    """A ring all-reduce, frame by frame: frame 0 is the inputs, frame k the state after step k."""
+
+    source: str                                          # "live" (your code) | "model" (dpviz's ring)
+    world_size: int
+    elements: int
+    chunks: tuple[tuple[int, int], ...]                  # the reference's chunk borders
+    frames: tuple[tuple[tuple[float, ...], ...], ...]    # frame → rank → values
+    holds: tuple[tuple[tuple[tuple[int, ...], ...], ...], ...]  # frame → rank → element → ranks summed
+    sends: tuple[RingSend, ...]
+    steps_per_rank: tuple[int, ...]
+    bytes_sent_per_rank: tuple[int, ...]
+
+
+@record_kind("ring_exercise")
+@dataclass(frozen=True)
+class RingCheck:
+    verdict: Verdict
+    reference: RingRun
+    yours: RingRun | None = None
+    first_diff: int | None = None    # the first frame where yours and the reference differ

@@ -1,0 +1,67 @@
+"""Figures of exercise checks: the learner's attempt beside the reference, where they differ.
+
+Drawn from the check records alone (`dpviz.exercises.records`), so a saved check renders
+without torch or ranks.
+"""
+from __future__ import annotations
+
+from matplotlib.patches import FancyArrowPatch, Rectangle
+
+from ..exercises.records import RingCheck, RingRun
+from . import style
+from .collectives import _draw_grid, _legend, _rank_axis
+
+WRONG = "#D62728"
+
+
+def _ring_panel(ax, run: RingRun, frame: int, other: RingRun, title: str) -> None:
+    k = min(frame, len(run.frames) - 1)
+    n, values, holds = run.world_size, run.frames[k], run.holds[k]
+    _draw_grid(ax, 0, values, holds, n, [a for a, _ in run.chunks[1:]])
+    theirs = other.frames[min(frame, len(other.frames) - 1)]
+    for rank, (mine, ref) in enumerate(zip(values, theirs)):
+        for i, (a, b) in enumerate(zip(mine, ref)):
+            if a != b:
+                ax.add_patch(Rectangle((i + 0.04, n - 1 - rank + 0.04), 0.92, 0.92, fill=False,
+                                       edgecolor=WRONG, linewidth=2, zorder=6))
+    for send in (s for s in run.sends if s.step == k - 1):
+        lo, hi = (send.start, send.stop) if send.start is not None else (0, run.elements)
+        x = (lo + hi) / 2
+        ax.add_patch(FancyArrowPatch((x - 0.15, n - 1 - send.src + 0.5), (x + 0.15, n - 1 - send.dst + 0.5),
+                                     arrowstyle="-|>", mutation_scale=12, color=style.rank_color(send.src),
+                                     linewidth=1.8, connectionstyle="arc3,rad=-0.35", zorder=5,
+                                     linestyle="-" if send.start is not None else "--"))
+    _rank_axis(ax, n, run.elements)
+    steps = max(run.steps_per_rank)
+    ax.set_title(f"{title}: {'inputs' if k == 0 else f'after step {k} of {steps}'}\n"
+                 f"bytes sent per rank {list(run.bytes_sent_per_rank)}", loc="left", fontsize=9)
+
+
+def plot_ring_check(check: RingCheck):
+    """Yours (live) beside dpviz's ring (model) at the first frame that differs; red boxes
+    mark your cells that differ, stripes say whose inputs a cell sums (measured on your
+    ranks with inputs 8^rank), arrows are that step's messages (dashed: payload not a view
+    of buf). Returns the Figure."""
+    import matplotlib.pyplot as plt
+
+    if check.yours is None:
+        raise ValueError("this check has no attempt to draw (the code raised, hung or is not written)")
+    frame = check.first_diff if check.first_diff is not None else len(check.yours.frames) - 1
+    n, width = check.reference.world_size, check.reference.elements
+    fig, axes = plt.subplots(1, 2, figsize=(2 * (1.5 + 0.45 * width) + 1.5, 1.2 + 0.5 * n), layout="constrained")
+    _ring_panel(axes[0], check.yours, frame, check.reference, "yours (live ranks)")
+    _ring_panel(axes[1], check.reference, frame, check.yours, "dpviz's ring (model)")
+    _legend(axes[1], n)
+    fig.suptitle(check.verdict.message.split(":")[0], x=0.01, ha="left", fontsize=10)
+    return fig
+
+
+def plot_check(check):
+    """The figure for any exercise check record."""
+    for kind, plot in _PLOTS.items():
+        if isinstance(check, kind):
+            return plot(check)
+    raise ValueError(f"no figure for {type(check).__name__}")
+
+
+_PLOTS = {RingCheck: plot_ring_check}
