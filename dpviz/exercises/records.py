@@ -45,3 +45,22 @@ class RingCheck:
     reference: RingRun
     yours: RingRun | None = None
     first_diff: int | None = None    # the first frame where yours and the reference differ
+
+
+@dataclass(frozen=True)
+class GradientRun:
+    """Per parameter: the gradient's norm relative to the right one (1 = right)."""
+
+    names: tuple[str, ...]
+    norm_ratio: tuple[float, ...]       # ‖gradient‖ / ‖expected‖, rank 0
+    max_diff: tuple[float, ...]         # max |gradient − expected| over ranks
+    tolerance: tuple[float, ...]        # the largest allowed difference (float32 rounding)
+
+
+@record_kind("hook_exercise")
+@dataclass(frozen=True)
+class HookCheck:
+    verdict: Verdict
+    world_size: int
+    yours: GradientRun | None = None
+    unsynced_ratio: tuple[float, ...] = ()   # ‖rank 0's own gradient‖ / ‖expected‖: no communication

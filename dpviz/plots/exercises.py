@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from ..exercises.records import RingCheck, RingRun
+from ..exercises.records import HookCheck, RingCheck, RingRun
 from . import style
 from .collectives import _draw_grid, _legend, _rank_axis
 
@@ -65,3 +65,27 @@ def plot_check(check):
 
 
 _PLOTS = {RingCheck: plot_ring_check}
+
+
+def plot_hook_check(check: HookCheck):
+    """Per parameter, ‖your gradient‖ / ‖mean over ranks‖ (1 is right) beside rank 0's own,
+    never-averaged gradient: a hook that communicated nothing lands on the grey bars."""
+    import matplotlib.pyplot as plt
+
+    run = check.yours
+    fig, ax = plt.subplots(figsize=(1.5 + 0.9 * len(run.names), 3.2), layout="constrained")
+    xs = range(len(run.names))
+    ax.bar([x - 0.2 for x in xs], run.norm_ratio, 0.4, color=style.rank_color(0), label="yours (rank 0, live)")
+    ax.bar([x + 0.2 for x in xs], check.unsynced_ratio, 0.4, color=style.MUTED,
+           label="rank 0's own gradient, not averaged")
+    ax.axhline(1.0, color=style.TEXT, linestyle="--", linewidth=1)
+    ax.text(len(run.names) - 0.5, 1.0, " mean over ranks", va="bottom", ha="right", fontsize=8)
+    ax.set_xticks(list(xs), run.names, fontsize=8)
+    ax.set_ylabel("‖grad‖ / ‖mean over ranks‖")
+    ax.set_title(f"{check.world_size} ranks: {check.verdict.mistake or 'pass'}", loc="left", fontsize=10)
+    ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    style.tidy(ax)
+    return fig
+
+
+_PLOTS[HookCheck] = plot_hook_check
