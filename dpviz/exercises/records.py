@@ -64,3 +64,26 @@ class HookCheck:
     world_size: int
     yours: GradientRun | None = None
     unsynced_ratio: tuple[float, ...] = ()   # ‖rank 0's own gradient‖ / ‖expected‖: no communication
+
+
+@dataclass(frozen=True)
+class BucketCase:
+    """One model's gradients, packed by you and by torch (parameter indices per bucket)."""
+
+    model: str
+    bucket_cap_mb: float | None
+    param_bytes: tuple[int, ...]                 # in parameter (definition) order
+    torch: tuple[tuple[int, ...], ...]           # dist._compute_bucket_assignment_by_size
+    yours: tuple[tuple[int, ...], ...] = ()
+
+
+@record_kind("buckets_exercise")
+@dataclass(frozen=True)
+class BucketsCheck:
+    verdict: Verdict
+    cases: tuple[BucketCase, ...]
+    first_diff: int | None = None                # the first case where yours differs
+
+    @property
+    def yours(self) -> BucketCase | None:
+        return None if self.first_diff is None else self.cases[self.first_diff]

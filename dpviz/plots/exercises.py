@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from ..exercises.records import HookCheck, RingCheck, RingRun
+from ..exercises.records import BucketsCheck, HookCheck, RingCheck, RingRun
 from . import style
 from .collectives import _draw_grid, _legend, _rank_axis
 
@@ -89,3 +89,33 @@ def plot_hook_check(check: HookCheck):
 
 
 _PLOTS[HookCheck] = plot_hook_check
+
+
+def _bucket_row(ax, y: float, buckets, sizes) -> None:
+    left = 0.0
+    for k, bucket in enumerate(buckets):
+        width = sum(sizes[i] for i in bucket) / 2**20
+        ax.barh(y, width, left=left, color=style.bucket_color(k), edgecolor="white")
+        label = f"b{k}: {bucket[0]}…{bucket[-1]}" if len(bucket) > 1 else f"b{k}: {bucket[0]}"
+        ax.text(left + width / 2, y, label, ha="center", va="center", fontsize=7, rotation=90 * (width < 0.6))
+        left += width
+
+
+def plot_buckets_check(check: BucketsCheck):
+    """The first model where yours differs: your buckets above torch's, each bar as wide as
+    its bytes, labelled with its first…last parameter index."""
+    import matplotlib.pyplot as plt
+
+    case = check.yours
+    fig, ax = plt.subplots(figsize=(11, 2.4), layout="constrained")
+    _bucket_row(ax, 1, case.yours, case.param_bytes)
+    _bucket_row(ax, 0, case.torch, case.param_bytes)
+    ax.set_yticks([1, 0], [f"yours: {len(case.yours)} buckets", f"torch (live rank): {len(case.torch)} buckets"])
+    ax.set_xlabel("gradient bytes in packing order (MiB)")
+    cap = "default (1 MiB first, then 25 MiB)" if case.bucket_cap_mb is None else f"{case.bucket_cap_mb:g} MiB"
+    ax.set_title(f"{case.model} — bucket_cap_mb: {cap}", loc="left", fontsize=10)
+    style.tidy(ax)
+    return fig
+
+
+_PLOTS[BucketsCheck] = plot_buckets_check
