@@ -87,3 +87,23 @@ class BucketsCheck:
     @property
     def yours(self) -> BucketCase | None:
         return None if self.first_diff is None else self.cases[self.first_diff]
+
+
+@dataclass(frozen=True)
+class AccumulationRun:
+    """One optimizer step of K micro-steps: what the comm hook saw, and the gradient."""
+
+    all_reduces_per_micro: tuple[int, ...]     # buckets all-reduced in each micro-step (rank 0)
+    sync_flag_in_hook: tuple[bool, ...] = ()   # ddp.require_backward_grad_sync in early micro-steps' hooks
+    norm_ratio: float = 0.0                    # ‖gradient‖ / ‖reference‖ (1 right, K without 1/K)
+    max_diff: float = 0.0
+    tolerance: float = 0.0
+
+
+@record_kind("accumulation_exercise")
+@dataclass(frozen=True)
+class AccumulationCheck:
+    verdict: Verdict
+    accum_steps: int
+    reference: AccumulationRun | None = None     # dpviz's run loop on the same micro-batches
+    yours: AccumulationRun | None = None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from ..exercises.records import BucketsCheck, HookCheck, RingCheck, RingRun
+from ..exercises.records import AccumulationCheck, BucketsCheck, HookCheck, RingCheck, RingRun
 from . import style
 from .collectives import _draw_grid, _legend, _rank_axis
 
@@ -119,3 +119,27 @@ def plot_buckets_check(check: BucketsCheck):
 
 
 _PLOTS[BucketsCheck] = plot_buckets_check
+
+
+def plot_accumulation_check(check: AccumulationCheck):
+    """All-reduces per micro-step, yours beside dpviz's run loop, and ‖gradient‖ ratios."""
+    import matplotlib.pyplot as plt
+
+    yours, ref = check.yours, check.reference
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(9, 3), layout="constrained", width_ratios=(3, 1))
+    xs = range(check.accum_steps)
+    ax.bar([x - 0.2 for x in xs], yours.all_reduces_per_micro, 0.4, color=style.rank_color(0), label="yours")
+    ax.bar([x + 0.2 for x in xs], ref.all_reduces_per_micro, 0.4, color=style.MUTED, label="dpviz's run loop")
+    ax.set_xticks(list(xs), [f"micro-step {x}" for x in xs])
+    ax.set_ylabel("buckets all-reduced (rank 0)")
+    ax.set_title("the trace: all-reduces in each micro-step (live)", loc="left", fontsize=10)
+    ax.legend(fontsize=8, frameon=False)
+    bx.bar([0, 1], [yours.norm_ratio, 1.0], color=[style.rank_color(0), style.MUTED])
+    bx.set_xticks([0, 1], ["yours", "right"])
+    bx.set_title("‖gradient‖ / ‖right‖", loc="left", fontsize=10)
+    for a in (ax, bx):
+        style.tidy(a)
+    return fig
+
+
+_PLOTS[AccumulationCheck] = plot_accumulation_check
