@@ -107,3 +107,24 @@ class AccumulationCheck:
     accum_steps: int
     reference: AccumulationRun | None = None     # dpviz's run loop on the same micro-batches
     yours: AccumulationRun | None = None
+
+
+@dataclass(frozen=True)
+class Zero1Run:
+    """Your ZeRO-1 steps beside plain Adam: per rank, |difference| along the flat parameters
+    and the bytes your `state` held."""
+
+    world_size: int
+    psi: int                                      # parameters in the flat vector
+    steps: int
+    abs_diff: tuple[tuple[float, ...], ...]       # rank → element → |yours − plain Adam|
+    tolerance: float
+    state_bytes: tuple[int, ...]                  # rank → bytes of tensors in your state
+    all_gathers: tuple[int, ...]                  # rank → comm.all_gather calls
+
+
+@record_kind("zero1_exercise")
+@dataclass(frozen=True)
+class Zero1Check:
+    verdict: Verdict
+    yours: Zero1Run | None = None

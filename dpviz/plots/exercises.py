@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
-from ..exercises.records import AccumulationCheck, BucketsCheck, HookCheck, RingCheck, RingRun
+from ..exercises.records import AccumulationCheck, BucketsCheck, HookCheck, RingCheck, RingRun, Zero1Check
 from . import style
 from .collectives import _draw_grid, _legend, _rank_axis
 
@@ -143,3 +143,35 @@ def plot_accumulation_check(check: AccumulationCheck):
 
 
 _PLOTS[AccumulationCheck] = plot_accumulation_check
+
+
+def plot_zero1_check(check: Zero1Check):
+    """Left: |yours − plain Adam| along the flat parameters, per rank, against the float32
+    tolerance (exact zeros drawn at the floor). Right: bytes of state per rank beside
+    ZeRO-1's m and v (8Ψ/N) and plain Adam's (8Ψ)."""
+    import matplotlib.pyplot as plt
+
+    run = check.yours
+    floor = run.tolerance / 1e4
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 3.2), layout="constrained", width_ratios=(3, 1))
+    for rank, diffs in enumerate(run.abs_diff):
+        ax.plot([max(d, floor) for d in diffs], color=style.rank_color(rank), lw=1, label=f"rank {rank}")
+    ax.axhline(run.tolerance, color=style.TEXT, linestyle="--", linewidth=1)
+    ax.text(run.psi, run.tolerance, " float32 tolerance", va="bottom", ha="right", fontsize=8)
+    ax.set_yscale("log")
+    ax.set_xlabel("parameter index (flat)")
+    ax.set_ylabel("|yours − plain Adam|")
+    ax.set_title(f"after {run.steps} steps on {run.world_size} live ranks", loc="left", fontsize=10)
+    ax.legend(fontsize=8, frameon=False)
+    bx.bar(range(run.world_size), run.state_bytes, color=[style.rank_color(r) for r in range(run.world_size)])
+    for y, label in ((8 * run.psi / run.world_size, "ZeRO-1: 8Ψ/N"), (8 * run.psi, "plain Adam: 8Ψ")):
+        bx.axhline(y, color=style.MUTED, linestyle=":", linewidth=1)
+        bx.text(run.world_size - 0.5, y, label, va="bottom", ha="right", fontsize=7)
+    bx.set_xticks(range(run.world_size), [f"rank {r}" for r in range(run.world_size)])
+    bx.set_ylabel("bytes in your state")
+    for a in (ax, bx):
+        style.tidy(a)
+    return fig
+
+
+_PLOTS[Zero1Check] = plot_zero1_check
