@@ -18,8 +18,8 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Callable
 
-from ..launch import Cluster, RankContext, RankError
-from .core import EXERCISE_TIMEOUT_S, Verdict, choose, crashed, not_written, portable, resolve
+from ..launch import Cluster, RankContext
+from .core import Verdict, resolve, run_attempt
 from .records import AccumulationCheck, AccumulationRun
 
 EXERCISE = "gradient accumulation"
@@ -152,13 +152,9 @@ def check_accumulation(fn: Callable | None = None, cluster: Cluster | None = Non
     if cluster is None:
         with Cluster(world_size) as fresh:
             return check_accumulation(fn, fresh)
-    fn, checked = choose(fn, NAME)
-    if fn is None:
-        return AccumulationCheck(not_written(EXERCISE, NAME), K)
-    try:
-        results = cluster.run_task(accumulation_rank, portable(fn), timeout_s=EXERCISE_TIMEOUT_S)
-    except RankError as err:
-        return AccumulationCheck(crashed(EXERCISE, checked, err), K)
+    results, early, checked = run_attempt(cluster, accumulation_rank, fn, EXERCISE, NAME)
+    if early is not None:
+        return AccumulationCheck(early, K)
     r0 = results[0]
     reference = AccumulationRun(tuple(r0["reference"]), (), 1.0, 0.0, r0["tol"])
     yours = AccumulationRun(tuple(r0["counts"]), tuple(r0["flags"]), r0["ratio"],

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..launch import Cluster, RankContext, RankError
-from .core import EXERCISE_TIMEOUT_S, Comm, Verdict, choose, crashed, not_written, portable, resolve
+from ..launch import Cluster, RankContext
+from .core import Comm, Verdict, resolve, run_attempt
 from .records import GradientRun, HookCheck
 
 EXERCISE = "gradient-averaging hook"
@@ -121,13 +121,9 @@ def check_hook(fn: Callable | None = None, cluster: Cluster | None = None, world
         with Cluster(world_size) as fresh:
             return check_hook(fn, fresh)
     n = cluster.world_size
-    fn, checked = choose(fn, NAME)
-    if fn is None:
-        return HookCheck(not_written(EXERCISE, NAME), n)
-    try:
-        results = cluster.run_task(hook_rank, portable(fn), timeout_s=EXERCISE_TIMEOUT_S)
-    except RankError as err:
-        return HookCheck(crashed(EXERCISE, checked, err), n)
+    results, early, checked = run_attempt(cluster, hook_rank, fn, EXERCISE, NAME)
+    if early is not None:
+        return HookCheck(early, n)
     r0 = results[0]
     yours = GradientRun(tuple(r0["names"]), tuple(r0["ratio"]),
                         tuple(max(r["diff"][i] for r in results) for i in range(len(r0["names"]))),

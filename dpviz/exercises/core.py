@@ -111,6 +111,22 @@ def resolve(spec: tuple) -> Callable:
     return namespace[spec[1]]
 
 
+def run_attempt(cluster, task: Callable, fn: Callable | None, exercise: str, name: str,
+                *args) -> tuple[list | None, Verdict | None, str]:
+    """Run `task(ctx, portable(code), *args)` on every rank, where code is `fn` or the shipped
+    solution. Returns (per-rank results, None, who wrote it), or (None, the verdict, ...) when
+    there is nothing to run or a rank raised or hung."""
+    from ..launch import RankError
+
+    fn, checked = choose(fn, name)
+    if fn is None:
+        return None, not_written(exercise, name), checked
+    try:
+        return cluster.run_task(task, portable(fn), *args, timeout_s=EXERCISE_TIMEOUT_S), None, checked
+    except RankError as err:  # the learner's code raised or hung: that is the verdict
+        return None, crashed(exercise, checked, err), checked
+
+
 def crashed(exercise: str, checked: str, err: Exception) -> Verdict:
     """A rank raised or hung while running the learner's code: say which and why."""
     from ..launch import RankTimeout

@@ -19,8 +19,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..launch import Cluster, RankContext, RankError
-from .core import EXERCISE_TIMEOUT_S, Comm, Verdict, choose, crashed, not_written, portable, resolve
+from ..launch import Cluster, RankContext
+from .core import Comm, Verdict, resolve, run_attempt
 from .records import RingCheck, RingRun, RingSend
 
 EXERCISE = "ring all-reduce"
@@ -175,13 +175,9 @@ def check_ring(fn: Callable | None = None, cluster: Cluster | None = None,
     rng = np.random.default_rng(0)
     inputs = rng.integers(0, 10, size=(n, 3 * n)).astype(np.float32)  # S divisible by N; exact sums
     reference = reference_run(n, inputs)
-    fn, checked = choose(fn, NAME)
-    if fn is None:
-        return RingCheck(not_written(EXERCISE, NAME), reference)
-    try:
-        results = cluster.run_task(ring_rank, portable(fn), inputs.tolist(), timeout_s=EXERCISE_TIMEOUT_S)
-    except RankError as err:  # a rank raised or hung: that is the verdict
-        return RingCheck(crashed(EXERCISE, checked, err), reference)
+    results, early, checked = run_attempt(cluster, ring_rank, fn, EXERCISE, NAME, inputs.tolist())
+    if early is not None:
+        return RingCheck(early, reference)
     yours = live_run(results, reference)
     verdict = judge(yours, results, checked)
     return RingCheck(verdict, reference, yours, None if verdict.passed else first_difference(yours, reference))

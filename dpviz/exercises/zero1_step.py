@@ -22,9 +22,9 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from ..launch import Cluster, RankContext, RankError
+from ..launch import Cluster, RankContext
 from ..zero import ADAM_LR
-from .core import EXERCISE_TIMEOUT_S, Comm, Verdict, choose, crashed, not_written, portable, resolve
+from .core import Comm, Verdict, resolve, run_attempt
 from .records import Zero1Check, Zero1Run
 
 EXERCISE = "ZeRO-1 step"
@@ -144,13 +144,9 @@ def check_zero1(fn: Callable | None = None, cluster: Cluster | None = None, worl
     if cluster is None:
         with Cluster(world_size) as fresh:
             return check_zero1(fn, fresh)
-    fn, checked = choose(fn, NAME)
-    if fn is None:
-        return Zero1Check(not_written(EXERCISE, NAME))
-    try:
-        results = cluster.run_task(zero1_rank, portable(fn), timeout_s=EXERCISE_TIMEOUT_S)
-    except RankError as err:
-        return Zero1Check(crashed(EXERCISE, checked, err))
+    results, early, checked = run_attempt(cluster, zero1_rank, fn, EXERCISE, NAME)
+    if early is not None:
+        return Zero1Check(early)
     run = Zero1Run(len(results), PSI, STEPS, tuple(tuple(r["diff"]) for r in results), results[0]["tol"],
                    tuple(r["held"] for r in results), tuple(r["gathers"] for r in results))
     return Zero1Check(judge(results, checked), run)
