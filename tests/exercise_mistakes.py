@@ -132,3 +132,21 @@ def zero1_by_hand(params, grad, state, comm):
     state["v"].mul_(0.999).addcmul_(g, g, value=0.001)
     m_hat, v_hat = state["m"] / (1 - 0.9 ** t), state["v"] / (1 - 0.999 ** t)
     comm.all_gather(shards, shards[r] - 1e-3 * m_hat / (v_hat.sqrt() + 1e-8))
+
+
+def first_cap_on_explicit_caps(param_bytes, bucket_cap_mb):
+    """Caps the first bucket at 1 MiB even when the caller chose a cap."""
+    mib = 1 << 20
+    limits = [mib, int((bucket_cap_mb or 25) * mib)]
+    buckets, current, filled = [], [], 0
+    for index in reversed(range(len(param_bytes))):
+        current.append(index)
+        filled += param_bytes[index]
+        if filled >= limits[min(len(buckets), 1)]:
+            buckets.append(current)
+            current, filled = [], 0
+    return buckets + [current] * bool(current)
+
+
+def forgets_the_head(param_bytes, bucket_cap_mb):
+    return [list(range(len(param_bytes) - 2))[::-1]]

@@ -80,6 +80,8 @@ def test_buckets_name_off_by_one_order_and_first_cap(cluster3):
     assert check.yours.model == "MLP 24×256, cap = one layer exactly"
     rejected(check_buckets(wrong.definition_order, cluster3), "forward_order", "definition order")
     rejected(check_buckets(wrong.no_first_bucket_cap, cluster3), "no_first_cap", "1 MiB")
+    rejected(check_buckets(wrong.first_cap_on_explicit_caps, cluster3), "first_cap_always", "explicit")
+    rejected(check_buckets(wrong.forgets_the_head, cluster3), "not_a_partition", "exactly one bucket")
     assert plot_check(check) is not None
 
 
