@@ -150,3 +150,10 @@ def first_cap_on_explicit_caps(param_bytes, bucket_cap_mb):
 
 def forgets_the_head(param_bytes, bucket_cap_mb):
     return [list(range(len(param_bytes) - 2))[::-1]]
+
+
+def ring_receiving_first(buf, comm):
+    """Every rank waits for its left neighbour before sending anything: a deadlock."""
+    incoming = torch.empty_like(buf)
+    comm.recv(incoming, (comm.rank - 1) % comm.world_size)
+    comm.isend(buf, (comm.rank + 1) % comm.world_size).wait()
