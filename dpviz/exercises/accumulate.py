@@ -66,15 +66,16 @@ def accumulation_rank(ctx: RankContext, spec: tuple) -> dict:
     """Rank task: dpviz's run loop (the reference), then the learner's `accumulate`.
 
     Tolerance: each gradient element sums K·N per-micro-batch, per-rank terms scaled by
-    1/(K·N); yours may scale at another point and add in another order, so the two differ
-    by at most (K·N + 2)·eps·Σ|terms| (K·N − 1 reordered additions, ≤ 2 scalings of
-    ≤ eps/2 each, with margin). Σ|terms| is measured: per-micro-batch gradients of a plain copy.
+    1/(K·N). K is a power of two, so scaling the loss or the gradients by 1/K is exact, and
+    both runs use the same hook dividing by N; what may differ is the order of the K·N − 1
+    additions, ≤ (K·N)·eps·Σ|terms|, plus 2·eps·Σ|terms| of margin. Σ|terms| is measured:
+    per-micro-batch gradients of a plain copy of the model.
     """
     import torch
     import torch.distributed as dist
 
     from ..accumulation import DEMO_CONFIG, _KeepGradient
-    from ..ddp_run import _BucketLog, _recording_allreduce, _train_step
+    from ..ddp_run import _BucketLog, _train_step
     from ..workloads import build_mlp, loss_fn, rank_batch
 
     cfg = DEMO_CONFIG.replace(world_size=ctx.world_size, accum_steps=K)
