@@ -29,8 +29,9 @@ BASE = 8   # provenance: rank r holds BASE**r, so each base-8 digit of a sum cou
 
 
 def contributors(value: float, world_size: int) -> tuple[int, ...]:
-    """Ranks whose inputs a provenance value sums, a rank repeated if added twice;
-    () when the value is no such sum (a digit overflowed, or it is not a whole number)."""
+    """Ranks whose inputs a provenance value sums, a rank repeated if added twice (exact
+    up to 7 copies of each input; more carry into the next rank's digit); () when the value
+    is no such sum (negative, too large, or not a whole number)."""
     if value != int(value) or not 0 <= value < BASE ** world_size:
         return ()
     digits, v = [], int(value)
