@@ -157,3 +157,42 @@ def ring_receiving_first(buf, comm):
     incoming = torch.empty_like(buf)
     comm.recv(incoming, (comm.rank - 1) % comm.world_size)
     comm.isend(buf, (comm.rank + 1) % comm.world_size).wait()
+
+
+def ring_sending_twice(buf, comm):
+    """A right ring that sends every chunk twice: right sum, but two recvs (steps) per step."""
+    n, rank = comm.world_size, comm.rank
+    chunks, incoming, spare = torch.tensor_split(buf, n), torch.empty(buf.numel() // n), torch.empty(buf.numel() // n)
+    for phase in ("reduce_scatter", "all_gather"):
+        for s in range(n - 1):
+            out, into = ((chunks[(rank - s) % n], chunks[(rank - s - 1) % n]) if phase == "reduce_scatter"
+                         else (chunks[(rank + 1 - s) % n], chunks[(rank - s) % n]))
+            requests = [comm.isend(out, (rank + 1) % n), comm.isend(out, (rank + 1) % n)]
+            comm.recv(incoming, (rank - 1) % n)
+            comm.recv(spare, (rank - 1) % n)
+            for request in requests:
+                request.wait()
+            if phase == "reduce_scatter":
+                into.add_(incoming)
+            else:
+                into.copy_(incoming)
+
+
+def hook_keeping_the_local_gradient(param, comm):
+    param.grad.mul_(1.0)
+
+
+def accumulate_never_syncing(ddp, micro_batches, loss_fn):
+    with ddp.no_sync():
+        for x, y in micro_batches:
+            (loss_fn(ddp(x), y) / len(micro_batches)).backward()
+
+
+def zero1_with_lr_1e_2(params, grad, state, comm):
+    shards = list(torch.tensor_split(params, comm.world_size))
+    if not state:
+        state["shard"] = shards[comm.rank].clone().requires_grad_()
+        state["adam"] = torch.optim.Adam([state["shard"]], lr=1e-2)
+    state["shard"].grad = torch.tensor_split(grad, comm.world_size)[comm.rank].clone()
+    state["adam"].step()
+    comm.all_gather(shards, state["shard"].detach())

@@ -137,3 +137,11 @@ def test_a_crashing_or_hanging_attempt_names_the_rank_and_the_fix(cluster3, monk
     assert check.yours is None and report(check) is None
     monkeypatch.setattr("dpviz.exercises.core.EXERCISE_TIMEOUT_S", 3.0)
     rejected(check_ring(wrong.ring_receiving_first, cluster3), "hang", "rank(s) 0, 1, 2", "within 3 s")
+
+
+def test_the_other_mistakes_get_their_own_messages(cluster3):
+    """Beyond the classic ones: each check stops at the first thing wrong and names it."""
+    rejected(check_ring(wrong.ring_sending_twice, cluster3), "steps", "a ring takes 2(N−1) = 4")
+    rejected(check_hook(wrong.hook_keeping_the_local_gradient, cluster3), "no_communication", "nothing went")
+    rejected(check_accumulation(wrong.accumulate_never_syncing, cluster3), "never_synced", "never averaged")
+    rejected(check_zero1(wrong.zero1_with_lr_1e_2, cluster3), "wrong_update", "differs from plain Adam")
