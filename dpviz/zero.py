@@ -11,8 +11,11 @@ is DDP + `ZeroRedundancyOptimizer` (each rank steps its slice of the parameters,
 broadcasts it), stage 3 is FSDP2 `fully_shard` (all-gather parameters before each layer's
 forward and backward, reduce-scatter its gradients). Bytes are read from the live tensors
 after a real step; the collectives are counted from each rank's profiler trace.
-Stage 2 has no separate live run: in PyTorch it is FSDP with parameters kept unsharded
-between forward and backward, and its bytes at rest equal stage 3's.
+Stage 2 has no separate live run. The paper's stage 2 (DeepSpeed's) keeps the parameters
+replicated at all times. PyTorch's nearest configuration, FSDP with
+`reshard_after_forward=False` (FSDP1: `ShardingStrategy.SHARD_GRAD_OP`), keeps the gathered
+parameters from forward through backward — the paper's stage-2 bytes during the step — but
+reshards them after backward, so between steps it holds stage 3's bytes.
 """
 from __future__ import annotations
 
@@ -29,6 +32,28 @@ STRATEGIES = {"ddp": 0, "zero1": 1, "fsdp": 3}   # live strategy → the ZeRO st
 ADAM_LR = 1e-3
 K_MIXED = 12        # bytes of optimizer state per parameter, mixed-precision Adam
 K_FP32 = 8          # fp32 Adam: the fp32 parameters are their own master copy, + m and v
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Bytes per parameter of one training recipe: parameters, gradients, optimizer state (K)."""
+
+    param_bytes: float
+    grad_bytes: float
+    k: float
+    holds: str          # what the K bytes are
+
+    @property
+    def per_param(self) -> float:
+        return self.param_bytes + self.grad_bytes + self.k
+
+
+RECIPES = {
+    "mixed-precision Adam": Recipe(2, 2, K_MIXED, "fp32 master weights + m + v"),
+    "fp32 Adam": Recipe(4, 4, K_FP32, "m + v (the fp32 parameters are their own master copy)"),
+    "mixed-precision SGD+momentum": Recipe(2, 2, 8, "fp32 master weights + momentum"),
+    "fp32 SGD+momentum": Recipe(4, 4, 4, "momentum"),
+}
 
 
 # --- the calculator ---------------------------------------------------------------------------
@@ -59,8 +84,9 @@ def zero_memory(psi: float, world_size: int, stage: int, k: float = K_MIXED,
         raise ValueError(f"ZeRO stage must be one of {STAGES}, got {stage!r}")
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a whole number >= 1, got {world_size!r}")
-    if not psi > 0 or not k >= 0:
-        raise ValueError(f"need psi > 0 parameters and k >= 0 bytes per parameter, got {psi}, {k}")
+    if not psi > 0 or not min(k, param_bytes, grad_bytes) >= 0:
+        raise ValueError(f"need psi > 0 parameters and k, param_bytes, grad_bytes >= 0 bytes per "
+                         f"parameter, got {psi}, {k}, {param_bytes}, {grad_bytes}")
     n = world_size
     return ZeroBytes(stage, n,
                      params=param_bytes * psi / (n if stage >= 3 else 1),
@@ -68,14 +94,23 @@ def zero_memory(psi: float, world_size: int, stage: int, k: float = K_MIXED,
                      optimizer=k * psi / (n if stage >= 1 else 1))
 
 
+def recipe_memory(psi: float, world_size: int, stage: int, recipe: str | Recipe) -> ZeroBytes:
+    """`zero_memory` with the bytes of a named recipe (a key of RECIPES) or a Recipe."""
+    if isinstance(recipe, str):
+        if recipe not in RECIPES:
+            raise ValueError(f"unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
+        recipe = RECIPES[recipe]
+    return zero_memory(psi, world_size, stage, recipe.k, recipe.param_bytes, recipe.grad_bytes)
+
+
 def smallest_stage_that_fits(psi: float, world_size: int, device_bytes: float,
-                             k: float = K_MIXED) -> int | None:
+                             recipe: str | Recipe = "mixed-precision Adam") -> int | None:
     """The lowest ZeRO stage whose model states fit in `device_bytes` (None: none fits).
 
     Model states only: activations and buffers need room on top of this.
     """
     for stage in STAGES:
-        if zero_memory(psi, world_size, stage, k).total <= device_bytes:
+        if recipe_memory(psi, world_size, stage, recipe).total <= device_bytes:
             return stage
     return None
 

@@ -5,7 +5,7 @@ import pytest
 
 from dpviz.config import RunConfig
 from dpviz.record import load, save
-from dpviz.zero import (K_FP32, ZeroSweep, count_collectives, model_for, run_sharded,
+from dpviz.zero import (K_FP32, RECIPES, ZeroSweep, recipe_memory, count_collectives, model_for, run_sharded,
                         smallest_stage_that_fits, zero_memory)
 
 GB = 1e9
@@ -23,6 +23,26 @@ def test_each_stage_shards_one_more_part():
     assert s[2].grads == s[0].grads / 8 and s[2].params == s[0].params
     assert s[3].params == s[0].params / 8
     assert len({zero_memory(1e6, 1, stage).total for stage in range(4)}) == 1   # N=1: nothing to shard
+
+
+def test_recipes_hold_the_bytes_per_parameter_of_their_training():
+    # fp32 Adam: 4 + 4 + (m 4 + v 4) = 16; mixed-precision Adam: 2 + 2 + (master 4 + m 4 + v 4) = 16;
+    # mixed-precision SGD + momentum: 2 + 2 + (master 4 + momentum 4) = 12
+    assert {name: r.per_param for name, r in RECIPES.items()} == {
+        "mixed-precision Adam": 16, "fp32 Adam": 16, "mixed-precision SGD+momentum": 12,
+        "fp32 SGD+momentum": 12}
+    assert recipe_memory(1e9, 1, 0, "fp32 Adam").total == 16e9
+    assert recipe_memory(1e9, 4, 2, "fp32 Adam").params == 4e9       # stage 2 keeps params whole
+    assert recipe_memory(1e9, 4, 2, "fp32 Adam").grads == 1e9
+    with pytest.raises(ValueError, match="unknown recipe"):
+        recipe_memory(1e9, 4, 2, "fp8 Adam")
+
+
+def test_smallest_stage_that_fits_depends_on_the_recipe():
+    # 4 B fp32 Adam on 8 ranks, 32 GB: stage 0 needs 64 GB, stage 1 36 GB, stage 2 22 GB
+    assert smallest_stage_that_fits(4e9, 8, 32 * GB, "fp32 Adam") == 2
+    # mixed-precision SGD+momentum: stage 0 48 GB, stage 1 16 + 4 = 20 GB
+    assert smallest_stage_that_fits(4e9, 8, 32 * GB, "mixed-precision SGD+momentum") == 1
 
 
 def test_smallest_stage_that_fits():
@@ -109,3 +129,10 @@ def test_calculator_widget_redraws_on_slider_moves():
     assert f"{zero_memory(7.5e9, 64, 3).total / GB:.2f} GB per rank — fits" in summary.value
     ranks.value = 1
     assert "120.00 GB" in summary.value
+    (_, _, k), hint = panel.children[3].children, panel.children[4]
+    assert "2 + 2 + 12 = 16 bytes per parameter = mixed-precision Adam" in hint.value
+    panel.children[1].children[1].value = "fp32 Adam"           # the recipe menu sets all three
+    assert "4 + 4 + 8 = 16 bytes per parameter = fp32 Adam" in hint.value
+    assert f"{recipe_memory(7.5e9, 1, 3, 'fp32 Adam').total / GB:.2f} GB per rank" in summary.value
+    k.value = 5
+    assert "(no named recipe)" in hint.value

@@ -16,6 +16,7 @@ def plot_worked_example(examples: list[WorkedExample], ax=None):
     ax.set(xlabel="step", ylabel="w (identical on both ranks)")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -35,6 +36,7 @@ def plot_uneven(record: UnevenShards, ax=None):
     ax.set_title(f"shards of {', '.join(map(str, record.sizes))} samples on "
                  f"{len(record.sizes)} live ranks", loc="left")
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -53,6 +55,7 @@ def plot_drift(record: AveragingComparison, ax=None):
     ax.set(xlabel="step", ylabel="replica drift ‖θ_r − θ̄‖ (RMS)")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -65,4 +68,5 @@ def plot_averaging_loss(record: AveragingComparison, ax=None):
     ax.set(xlabel="step", ylabel="held-out loss of θ̄", yscale="log")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax

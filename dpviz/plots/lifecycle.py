@@ -41,6 +41,7 @@ def plot_sampler(shards: SamplerShards, ax=None):
                  f"{shards.padding()} index(es) drawn twice to even the shards", loc="left", fontsize=9)
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
+    style.tag(ax, "live")
     return ax
 
 
@@ -61,6 +62,7 @@ def plot_construction(record: Lifecycle, ax=None):
                  f"{record.buffer_diff_after:.0e}", loc="left", fontsize=9)
     ax.legend(fontsize=7, frameon=False, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -74,6 +76,7 @@ def plot_buffers(record: Lifecycle, ax=None):
     ax.set_title(f"forward_sync_buffers={record.forward_sync_buffers}", loc="left")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -126,6 +129,7 @@ def plot_traffic(record: DpVsDdp, ax=None):
     ax.set_title(f"P = {record.param_bytes / 2 ** 20:.1f} MiB of parameters; d0 = DP's device 0,"
                  f" r = rank", loc="left", fontsize=9, pad=4)
     style.tidy(ax)
+    style.tag(ax, "live", "model")
     return ax
 
 
@@ -145,6 +149,7 @@ def plot_step_time(record: DpVsDdp, ax=None):
     ax.set_title("same batch per worker (weak scaling)", loc="left", fontsize=9)
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -169,4 +174,5 @@ def plot_dp_phases(record: DpVsDdp, ax=None):
               bbox_to_anchor=(1.0, 1.0))
     ax.set_title("×: Σ replica time / parallel wall (1 = serial)", loc="left", fontsize=9)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
