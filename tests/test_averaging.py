@@ -123,6 +123,12 @@ def test_weight_averaging_hook_passes_a_parameter_check_but_is_not_large_batch_s
     assert min(bug.grads_after_backward) > 1e-3
     assert min(bug.params_after_step) > 1e-4
     assert min(bug.vs_large_batch[1:]) > 1e-4
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from dpviz.plots.averaging import plot_hook_check
+
+    assert len(plot_hook_check(cmp).lines) == 2 * 3              # 2 hooks × 3 checks
 
 
 def test_compare_hooks_needs_two_steps(cluster2):
