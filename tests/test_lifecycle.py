@@ -97,9 +97,11 @@ def test_three_patterns_train_identically_and_traffic_matches_model(cluster3):
         d = rec.dp(n)
         assert d.max_diff_vs_single < 1e-5 and d.max_diff_vs_ddp < 1e-5, d
         assert d.threads == n
-        assert d.bytes_in == (n - 1) * rec.param_bytes          # N−1 gradients copied to device 0
-        assert d.bytes_out == (n - 1) * (rec.param_bytes + 8 * 129 * 4)  # parameters + shards
-    assert rec.shard_bytes == 8 * (128 + 1) * 4
+        # in: N−1 output shards (gather) + N−1 parameter gradients (broadcast's backward);
+        # out: N−1 input shards + N−1 parameter copies + N−1 output-gradient shards
+        assert d.bytes_in == (n - 1) * (8 * 4 + rec.param_bytes)
+        assert d.bytes_out == (n - 1) * (8 * 128 * 4 + rec.param_bytes + 8 * 4)
+    assert rec.shard_bytes == 8 * 128 * 4 and rec.output_bytes == 8 * 4
 
 
 def test_dp_vs_ddp_record_round_trips_through_json(cluster3, tmp_path):
@@ -110,7 +112,9 @@ def test_dp_vs_ddp_record_round_trips_through_json(cluster3, tmp_path):
     assert load(save(rec, tmp_path / "dp.json"), expect=D.DpVsDdp) == rec
 
 
-def test_single_process_dp_copies_what_the_formula_says_in_n_threads():
+def test_single_process_dp_is_data_parallels_algorithm_and_copies_what_the_formula_says():
+    import threading
+
     import torch
 
     from dpviz.workloads import build_mlp, flat_params, global_batch, single_process_params
@@ -119,18 +123,22 @@ def test_single_process_dp_copies_what_the_formula_says_in_n_threads():
     P = sum(p.numel() * 4 for p in build_mlp(cfg).parameters())
     dp = D.SingleProcessDP(cfg, 3)
     ref = single_process_params(cfg)
+    backward_threads = set()
+    for p in dp.module.parameters():      # where device 0's gradients are summed: one thread
+        p.register_post_accumulate_grad_hook(lambda _: backward_threads.add(threading.get_ident()))
     for step in range(4):
         stats = dp.step(*global_batch(cfg, step, 0))
-        assert stats["threads"] == 3                            # one thread per replica
-        assert (flat_params(dp.replicas[0]) - ref[step]).abs().max() < 1e-5
-    # per step: 2 shards of 5 × (32 inputs + 1 target) floats and 2 parameter copies out, 2
-    # gradients in — nothing else crosses device 0
-    assert dp.bytes_out == 4 * (2 * 5 * 33 * 4 + 2 * P)
-    assert dp.bytes_in == 4 * 2 * P
-    assert D.expected_copy_bytes(3, P, 5 * 33 * 4) == {"out": dp.bytes_out / 4, "in": dp.bytes_in / 4}
-    # only replica 0 is updated: the others still hold the parameters replicated to them
-    assert (flat_params(dp.replicas[1]) - ref[2]).abs().max() < 1e-5
-    assert not torch.equal(flat_params(dp.replicas[1]), flat_params(dp.replicas[0]))
+        assert stats["threads"] == 3                            # one forward thread per replica
+        assert (dp.flat() - ref[step]).abs().max() < 1e-5     # = one process, whole batch
+    assert backward_threads == {threading.get_ident()}         # backward: the caller's thread
+    # per step out: 2 input shards of 5 × 32 floats, 2 parameter copies, 2 output-gradient
+    # shards of 5 floats; in: 2 output shards, 2 parameter gradients. Targets never move.
+    assert dp.bytes_out == 4 * (2 * 5 * 32 * 4 + 2 * P + 2 * 5 * 4)
+    assert dp.bytes_in == 4 * (2 * 5 * 4 + 2 * P)
+    assert D.expected_copy_bytes(3, P, 5 * 32 * 4, 5 * 4) == {"out": dp.bytes_out / 4,
+                                                              "in": dp.bytes_in / 4}
+    # only device 0 holds parameters that train: the other modules' own tensors never change
+    assert torch.equal(flat_params(dp.replicas[1]), flat_params(build_mlp(cfg)))
     dev, final = D.data_parallel(cfg, 1, steps=1, warmup=0)
     assert dev.threads == 1 and dev.bytes_in == dev.bytes_out == 0    # one device: no copies
     assert dev.max_diff_vs_single == 0.0

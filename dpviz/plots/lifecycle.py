@@ -88,7 +88,8 @@ LABELS = {"dp": "single-process DP (one process, N threads)",
 def plot_traffic(record: DpVsDdp, ax=None):
     """Bytes per step through each worker, measured (bars) and modelled (ticks), per N.
 
-    Single-process DP: what replica 0 copies out (shards, parameters) and in (gradients); the
+    Single-process DP: what device 0 copies out (input shards, parameters, output gradients)
+    and in (outputs, parameter gradients); the
     rank patterns: what each rank writes to its sockets.
     """
     ax = style.new_axes(ax, figsize=(10, 3.5))
@@ -106,7 +107,8 @@ def plot_traffic(record: DpVsDdp, ax=None):
     for n in sizes:
         first = x
         if any(d.replicas == n for d in record.single_process):
-            dev, model = record.dp(n), expected_copy_bytes(n, record.param_bytes, record.shard_bytes)
+            dev, model = record.dp(n), expected_copy_bytes(n, record.param_bytes, record.shard_bytes,
+                                                         record.output_bytes)
             bar(dev.bytes_out, model["out"], COLORS["dp"], "d0\nout")
             bar(dev.bytes_in, model["in"], COLORS["dp"], "d0\nin", hatch="//")
             x += 0.5
@@ -154,10 +156,10 @@ def plot_step_time(record: DpVsDdp, ax=None):
 
 
 def plot_dp_phases(record: DpVsDdp, ax=None):
-    """Single-process DP's step split into phases: only parallel_apply runs on N threads."""
+    """Single-process DP's step split into phases: only the forwards run on N threads."""
     ax = style.new_axes(ax, figsize=(5, 3.5))
     dev = sorted(record.single_process, key=lambda d: d.replicas)
-    colors = dict(zip(DP_PHASES, ("#E69F00", COLORS["dp"], "#CC79A7", "#56B4E9")))
+    colors = dict(zip(DP_PHASES, ("#E69F00", COLORS["dp"], "#CC79A7", "#D55E00", "#56B4E9")))
     for d in dev:
         bottom = 0.0
         for phase in DP_PHASES:
@@ -168,11 +170,10 @@ def plot_dp_phases(record: DpVsDdp, ax=None):
     ax.margins(y=0.15)
     ax.set(xlabel="replicas N (one process)", ylabel="ms per step (medians)",
            xticks=[d.replicas for d in dev])
-    ax.legend(handles=[Patch(color=colors[p], label=p + (" (N threads)" if p == "parallel_apply"
-                                                         else " (device 0)"))
-                       for p in DP_PHASES], fontsize=7, frameon=False, loc="upper left",
+    where = {"parallel_forward": " (N threads)", "backward": " (1 thread on CPU)"}
+    ax.legend(handles=[Patch(color=colors[p], label=p + where.get(p, " (device 0)")) for p in DP_PHASES], fontsize=7, frameon=False, loc="upper left",
               bbox_to_anchor=(1.0, 1.0))
-    ax.set_title("×: Σ replica time / parallel wall (1 = serial)", loc="left", fontsize=9)
+    ax.set_title("×: Σ replica forward time / parallel wall (1 = serial)", loc="left", fontsize=9)
     style.tidy(ax)
     style.tag(ax, "live")
     return ax
