@@ -133,6 +133,7 @@ class ShardedRank:
     collectives: dict[str, int]      # gloo:* events in the last step (what gloo ran)
     collective_bytes: dict[str, int]  # their input bytes (from the trace's recorded shapes)
     launches: dict[str, int]         # c10d::* events in the last step (what PyTorch asked for)
+    collectives_by_step: tuple[dict[str, int], ...] = ()   # gloo:* events in every step, in order
     max_diff_vs_single_process: float | None = None   # rank 0: |params − one-process Adam|
 
 
@@ -218,7 +219,9 @@ def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
     """Train `cfg.steps` Adam steps under one strategy on the first `cfg.world_size` ranks;
     bytes held and collectives traced. Ranks outside that group return None.
 
-    One warm cluster serves every world size up to its own: no cold start per size.
+    One warm cluster serves every world size up to its own: no cold start per size. The
+    collectives of the last step are kept apart: with `cfg.steps >= 3` it is a steady DDP step
+    (step 0 uses one bucket, and step 1's forward broadcasts the rebuilt bucket order once).
     """
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -244,8 +247,10 @@ def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
                 opt.zero_grad(set_to_none=True)
     path = Path(ctx.workdir) / f"zero-{strategy}-rank{ctx.rank}.json"
     prof.export_chrome_trace(str(path))
-    gloo, gloo_bytes, c10d = count_collectives(read_trace(path), ctx.rank, step=cfg.steps - 1)
+    trace = read_trace(path)
     path.unlink()
+    by_step = [count_collectives(trace, ctx.rank, step)[0] for step in range(cfg.steps)]
+    gloo, gloo_bytes, c10d = count_collectives(trace, ctx.rank, step=cfg.steps - 1)
     state = optimizer_state_bytes(opt)
     # the check runs after profiling: FSDP's full_tensor() is itself an all-gather
     full = torch.cat([(p.full_tensor() if hasattr(p, "full_tensor") else p).detach().reshape(-1)
@@ -257,7 +262,7 @@ def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
                 grad_bytes=grad_bytes,
                 optimizer_bytes=state.get("exp_avg", 0) + state.get("exp_avg_sq", 0),
                 step_bytes=state.get("step", 0), collectives=gloo, collective_bytes=gloo_bytes,
-                launches=c10d,
+                launches=c10d, collectives_by_step=by_step,
                 max_diff_vs_single_process=diff)
 
 
@@ -296,7 +301,7 @@ def run_sharded(cfg: RunConfig | None = None, world_sizes: tuple[int, ...] = (1,
 
     One warm cluster of the largest size; smaller world sizes run on its first ranks.
     """
-    cfg = validate(cfg or RunConfig(steps=2))
+    cfg = validate(cfg or RunConfig(steps=3))
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
@@ -313,4 +318,19 @@ def run_sharded(cfg: RunConfig | None = None, world_sizes: tuple[int, ...] = (1,
                 rows += cluster.run_task(shard_rank, cfg.replace(world_size=n), strategy,
                                          timeout_s=cfg.timeout_s)
     return ZeroSweep(config=cfg.to_dict(),
-                     ranks=tuple(ShardedRank(**r) for r in rows if r is not None))
+                     ranks=tuple(ShardedRank(**{**r, "collectives_by_step": tuple(r["collectives_by_step"])})
+                                 for r in rows if r is not None))
+
+
+def describe_sweep(sweep: ZeroSweep) -> str:
+    """One row per rank: bytes held against the calculator, and rank 0's distance from one
+    process running Adam on the whole batch — a table, not a dict."""
+    head = (f"{'strategy':8s} {'N':>2s} {'rank':>4s} {'params B':>10s} {'grads B':>10s} "
+            f"{'Adam m+v B':>11s} {'calculator':>11s} {'max |θ − one-process Adam|':>27s}")
+    lines = [head, "-" * len(head)]
+    for r in sweep.ranks:
+        diff = "" if r.max_diff_vs_single_process is None else f"{r.max_diff_vs_single_process:.1e}"
+        lines.append(f"{r.strategy:8s} {r.world_size:2d} {r.rank:4d} {r.param_bytes:10,d} "
+                     f"{r.grad_bytes:10,d} {r.optimizer_bytes:11,d} {int(model_for(r).optimizer):11,d} "
+                     f"{diff:>27s}")
+    return "\n".join(lines)

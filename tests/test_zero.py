@@ -5,7 +5,7 @@ import pytest
 
 from dpviz.config import RunConfig
 from dpviz.record import load, save
-from dpviz.zero import (K_FP32, RECIPES, ZeroSweep, recipe_memory, count_collectives, model_for, run_sharded,
+from dpviz.zero import (ADAM_LR, K_FP32, RECIPES, ZeroSweep, describe_sweep, recipe_memory, count_collectives, model_for, run_sharded,
                         smallest_stage_that_fits, zero_memory)
 
 GB = 1e9
@@ -59,7 +59,7 @@ def test_calculator_rejects_bad_input(args):
 
 @pytest.fixture(scope="module")
 def sweep() -> ZeroSweep:
-    return run_sharded(RunConfig(steps=2, layers=4, width=128), world_sizes=(1, 2, 4))
+    return run_sharded(RunConfig(steps=3, layers=4, width=128), world_sizes=(1, 2, 4))
 
 
 def test_sweep_covers_every_rank(sweep):
@@ -88,7 +88,10 @@ def test_fsdp_shards_params_and_grads_zero1_does_not(sweep):
 def test_every_strategy_equals_single_process_adam(sweep):
     for row in sweep.ranks:
         if row.rank == 0:
-            assert row.max_diff_vs_single_process < 1e-5, row
+            # Adam divides each element's m by √v, so an element whose gradients nearly cancel
+            # turns a rounding-level gradient difference (sums in another order) into a step
+            # difference of a fraction of lr; over 3 steps we allow a tenth of one lr
+            assert row.max_diff_vs_single_process < 0.1 * ADAM_LR, row
 
 
 def test_traffic_in_the_trace(sweep):
@@ -101,9 +104,17 @@ def test_traffic_in_the_trace(sweep):
         elif row.strategy == "zero1":   # each rank broadcasts the slice it updated
             assert row.collectives["gloo:broadcast"] >= 10
             assert row.collectives["gloo:all_reduce"] >= 1
-        else:
-            assert row.collectives["gloo:all_reduce"] >= 1 and "gloo:all_gather" not in row.collectives
+        else:   # a steady DDP step is one all-reduce (one bucket here); step 1 also broadcast
+            assert row.collectives == {"gloo:all_reduce": 1}, row.collectives
+            assert row.collectives_by_step[1].get("gloo:broadcast", 0) >= 1   # bucket-order sync
     assert sweep.rows("fsdp", 1)[0].collectives == {}   # one rank: nothing to gather
+
+
+def test_describe_sweep_is_a_table_of_every_rank(sweep):
+    lines = describe_sweep(sweep).splitlines()
+    assert len(lines) == 2 + len(sweep.ranks)
+    assert lines[2].split()[:3] == ["ddp", "1", "0"]
+    assert "{" not in describe_sweep(sweep) and "(" not in "".join(lines[2:])
 
 
 def test_sweep_round_trips(sweep, tmp_path):

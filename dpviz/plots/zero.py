@@ -28,7 +28,7 @@ def plot_zero_stages(psi: float, world_size: int, k: float = K_MIXED, stage: int
     ax.set_xlabel("ZeRO stage")
     ax.set_ylabel("GB per rank (model states)")
     ax.set_title(f"Ψ = {psi / 1e9:g} B parameters, N = {world_size} ranks, "
-                 f"{param_bytes:g} + {grad_bytes:g} + K = {k:g} bytes each", loc="left")
+                 f"{param_bytes:g} + {grad_bytes:g} + {k:g} (K) bytes per parameter", loc="left")
     style.tidy(ax)
     ax.legend(loc="upper right", fontsize=8, frameon=False)
     style.tag(ax, "model")
@@ -68,10 +68,12 @@ def plot_measured_vs_model(sweep: ZeroSweep, part: str = "optimizer", ax=None):
                        zorder=3, label="  measured on each rank" if n == ns[0] else None)
     ax.set_xscale("log", base=2)
     ax.set_xticks(sweep.world_sizes, [str(n) for n in sweep.world_sizes])
-    ax.set_xlabel("world size N (live gloo ranks)")
-    ax.set_ylabel(f"{PART_LABELS[part]}, MB per rank")
+    ax.minorticks_off()
+    ax.tick_params(labelsize=11)
+    ax.set_xlabel("world size N (live gloo ranks)", fontsize=11)
+    ax.set_ylabel(f"{PART_LABELS[part]}, MB per rank", fontsize=11)
     style.tidy(ax)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=10, frameon=False)
     style.tag(ax, "live", "model")
     return ax
 
