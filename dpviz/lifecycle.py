@@ -62,6 +62,24 @@ def torchrun_layout(nnodes: int, nproc_per_node: int) -> list[RankIdentity]:
             for node in range(nnodes) for local in range(nproc_per_node)]
 
 
+def shards_by_rank_argument(nnodes: int, nproc_per_node: int, dataset_size: int,
+                            argument: str = "rank") -> tuple[tuple[int, ...], ...]:
+    """The indices each process of a torchrun job draws in one epoch (no shuffle), when it
+    builds its `DistributedSampler` with its global `rank` (right) or its `local_rank`.
+
+    Seed 003 passes `rank=local_rank` (to `init_process_group` and the sampler): right on one
+    node, where the two coincide; on several, the processes with the same local rank draw the
+    same shard, and the shards of the higher ranks are never drawn.
+    """
+    from torch.utils.data import DistributedSampler
+
+    if argument not in ("rank", "local_rank"):
+        raise ValueError(f"argument must be 'rank' or 'local_rank', got {argument!r}")
+    return tuple(tuple(DistributedSampler(range(dataset_size), num_replicas=i.world_size,
+                                          rank=getattr(i, argument), shuffle=False))
+                 for i in torchrun_layout(nnodes, nproc_per_node))
+
+
 # --- 2. DistributedSampler ---------------------------------------------------------------------
 
 

@@ -183,3 +183,14 @@ def test_figures_draw_the_records(cluster3, synced):
     assert len(plot_step_time(rec).lines) == 3                # DP, parameter server, DDP
     assert len(plot_dp_phases(rec).patches) == 4 * len(D.DP_PHASES)  # N = 1 … 4, stacked
     plt.close("all")
+
+
+def test_local_rank_as_rank_draws_duplicate_shards_beyond_one_node():
+    right = L.shards_by_rank_argument(2, 2, dataset_size=8)
+    assert sorted(i for shard in right for i in shard) == list(range(8))     # every sample once
+    wrong = L.shards_by_rank_argument(2, 2, dataset_size=8, argument="local_rank")
+    assert wrong[0] == wrong[2] and wrong[1] == wrong[3]                     # same local rank
+    assert sorted({i for shard in wrong for i in shard}) == [0, 1, 4, 5]     # half never drawn
+    assert L.shards_by_rank_argument(1, 4, 8, "local_rank") == L.shards_by_rank_argument(1, 4, 8)
+    with pytest.raises(ValueError, match="argument"):
+        L.shards_by_rank_argument(1, 2, 8, "node")
