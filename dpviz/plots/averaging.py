@@ -36,7 +36,7 @@ def plot_uneven(record: UnevenShards, ax=None):
     ax.set_title(f"shards of {', '.join(map(str, record.sizes))} samples on "
                  f"{len(record.sizes)} live ranks", loc="left")
     style.tidy(ax)
-    style.tag(ax, "live")
+    style.tag(ax, "live", note="0 drawn at 1e-12")
     return ax
 
 
@@ -92,5 +92,5 @@ def plot_hook_check(record: HookComparison, ax=None):
                  fontsize=10)
     ax.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     style.tidy(ax)
-    style.tag(ax, "live")
+    style.tag(ax, "live", note="0 drawn at 1e-12")
     return ax

@@ -74,7 +74,7 @@ def plot_measured_vs_model(sweep: ZeroSweep, part: str = "optimizer", ax=None):
     ax.set_ylabel(f"{PART_LABELS[part]}, MB per rank", fontsize=11)
     style.tidy(ax)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=10, frameon=False)
-    style.tag(ax, "live", "model")
+    style.tag(ax, "live", "model", note="strategies nudged apart along N")
     return ax
 
 
