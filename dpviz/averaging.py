@@ -350,9 +350,9 @@ class HookComparison:
 def _average_hook(mode: str, world_size: int):
     """The hook `register_post_accumulate_grad_hook` calls with the *parameter*.
 
-    "gradient" all-reduces `param.grad`, as intended. "weight" is picotron's hook (issue #39)
-    and the shape of an old tutorial bug: its argument is named `grad` but is the parameter,
-    so it all-reduces and divides the weights in place and leaves the gradient local.
+    "gradient" all-reduces `param.grad`, as intended. "weight" is picotron's hook (issue #39):
+    its argument is named `grad` but is the parameter, so it all-reduces and divides the
+    weights in place and leaves the gradient local.
     """
     import torch.distributed as dist
 
@@ -408,7 +408,7 @@ def compare_hooks(cluster: Cluster, steps: int = 6, cfg: RunConfig | None = None
     """The right hook (average gradients) and picotron #39's (average weights), same data."""
     cfg = validate(cfg or RunConfig(layers=2, width=32, batch_per_rank=8, lr=0.1))
     if steps < 2:
-        raise ValueError(f"need steps >= 2 (the bug shows from the second step on), got {steps}")
+        raise ValueError(f"need steps >= 2 (the weight hook first changes weights in step 1), got {steps}")
     cfg = cfg.replace(world_size=cluster.world_size, steps=steps)
     runs = []
     for mode in HOOK_MODES:
