@@ -64,6 +64,7 @@ class DeviceStep:
     overlap: float                   # Σ replica forward time / parallel_forward wall (1 = serial)
     max_diff_vs_single: float        # max |θ_dp − θ_one process on the whole batch| at the end
     max_diff_vs_ddp: float | None = None   # max |θ_dp − θ_ddp| (None: DDP not run at this N)
+    empty_threads_ms: float = 0.0    # median wall time to start and join N threads that do nothing
 
 
 @record_kind("dp_vs_ddp")
@@ -154,6 +155,34 @@ def _parallel_apply(fns) -> tuple[list[threading.Thread], list[float], list]:
     return ran, secs, results
 
 
+def _empty_threads_ms(n: int, repeats: int) -> float:
+    """Median wall ms of `_parallel_apply` over n threads that do nothing: what starting and
+    joining the threads costs by itself, measured apart from any forward."""
+    import time
+
+    walls = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        _parallel_apply([lambda: None] * n)
+        walls.append(time.perf_counter() - t0)
+    return statistics.median(walls) * 1e3
+
+
+def _replicate(module, params: dict):
+    """A replica of `module` computing with `params` (name → tensor, non-leaf: the broadcast
+    copies), built as `torch.nn.parallel.replicate` builds one: a shallow copy of every
+    submodule without parameters of its own, the copies set as plain attributes."""
+    subs = dict(module.named_modules())
+    copies = {name: m._replicate_for_data_parallel() for name, m in subs.items()}
+    for name, m in subs.items():
+        prefix = f"{name}." if name else ""
+        for key, child in m._modules.items():
+            copies[name]._modules[key] = None if child is None else copies[prefix + key]
+        for key in m._parameters:
+            setattr(copies[name], key, params[prefix + key])
+    return copies[""]
+
+
 def _crossings():
     """Two autograd functions that copy a tensor across device 0's boundary and count it.
 
@@ -200,8 +229,6 @@ class SingleProcessDP:
     """
 
     def __init__(self, cfg: RunConfig, replicas: int):
-        import copy
-
         import torch
 
         from .workloads import build_mlp
@@ -210,10 +237,6 @@ class SingleProcessDP:
             raise ValueError(f"replicas must be >= 1, got {replicas}")
         self.cfg, self.n = cfg, replicas
         self.module = build_mlp(cfg)                           # device 0: the only parameters
-        # the other devices' modules: their parameters are replaced every step by the
-        # broadcast copies (torch.func.functional_call); each thread calls its own module
-        self.replicas = [self.module] + [copy.deepcopy(self.module) for _ in range(1, replicas)]
-        self.names = [name for name, _ in self.module.named_parameters()]
         self.opt = torch.optim.SGD(self.module.parameters(), lr=cfg.lr)   # device 0 only
         self.bytes_out = self.bytes_in = 0
         self._out, self._in = _crossings()
@@ -223,7 +246,6 @@ class SingleProcessDP:
         import time
 
         import torch
-        from torch.func import functional_call
 
         from .workloads import loss_fn
 
@@ -231,14 +253,14 @@ class SingleProcessDP:
         # scatter: shard 0 stays on device 0 (a view); shards 1 … N−1 are copied out
         shards = [xs if i == 0 else self._out.apply(self, xs) for i, xs in enumerate(x.chunk(self.n))]
         # replicate: device 0's parameters broadcast to every other device, in the autograd graph
-        params = [dict(self.module.named_parameters())] + [
-            {name: self._out.apply(self, p) for name, p in self.module.named_parameters()}
+        replicas = [self.module] + [
+            _replicate(self.module, {name: self._out.apply(self, p)
+                                     for name, p in self.module.named_parameters()})
             for _ in range(1, self.n)]
         t1 = time.perf_counter()
 
         def forward(i):
-            return self.replicas[i](shards[i]) if i == 0 else functional_call(
-                self.replicas[i], params[i], (shards[i],))
+            return replicas[i](shards[i])
 
         ran, secs, outputs = _parallel_apply([lambda i=i: forward(i) for i in range(self.n)])
         t2 = time.perf_counter()
@@ -302,6 +324,7 @@ def data_parallel(cfg: RunConfig, replicas: int, steps: int,
         bytes_in=statistics.mean(s["in"] for s in stats),
         threads=max(s["threads"] for s in stats),
         overlap=statistics.median(s["overlap"] for s in measured),
+        empty_threads_ms=_empty_threads_ms(replicas, repeats=max(5, steps)),
         max_diff_vs_single=float((final - single).abs().max()),
     ), final
 

@@ -137,8 +137,11 @@ def test_single_process_dp_is_data_parallels_algorithm_and_copies_what_the_formu
     assert dp.bytes_in == 4 * (2 * 5 * 4 + 2 * P)
     assert D.expected_copy_bytes(3, P, 5 * 32 * 4, 5 * 4) == {"out": dp.bytes_out / 4,
                                                               "in": dp.bytes_in / 4}
-    # only device 0 holds parameters that train: the other modules' own tensors never change
-    assert torch.equal(flat_params(dp.replicas[1]), flat_params(build_mlp(cfg)))
+    # replicas own no parameters: their weights are the broadcast copies, in the autograd graph
+    copies = {n: p.detach().clone().requires_grad_() * 1 for n, p in dp.module.named_parameters()}
+    replica = D._replicate(dp.module, copies)
+    assert list(replica.parameters()) == [] and replica[0].weight is copies["0.weight"]
+    assert torch.equal(replica(torch.ones(2, 32)), dp.module(torch.ones(2, 32)))
     dev, final = D.data_parallel(cfg, 1, steps=1, warmup=0)
     assert dev.threads == 1 and dev.bytes_in == dev.bytes_out == 0    # one device: no copies
     assert dev.max_diff_vs_single == 0.0
