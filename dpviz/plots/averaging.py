@@ -88,7 +88,7 @@ def plot_hook_check(record: HookComparison, ax=None):
             ax.plot(range(len(values)), values, ls=ls, marker="o", ms=3, color=style.rank_color(i),
                     label=f"hook averages {run.mode}s: {label}")
     ax.set(yscale="log", xlabel="step", ylabel="max |difference| (0 drawn at 1e-12)")
-    ax.set_title("a hook that averages the weights passes the check after backward", loc="left",
+    ax.set_title("weight-averaging hook: ranks agree after backward", loc="left",
                  fontsize=10)
     ax.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
     style.tidy(ax)

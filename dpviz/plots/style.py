@@ -81,7 +81,11 @@ def tag(ax, *sources: str, note: str = ""):
     if not sources or unknown:
         raise ValueError(f"sources must be some of {SOURCES}, got {sources!r}")
     text = " + ".join(dict.fromkeys(sources)) + (f" · {note}" if note else "")
-    ax.annotate(text, xy=(1, 1), xycoords="axes fraction", xytext=(0, 3), textcoords="offset points",
+    # above the title, if there is one: a long left-aligned title would run into it
+    lines = max(ax.get_title(loc=loc).count("\n") + 1 if ax.get_title(loc=loc) else 0
+                for loc in ("left", "center", "right"))
+    rise = 3 + lines * (ax.title.get_fontsize() * 1.25) + (6 if lines else 0)
+    ax.annotate(text, xy=(1, 1), xycoords="axes fraction", xytext=(0, rise), textcoords="offset points",
                 ha="right", va="bottom", fontsize=7, color=TEXT, gid="dpviz-source",
                 bbox=dict(boxstyle="round,pad=0.2", fc="#F2F2F2", ec=MUTED, lw=0.5))
     return ax
