@@ -364,22 +364,12 @@ def _average_hook(mode: str, world_size: int):
     return average
 
 
-def _max_across_ranks(t) -> float:
-    """max over ranks of max |t_r − t_0| (measurement only)."""
-    import torch.distributed as dist
-
-    ref = t.clone()
-    dist.broadcast(ref, 0)
-    gap = (t - ref).abs().max()
-    dist.all_reduce(gap, op=dist.ReduceOp.MAX)
-    return float(gap)
-
-
 def hook_rank(ctx: RankContext, cfg: RunConfig, mode: str) -> dict:
     """Train with the hand-written hook; after backward and after the step, compare ranks."""
     import torch
     from torch.nn.utils import parameters_to_vector
 
+    from .lifecycle import max_diff_vs_rank0
     from .workloads import build_mlp, loss_fn, rank_batch, single_process_params
 
     model = build_mlp(cfg)
@@ -394,12 +384,12 @@ def hook_rank(ctx: RankContext, cfg: RunConfig, mode: str) -> dict:
         loss_fn(model(x), y).backward()
         flat = parameters_to_vector(model.parameters()).detach()
         grads = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
-        out["params_after_backward"].append(_max_across_ranks(flat))
-        out["grads_after_backward"].append(_max_across_ranks(grads))
+        out["params_after_backward"].append(max_diff_vs_rank0(flat))
+        out["grads_after_backward"].append(max_diff_vs_rank0(grads))
         opt.step()
         opt.zero_grad(set_to_none=True)
         flat = parameters_to_vector(model.parameters()).detach()
-        out["params_after_step"].append(_max_across_ranks(flat))
+        out["params_after_step"].append(max_diff_vs_rank0(flat))
         out["vs_large_batch"].append(float((flat - reference[step]).abs().max()))
     return out
 

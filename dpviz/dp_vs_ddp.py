@@ -193,31 +193,22 @@ def _crossings():
     """
     import torch
 
-    class Out(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, dp, t):
-            ctx.dp = dp
-            dp.bytes_out += _nbytes(t)
-            return t.clone()
+    def crossing(forward_bytes: str, backward_bytes: str):
+        class Crossing(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, dp, t):
+                ctx.dp = dp
+                setattr(dp, forward_bytes, getattr(dp, forward_bytes) + _nbytes(t))
+                return t.clone()
 
-        @staticmethod
-        def backward(ctx, grad):
-            ctx.dp.bytes_in += _nbytes(grad)
-            return None, grad.clone()
+            @staticmethod
+            def backward(ctx, grad):
+                setattr(ctx.dp, backward_bytes, getattr(ctx.dp, backward_bytes) + _nbytes(grad))
+                return None, grad.clone()
 
-    class In(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, dp, t):
-            ctx.dp = dp
-            dp.bytes_in += _nbytes(t)
-            return t.clone()
+        return Crossing
 
-        @staticmethod
-        def backward(ctx, grad):
-            ctx.dp.bytes_out += _nbytes(grad)
-            return None, grad.clone()
-
-    return Out, In
+    return crossing("bytes_out", "bytes_in"), crossing("bytes_in", "bytes_out")
 
 
 class SingleProcessDP:
