@@ -249,8 +249,8 @@ def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
     prof.export_chrome_trace(str(path))
     trace = read_trace(path)
     path.unlink()
-    by_step = [count_collectives(trace, ctx.rank, step)[0] for step in range(cfg.steps)]
     gloo, gloo_bytes, c10d = count_collectives(trace, ctx.rank, step=cfg.steps - 1)
+    by_step = [count_collectives(trace, ctx.rank, step)[0] for step in range(cfg.steps - 1)] + [gloo]
     state = optimizer_state_bytes(opt)
     # the check runs after profiling: FSDP's full_tensor() is itself an all-gather
     full = torch.cat([(p.full_tensor() if hasattr(p, "full_tensor") else p).detach().reshape(-1)

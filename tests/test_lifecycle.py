@@ -117,7 +117,7 @@ def test_single_process_dp_is_data_parallels_algorithm_and_copies_what_the_formu
 
     import torch
 
-    from dpviz.workloads import build_mlp, flat_params, global_batch, single_process_params
+    from dpviz.workloads import build_mlp, global_batch, single_process_params
 
     cfg = RunConfig(layers=2, width=32, batch_per_rank=5, world_size=3, steps=4)
     P = sum(p.numel() * 4 for p in build_mlp(cfg).parameters())

@@ -171,8 +171,8 @@ def plot_dp_phases(record: DpVsDdp, ax=None):
     ax.set(xlabel="replicas N (one process)", ylabel="ms per step (medians)",
            xticks=[d.replicas for d in dev])
     where = {"parallel_forward": " (N threads)", "backward": " (1 thread on CPU)"}
-    ax.legend(handles=[Patch(color=colors[p], label=p + where.get(p, " (device 0)")) for p in DP_PHASES], fontsize=7, frameon=False, loc="upper left",
-              bbox_to_anchor=(1.0, 1.0))
+    ax.legend(handles=[Patch(color=colors[p], label=p + where.get(p, " (device 0)")) for p in DP_PHASES],
+              fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax.set_title("×: Σ replica forward time / parallel wall (1 = serial)", loc="left", fontsize=9)
     style.tidy(ax)
     style.tag(ax, "live")
