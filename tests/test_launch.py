@@ -137,3 +137,13 @@ def test_a_stopped_cluster_says_when_it_restarts(capfd):
         assert "dpviz: restarting 2 gloo ranks" in capfd.readouterr().err
     finally:
         cluster.close()
+
+
+def test_cores_note_reads_the_cores_from_the_os():
+    import os
+
+    from dpviz.launch import cores_note
+
+    n = len(os.sched_getaffinity(0))
+    assert cores_note(4).startswith(f"{n} CPU core") and "shared by the 4 ranks and with" in cores_note(4)
+    assert "ranks" not in cores_note()

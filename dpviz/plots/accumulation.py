@@ -28,8 +28,8 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
     Each rank gets a compute lane (forward, backward, optimizer) and an all-reduce lane
     (coloured by bucket); grey boxes are its micro-steps, labelled on rank 0 "#m: n" with
     the n all-reduces its trace shows. With no_sync placed right: 0, …, 0, one per bucket.
-    The gloo worker thread may close an all-reduce event late (a bar past the optimizer):
-    the trace is drawn as recorded.
+    The gloo worker thread may close an all-reduce event late; `dpviz.trace` ends each
+    all-reduce no later than the micro-step that launched it, and the figure's tag says so.
     """
     ax = style.new_axes(ax, figsize=(11, 1.4 + 1.2 * record.world_size))
     step = steady_steps(record)[-1] if step is None else step
@@ -72,6 +72,7 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
         handles.append(Patch(facecolor="white", edgecolor=style.MUTED, hatch="....",
                              label="link transfer (emulated)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    style.tag(ax, style.source_of(record), note=style.adjustment_of(record))
     hide_colliding(labels[::-1])   # the last micro-step's label (the one that syncs) stays
     return ax
 
@@ -103,6 +104,7 @@ def plot_sweep_bytes(sweep: AccumulationSweep, ax=None):
     ax.set_title(f"{sweep.world_size} ranks: communication per step and per sample", loc="left")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live", "model")
     return ax
 
 
@@ -129,6 +131,7 @@ def plot_sweep_time(sweep: AccumulationSweep, ax=None):
                  fontsize=9)
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -150,6 +153,7 @@ def plot_scopes(records: dict[str, RunRecord], step: int | None = None, ax=None)
     ax.set_title("where no_sync() goes decides which micro-steps all-reduce", loc="left")
     ax.legend(fontsize=8, frameon=False, loc="upper left")
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -173,4 +177,5 @@ def plot_gradient_ratio(checks: Iterable[GradientCheck], ax=None):
     ax.set_title("accumulated gradient vs one process on the large batch", loc="left")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax

@@ -54,6 +54,7 @@ def plot_layout(record: RunRecord, ax=None, rank: int = 0):
     ax.set_title(f"rank {rank}: DDP's buckets (bucket_cap_mb={cap}; dashed: first bucket's cap "
                  f"{limits[0] / 2**20:g} MiB)", loc="left")
     style.tidy(ax)
+    style.tag(ax, style.source_of(record))
     hide_colliding(labels)
     return ax
 
@@ -130,6 +131,8 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
     if model is not None:
         handles.append(Patch(fill=False, edgecolor=style.TEXT, ls=":", label="alpha-beta prediction"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    style.tag(ax, style.source_of(record), *(["model"] if model is not None else []),
+              note=style.adjustment_of(record))
     if hide_labels:
         hide_colliding(ready_labels)   # bucket colours still tell the ones hidden
     return ax
@@ -147,7 +150,7 @@ def plot_contrast(bucketed: RunRecord, one_bucket: RunRecord, axes=None, rank: i
         plot_bucket_timeline(record, ax=ax, ranks=[rank], model=model, hide_labels=False)
         ax.set_title(f"bucket_cap_mb={cap_label(record.config['bucket_cap_mb'])}: "
                      + ax.get_title(loc="left"), loc="left", fontsize=9)
-    hide_colliding([t for ax in axes for t in ax.texts])   # once the shared x axis is laid out
+    hide_colliding([t for ax in axes for t in ax.texts if t.get_gid() != "dpviz-source"])   # once laid out
     return axes
 
 
@@ -186,4 +189,5 @@ def plot_sweep(sweep: BucketSweep, ax=None):
                  f"/rank; live, {link_note(c)}", loc="left", fontsize=9)
     ax.legend(fontsize=8, frameon=False, loc="lower left", ncols=2)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax

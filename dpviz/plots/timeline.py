@@ -61,4 +61,5 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
         handles.append(Patch(facecolor="white", edgecolor=style.MUTED, hatch="....",
                              label="link transfer (emulated)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    style.tag(ax, style.source_of(record), note=style.adjustment_of(record))
     return ax
