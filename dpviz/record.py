@@ -200,6 +200,7 @@ class Span:
     step: int | None = None
     bytes: int | None = None
     bucket: int | None = None
+    op: str | None = None  # communication spans: the collective (one of trace.COMM_OPS)
 
     @property
     def dur_us(self) -> float:

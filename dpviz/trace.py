@@ -46,6 +46,15 @@ KNOWN_CATEGORIES = frozenset({
 SKIPPED_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "python_function", "Trace",
                                 "gpu_user_annotation", "overhead", "Runtime"})
 PHASES = ("optimizer", "backward", "forward")   # a launch inside two phases takes the first
+COMM_KINDS = ("allreduce", "collective")       # span kinds that are communication
+# Collective op kinds, and the words naming them in kernel names (`ncclKernel_AllGather_…`,
+# `ncclDevKernel_SendRecv`), gloo annotations (`gloo:reduce_scatter`) and NCCL kernels'
+# `Collective name` arg (`_allgather_base`, `all_to_allv`), lower-cased, '_' dropped.
+# Order matters: the first word found wins ("reducescatter" before "reduce").
+COMM_OPS = {"reducescatter": "reduce_scatter", "allreduce": "all_reduce",
+            "allgather": "all_gather", "alltoall": "all_to_all", "broadcast": "broadcast",
+            "barrier": "barrier", "sendrecv": "send_recv", "send": "send_recv",
+            "recv": "send_recv", "gather": "gather", "scatter": "scatter", "reduce": "reduce"}
 
 
 class TraceError(RecordError):
@@ -81,11 +90,26 @@ def rank_from_name(path: str | os.PathLike) -> int | None:
     return int(match.group(1)) if match else None
 
 
+@functools.lru_cache(maxsize=1024)
+def comm_op(name: str, collective_name: str | None = None) -> str:
+    """The collective a communication event runs: one of COMM_OPS' values, else "other".
+
+    NCCL runs all-to-all, send and recv as `SendRecv` kernels: its `Collective name` arg
+    (written by PyTorch's NCCL kernels since 2.1) says which, so it wins when it names one.
+    """
+    for text in (collective_name, name.split(":", 1)[-1].split("(")[0]):
+        words = (text or "").lower().replace("_", "")
+        for word, op in COMM_OPS.items():
+            if word in words:
+                return op
+    return "other"
+
+
 def classify(name: str, cat: str) -> str | None:
     """The span kind of one profiler event, or None for events dpviz does not draw."""
     if cat == "kernel":
         if name.startswith(("ncclKernel", "ncclDevKernel")):
-            return "allreduce" if "AllReduce" in name else "collective"
+            return "allreduce" if comm_op(name) == "all_reduce" else "collective"
         return "compute"
     if cat in ("gpu_memcpy", "gpu_memset"):
         return "memcpy"
@@ -106,7 +130,7 @@ def classify(name: str, cat: str) -> str | None:
     if name in ("c10d::allreduce_", "c10d::allreduce_coalesced_", "nccl:all_reduce"):
         return "allreduce_launch"   # NCCL: the kernel is the all-reduce; this only enqueues it
     if name.startswith("gloo:"):
-        return "allreduce" if name == "gloo:all_reduce" else "collective"
+        return "allreduce" if comm_op(name) == "all_reduce" else "collective"
     return None
 
 
@@ -196,8 +220,12 @@ class TraceScan:
             self.malformed += 1
             return
         args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        op = None
+        if kind in COMM_KINDS:
+            collective = args.get("Collective name")
+            op = comm_op(name, collective if isinstance(collective, str) else None)
         span = Span(rank=-1, tid=str(ev.get("tid", "")), name=name, kind=kind, start_us=start,
-                    end_us=start + dur, bytes=event_bytes(args))
+                    end_us=start + dur, bytes=event_bytes(args), op=op)
         if cat in GPU_CATEGORIES:
             stream = args.get("stream", ev.get("tid", ""))
             corr = args.get("correlation")
@@ -239,7 +267,7 @@ class TraceScan:
             out.append(f"rank {rank}: no ProfilerStep#N annotations (profile with a schedule and "
                        "call prof.step() every iteration): the whole trace is step 0")
         if self.on_gpu:
-            comm = sorted({s.tid for s, _ in self.kernels if s.kind in ("allreduce", "collective")})
+            comm = sorted({s.tid for s, _ in self.kernels if s.kind in COMM_KINDS})
             compute = sorted({s.tid for s, _ in self.kernels if s.kind == "compute"} - set(comm))
             linked = sum(c in self.launch_at for _, c in self.kernels)
             out.append(f"rank {rank}: GPU trace: communication kernels on {', '.join(comm) or 'no stream'}, "
@@ -330,7 +358,7 @@ def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
         kind = kernel.kind
         if kind == "compute":
             kind = next((p for p in PHASES if phases.covers((tid, p), ts)), "compute")
-        elif kind in ("allreduce", "collective") and kernel.bytes is not None:
+        elif kind in COMM_KINDS and kernel.bytes is not None:
             hit = launch_index.find((tid, "launch"), ts)
             if hit is not None:
                 launch_bytes[hit] = kernel.bytes

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from .record import RunRecord, Span
-from .trace import TraceError, TraceScan, rank_from_name, shift
+from .trace import COMM_KINDS, TraceError, TraceScan, rank_from_name, shift
 
 CHUNK_CHARS = 1 << 20          # characters read at a time; doubled while one value spans more
 _WS = re.compile(r"[ \t\n\r]*")
@@ -283,8 +283,8 @@ def _job_facts(loaded: list[LoadedRank], spans: list[Span]) -> tuple[int, str, l
     else:
         backend = _backend_from_events(spans)
         notes.append(f"backend {backend} inferred from the events (no distributedInfo)")
-    if not any(s.kind == "allreduce" for s in spans):
-        notes.append("no all-reduce found: a single process, or a GPU job profiled without "
+    if not any(s.kind in COMM_KINDS for s in spans):
+        notes.append("no communication found: a single process, or a GPU job profiled without "
                      "ProfilerActivity.CUDA (NCCL's kernels are then missing)")
     missing = sorted(set(range(world_size)) - {f.rank for f in loaded})
     if missing:
@@ -293,7 +293,7 @@ def _job_facts(loaded: list[LoadedRank], spans: list[Span]) -> tuple[int, str, l
 
 
 def _backend_from_events(spans: list[Span]) -> str:
-    names = {s.name for s in spans if s.kind in ("allreduce", "collective", "allreduce_launch")}
+    names = {s.name for s in spans if s.kind in (*COMM_KINDS, "allreduce_launch")}
     if any(n.startswith(("nccl", "ncclKernel", "ncclDevKernel")) for n in names):
         return "nccl"
     return "gloo" if any(n.startswith("gloo:") for n in names) else "unknown"
