@@ -13,7 +13,8 @@ Two overlap figures, both per (rank, step) and both from the spans:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 from .record import RunRecord, Span
 from .trace import COMM_KINDS
@@ -191,3 +192,71 @@ def _by_op(rows: list[StepSummary]) -> str:
 def _recomputed(record: RunRecord) -> str:
     same = ddp_style_overlap(record)
     return "" if same is None else f", by DDP's definition from spans: {same:.2f}"
+
+
+# --- whole-trace figures, as Holistic Trace Analysis (HTA) defines them --------------------
+
+BUSY_KINDS = (*COMPUTE_KINDS, *COMM_KINDS, "memcpy")   # what keeps a GPU (or CPU rank) busy
+
+
+def analysed_steps(record: RunRecord) -> list[int]:
+    """The steps HTA analyses: every one but the last, when there are two or more (the
+    profiler may stop inside the last one, so HTA drops the kernels launched in it)."""
+    return record.steps[:-1] if len(record.steps) >= 2 else record.steps
+
+
+def _analysed(record: RunRecord, rank: int) -> list[Span]:
+    """The rank's busy spans in the analysed steps (a GPU kernel's step is its launch's),
+    each cut inward to whole µs of the trace's own clock as HTA does (it rounds a
+    ns-resolution event's start up and its end down, pytorch/pytorch#122425: otherwise
+    back-to-back kernels overlap by a few ns); a record that does not know its clock's
+    origin (`config["clock_origin_us"]`) is rounded on its own clock."""
+    steps = set(analysed_steps(record))
+    origin = record.config.get("clock_origin_us", 0.0)
+    out = []
+    for s in record.spans:
+        if s.rank == rank and s.kind in BUSY_KINDS and (s.step in steps or not steps):
+            start = math.ceil(s.start_us + origin) - origin
+            out.append(replace(s, start_us=start,
+                               end_us=max(start, math.floor(s.end_us + origin) - origin)))
+    return out
+
+
+def comm_compute_overlap(record: RunRecord, rank: int) -> float | None:
+    """HTA's `get_comm_comp_overlap` for one rank, as a fraction: |comm ∩ compute| / |comm|
+    over the analysed steps (None without communication)."""
+    mine = _analysed(record, rank)
+    comm = _iv([s for s in mine if s.kind in COMM_KINDS])
+    compute = _iv([s for s in mine if s.kind in COMPUTE_KINDS])
+    total = length(comm)
+    return intersection(comm, compute) / total if total else None
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """HTA's temporal breakdown of one rank: over the window from the first to the last
+    busy span (GPU traces: first to last GPU kernel or memory copy; CPU traces: the same
+    over the rank's compute and communication spans), the share of it idle (nothing runs),
+    computing, and busy with no compute (communication, memory copies)."""
+
+    rank: int
+    window_ms: float
+    idle_pct: float
+    compute_pct: float
+    non_compute_pct: float
+
+
+def temporal_breakdown(record: RunRecord) -> list[Breakdown]:
+    """HTA's `get_temporal_breakdown`, per rank, over the analysed steps."""
+    out = []
+    for rank in record_ranks(record):
+        mine = _analysed(record, rank)
+        if not mine:
+            continue
+        window = max(s.end_us for s in mine) - min(s.start_us for s in mine)
+        busy = length(_iv(mine))
+        compute = length(_iv([s for s in mine if s.kind in COMPUTE_KINDS]))
+        pct = lambda us: round(100 * us / window, 2) if window else 0.0
+        out.append(Breakdown(rank=rank, window_ms=window / 1e3, idle_pct=pct(window - busy),
+                             compute_pct=pct(compute), non_compute_pct=pct(busy - compute)))
+    return out

@@ -222,7 +222,8 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
     origin = min(s.start_us for s in spans if s.kind == "step")
     return RunRecord(
         config={"source": "trace", "paths": [str(f.path) for f in loaded], "backend": backend,
-                "world_size": world_size, "ranks": [f.rank for f in loaded]},
+                "world_size": world_size, "ranks": [f.rank for f in loaded],
+                "clock_origin_us": origin},
         world_size=world_size,
         spans=tuple(sorted(shift(spans, origin), key=lambda s: (s.rank, s.start_us))),
         buckets=(), micro_steps=(), losses={}, checks=(), ddp_logging={},

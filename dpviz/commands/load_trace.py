@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..config import writable_dir
 from ..trace_files import load_trace
 from ..record import save
+from ..summary import write_summary
 from ..timeline import describe, record_ranks, steady_steps
 from ..trace import COMM_KINDS
 from ._args import comma_list
@@ -16,7 +17,8 @@ def add_arguments(p) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="one trace file per rank")
     p.add_argument("--ranks", type=comma_list(int), help="rank of each file, in order, for "
                    "traces without distributedInfo (e.g. 0,1)")
-    p.add_argument("--out", help="folder for record.json, timeline.png and allreduce-sizes.png")
+    p.add_argument("--out", help="folder for record.json, summary.json, timeline.png and "
+                   "allreduce-sizes.png")
 
 
 def main(args) -> int:
@@ -43,8 +45,9 @@ def _write(record, out) -> None:
     from ..plots.timeline import plot_timeline
 
     save(record, out / "record.json")
+    write_summary(record, out / "summary.json")
     plot_timeline(record).figure.savefig(out / "timeline.png", dpi=120)
     has_comm = any(s.kind in COMM_KINDS for s in record.spans)
     if has_comm:
         plot_allreduce_sizes(record).figure.savefig(out / "allreduce-sizes.png", dpi=120)
-    print(f"wrote {out}/record.json, timeline.png" + (", allreduce-sizes.png" if has_comm else ""))
+    print(f"wrote {out}/record.json, summary.json, timeline.png" + (", allreduce-sizes.png" if has_comm else ""))

@@ -1,8 +1,11 @@
 """`dpviz run`: one live DDP run → record.json, per-rank traces, a merged trace."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..config import NO_SYNC_SCOPES, RunConfig
 from ..ddp_run import run
+from ..summary import write_summary
 from ..timeline import describe
 from ._args import non_negative_int, positive_float, positive_int
 
@@ -42,6 +45,8 @@ def main(args) -> int:
                     layers=args.layers, width=args.width,
                     batch_per_rank=args.batch, backend=args.backend, timeout_s=args.timeout)
     record = run(cfg, out=args.out)
+    write_summary(record, Path(args.out) / "summary.json")
     print(describe(record))
-    print(f"wrote {args.out}/record.json, trace-rank{{0..{record.world_size - 1}}}.json, trace-merged.json")
+    print(f"wrote {args.out}/record.json, summary.json, trace-rank{{0..{record.world_size - 1}}}.json, "
+          "trace-merged.json")
     return 0
