@@ -4,6 +4,7 @@
 HTA-style overlap fraction beside the overlap with backward, and communication by op.
 `breakdown`: HTA's temporal breakdown per rank (see timeline.temporal_breakdown).
 `overlap`: HTA's comm/comp overlap per rank, over the steps HTA analyses.
+`stragglers`: per step, ranks latest first (see stragglers.straggler_ranking); several ranks only.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .record import RunRecord
+from .stragglers import MatchError, straggler_ranking
 from .timeline import (analysed_steps, comm_compute_overlap, record_ranks, summarize,
                        temporal_breakdown)
 
@@ -31,7 +33,16 @@ def summary(record: RunRecord) -> dict:
             "overlap": [{"rank": rank, "overlap_fraction": comm_compute_overlap(record, rank)}
                         for rank in record_ranks(record)],
             "breakdown": [asdict(b) for b in temporal_breakdown(record)],
-            "rows": rows}
+            "stragglers": _stragglers(record), "rows": rows}
+
+
+def _stragglers(record: RunRecord) -> list[dict] | str:
+    if len(record_ranks(record)) < 2:
+        return []
+    try:
+        return [asdict(s) | {"straggler": s.straggler} for s in straggler_ranking(record)]
+    except MatchError as err:   # summary.json still gets written; it says why there is none
+        return f"not matched: {err}"
 
 
 def write_summary(record: RunRecord, path: str | os.PathLike) -> Path:

@@ -35,6 +35,10 @@ def add_arguments(p) -> None:
     p.add_argument("--batch", type=positive_int, default=d.batch_per_rank, help="samples per rank per micro-step")
     p.add_argument("--backend", default=d.backend, help="gloo (CPU) or nccl (one GPU per rank)")
     p.add_argument("--timeout", type=positive_float, default=d.timeout_s, help="seconds before a silent rank is an error")
+    p.add_argument("--slow-rank", type=non_negative_int, default=None,
+                   help="make this rank a straggler: it sleeps --delay-ms in every forward")
+    p.add_argument("--delay-ms", type=positive_float, default=0.0,
+                   help="how long the --slow-rank sleeps per forward (ms)")
     p.add_argument("--out", required=True, help="folder for record.json and the traces")
 
 
@@ -43,7 +47,8 @@ def main(args) -> int:
                     accum_steps=args.accum_steps, no_sync=args.no_sync,
                     scale_loss=not args.no_loss_scaling, checkpoint_every=args.checkpoint_every,
                     layers=args.layers, width=args.width,
-                    batch_per_rank=args.batch, backend=args.backend, timeout_s=args.timeout)
+                    batch_per_rank=args.batch, backend=args.backend, timeout_s=args.timeout,
+                    slow_rank=args.slow_rank, delay_ms=args.delay_ms)
     record = run(cfg, out=args.out)
     write_summary(record, Path(args.out) / "summary.json")
     print(describe(record))

@@ -1,0 +1,52 @@
+"""Cross-rank analysis: collectives matched across ranks, waits, and a live straggler."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dpviz.cli import main as cli
+from dpviz.config import RunConfig
+from dpviz.stragglers import collective_instances, straggler_ranking
+from dpviz.trace_files import load_trace
+
+GLOO2 = sorted((Path(__file__).parent / "data" / "dpviz-gloo-2rank").glob("rank-*.json.gz"))
+
+
+def test_loaded_ranks_match_collective_by_collective():
+    record = load_trace(GLOO2)
+    instances = collective_instances(record)
+    assert instances and all(set(c.arrive_ms) == {0, 1} for c in instances)
+    for c in instances:
+        # the last rank to arrive waits for nobody; the others wait exactly the gap to it
+        assert c.wait_ms[c.last_rank] == 0
+        assert max(c.wait_ms.values()) == pytest.approx(c.skew_ms, abs=1e-9)  # same subtraction
+        assert all(v >= 0 for v in c.move_ms.values())
+    assert [s.step for s in straggler_ranking(record)] == record.steps
+
+
+@pytest.mark.parametrize("changes", [dict(slow_rank=2), dict(slow_rank=-1, delay_ms=5),
+                                     dict(delay_ms=5.0), dict(slow_rank=0, delay_ms=0),
+                                     dict(slow_rank=1, delay_ms=20_000)])
+def test_bad_straggler_knobs_fail_before_spawn(changes):
+    with pytest.raises(ValueError, match="slow_rank|delay_ms"):
+        RunConfig().replace(**changes)
+
+
+def test_live_slow_rank_is_the_straggler_and_the_others_wait_for_it(tmp_path, capsys):
+    """Rank 1 sleeps 40 ms in every forward; rank 0 then waits in each step's all-reduce.
+    Rank 0's wait is the delay give or take the two ranks' forward/backward difference
+    (a few ms here, on a loaded machine up to ~15): half the delay is a safe floor."""
+    delay = 40.0
+    assert cli(["run", "--ranks", "2", "--steps", "3", "--slow-rank", "1", "--delay-ms", str(delay),
+                "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "summary.json").read_text())
+    assert [s["straggler"] for s in data["stragglers"]] == [1, 1, 1]
+    for s in data["stragglers"]:
+        assert s["waited_ms"]["0"] > delay / 2 > s["waited_ms"]["1"]
+    from dpviz.record import load
+    record = load(tmp_path / "record.json")
+    for c in collective_instances(record):
+        if c.op == "all_reduce":
+            assert c.last_rank == 1 and c.wait_ms[0] > delay / 2
