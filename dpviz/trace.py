@@ -189,21 +189,26 @@ class TraceScan:
 
     def add(self, ev) -> None:
         """Read one trace event (any JSON value: junk is counted, never raised)."""
-        self.events += 1
         if not isinstance(ev, dict):
+            self.events += 1
             self.malformed += 1
             return
-        ph = ev.get("ph")
-        if ph == "s" and ev.get("cat") == "ac2g":     # CPU end of a launch → kernel flow
-            ts, flow = _number(ev.get("ts")), ev.get("id")
+        self.add_fields(ev.get("ph"), ev.get("cat", ""), ev.get("name"), ev.get("ts"),
+                        ev.get("dur", 0), ev.get("tid", ""), ev.get("id"), ev.get("args"))
+
+    def add_fields(self, ph, cat, name, ts, dur, tid, flow, args) -> None:
+        """Read one event given as its fields (the fast reader decodes only these); `args`
+        is a dict, or an object whose `to_dict()` gives the args dpviz reads."""
+        self.events += 1
+        if ph == "s" and cat == "ac2g":     # CPU end of a launch → kernel flow
+            ts = _number(ts)
             if ts is not None and isinstance(flow, int):
-                self.launch_at[flow] = (str(ev.get("tid", "")), ts)
+                self.launch_at[flow] = (str(tid), ts)
             return
         if ph != "X":
             if ph not in ("M", "i", "I", "f", "s", "t"):
                 self.phases_skipped[str(ph)] += 1
             return
-        cat, name = ev.get("cat", ""), ev.get("name")
         if not isinstance(cat, str) or not isinstance(name, str):
             self.malformed += 1
             return
@@ -215,19 +220,19 @@ class TraceScan:
             self.unknown[cat] += 1
         if kind is None:
             return
-        start, dur = _number(ev.get("ts")), _number(ev.get("dur", 0))
+        start, dur = _number(ts), _number(dur)
         if start is None or dur is None or dur < 0:
             self.malformed += 1
             return
-        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+        args = args if isinstance(args, dict) else args.to_dict() if hasattr(args, "to_dict") else {}
         op = None
         if kind in COMM_KINDS:
             collective = args.get("Collective name")
             op = comm_op(name, collective if isinstance(collective, str) else None)
-        span = Span(rank=-1, tid=str(ev.get("tid", "")), name=name, kind=kind, start_us=start,
+        span = Span(rank=-1, tid=str(tid), name=name, kind=kind, start_us=start,
                     end_us=start + dur, bytes=event_bytes(args), op=op)
         if cat in GPU_CATEGORIES:
-            stream = args.get("stream", ev.get("tid", ""))
+            stream = args.get("stream", tid)
             corr = args.get("correlation")
             self.kernels.append((_with(span, tid=f"stream {stream}", name=short_kernel_name(name)),
                                  corr if isinstance(corr, int) else None))

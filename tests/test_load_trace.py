@@ -47,7 +47,10 @@ def _write(tmp_path: Path, name: str, data) -> Path:
 
 def test_a100_trace_loads_as_rank_0_of_a_two_rank_nccl_job(a100):
     assert a100.world_size == 2 and a100.steps == [4, 5, 6]
-    assert a100.config == {"source": "trace", "paths": [str(A100)], "backend": "nccl",
+    config = dict(a100.config)
+    # where the common clock's 0 is on the trace's own clock: ProfilerStep#4's ts, as written
+    assert config.pop("clock_origin_us") == 4458676416788.066
+    assert config == {"source": "trace", "paths": [str(A100)], "backend": "nccl",
                            "world_size": 2, "ranks": [0]}
     assert not (a100.buckets or a100.checks or a100.ddp_logging or a100.losses)
     notes = "\n".join(a100.notes)
@@ -260,7 +263,8 @@ def test_cli_load_trace_prints_buckets_and_writes_record_and_figures(tmp_path, c
     assert cli(["load-trace", str(GLOO34), "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "step 551 rank 34 all_reduce bucket 1:    7.94 MiB" in out
-    assert {p.name for p in tmp_path.iterdir()} == {"record.json", "timeline.png", "allreduce-sizes.png"}
+    assert {p.name for p in tmp_path.iterdir()} == {"record.json", "summary.json", "timeline.png",
+                                                    "allreduce-sizes.png"}
     assert load(tmp_path / "record.json").config["ranks"] == [34]
 
 
