@@ -105,6 +105,7 @@ def comm_op(name: str, collective_name: str | None = None) -> str:
     return "other"
 
 
+@functools.lru_cache(maxsize=8192)   # a trace repeats a few thousand (name, category) pairs
 def classify(name: str, cat: str) -> str | None:
     """The span kind of one profiler event, or None for events dpviz does not draw."""
     if cat == "kernel":
@@ -200,6 +201,8 @@ class TraceScan:
         """Read one event given as its fields (the fast reader decodes only these); `args`
         is a dict, or an object whose `to_dict()` gives the args dpviz reads."""
         self.events += 1
+        if ph == "X" and type(cat) is str and cat in SKIPPED_CATEGORIES:   # most of a GPU trace
+            return
         if ph == "s" and cat == "ac2g":     # CPU end of a launch → kernel flow
             ts = _number(ts)
             if ts is not None and isinstance(flow, int):
@@ -211,8 +214,6 @@ class TraceScan:
             return
         if not isinstance(cat, str) or not isinstance(name, str):
             self.malformed += 1
-            return
-        if cat in SKIPPED_CATEGORIES:   # most of a GPU trace: decided without reading more
             return
         kind = classify(name, cat)
         if kind is None and cat not in KNOWN_CATEGORIES:
@@ -229,15 +230,15 @@ class TraceScan:
         if kind in COMM_KINDS:
             collective = args.get("Collective name")
             op = comm_op(name, collective if isinstance(collective, str) else None)
-        span = Span(rank=-1, tid=str(tid), name=name, kind=kind, start_us=start,
-                    end_us=start + dur, bytes=event_bytes(args), op=op)
         if cat in GPU_CATEGORIES:
-            stream = args.get("stream", tid)
             corr = args.get("correlation")
-            self.kernels.append((_with(span, tid=f"stream {stream}", name=short_kernel_name(name)),
+            self.kernels.append((Span(rank=-1, tid=f"stream {args.get('stream', tid)}",
+                                      name=short_kernel_name(name), kind=kind, start_us=start,
+                                      end_us=start + dur, bytes=event_bytes(args), op=op),
                                  corr if isinstance(corr, int) else None))
         else:
-            self.cpu.append(span)
+            self.cpu.append(Span(rank=-1, tid=str(tid), name=name, kind=kind, start_us=start,
+                                 end_us=start + dur, bytes=event_bytes(args), op=op))
 
     @property
     def on_gpu(self) -> bool:
@@ -465,7 +466,11 @@ def _number_buckets(spans: list[Span]) -> list[Span]:
 
 
 def _with(span: Span, **changes) -> Span:
-    return Span(**{**span.__dict__, **changes})
+    """A copy of a (frozen) span with some fields changed, without re-running __init__
+    (a GPU trace makes tens of thousands of these)."""
+    new = object.__new__(Span)
+    new.__dict__.update(span.__dict__, **changes)
+    return new
 
 
 def shift(spans: list[Span], origin_us: float) -> list[Span]:

@@ -275,3 +275,25 @@ def test_cli_load_trace_rejects_a_corrupt_file_in_one_line(tmp_path, capsys):
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("dpviz load-trace: error:") and "Traceback" not in err
+
+
+def test_the_typed_batch_reader_reads_what_the_event_by_event_reader_reads(tmp_path):
+    """Batches (msgspec, only the fields dpviz reads) and single events (json) agree, also
+    around an odd event that makes its batch fall back to one event at a time."""
+    from dpviz.trace import TraceScan
+    from dpviz.trace_files import scan_file, stream_events
+
+    def both(path):
+        one_by_one = TraceScan()
+        stream_events(path, one_by_one.add)
+        return scan_file(path).scan, one_by_one
+
+    batched, single = both(A100)
+    assert batched.spans(0) == single.spans(0) and batched.events == single.events == 40_573
+    events = json.loads(gzip.decompress(A100.read_bytes()))["traceEvents"]
+    odd = tmp_path / "odd-rank0.json"
+    odd.write_text(json.dumps({"traceEvents": events[:500] + [7, {"ph": "X", "args": [1]}]
+                               + events[500:]}))
+    batched, single = both(odd)
+    assert batched.spans(0) == single.spans(0)
+    assert batched.malformed == single.malformed == 2
