@@ -28,6 +28,7 @@ from .trace import COMM_KINDS, TraceError, TraceScan, rank_from_name, shift
 CHUNK_CHARS = 1 << 20          # characters read at a time; doubled while one value spans more
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
+NODE_FIELD = "dpvizNode"   # top-level field dpviz.torchrun_entry adds: {"node": N, "local_rank": L}
 
 
 class _Args(msgspec.Struct):
@@ -238,6 +239,7 @@ class LoadedRank:
     world_size: int | None
     backend: str | None
     base_ns: int | None       # baseTimeNanoseconds: the file's clock origin, if written
+    node: dict | None         # dpvizNode: {"node", "local_rank"}, in traces dpviz.torchrun_entry wrote
     scan: TraceScan
     megabytes: float
     seconds: float
@@ -268,8 +270,19 @@ def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
     return LoadedRank(path=path, rank=found, rank_source=source,
                       world_size=_int(info.get("world_size")),
                       backend=backend if isinstance(backend, str) else None,
-                      base_ns=_int(header.get("baseTimeNanoseconds")), scan=scan,
+                      base_ns=_int(header.get("baseTimeNanoseconds")),
+                      node=_node(header.get(NODE_FIELD)), scan=scan,
                       megabytes=path.stat().st_size / 1e6, seconds=seconds)
+
+
+def node_label(rank: int, node: dict) -> str:
+    """'node:local (rank R)', e.g. '1:0 (rank 2)': where a rank ran in a multi-node job."""
+    return f"{node['node']}:{node['local_rank']} (rank {rank})"
+
+
+def _node(value) -> dict | None:
+    ok = isinstance(value, dict) and all(_int(value.get(k)) is not None for k in ("node", "local_rank"))
+    return value if ok else None
 
 
 def _feed(scan: TraceScan, events: list[_Event]) -> None:
@@ -308,7 +321,9 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
     return RunRecord(
         config={"source": "trace", "paths": [str(f.path) for f in loaded], "backend": backend,
                 "world_size": world_size, "ranks": [f.rank for f in loaded],
-                "clock_origin_us": origin},
+                "clock_origin_us": origin,
+                **({"rank_labels": {str(f.rank): node_label(f.rank, f.node) for f in loaded}}
+                   if all(f.node for f in loaded) else {})},
         world_size=world_size,
         spans=tuple(sorted(shift(spans, origin), key=lambda s: (s.rank, s.start_us))),
         buckets=(), micro_steps=(), losses={}, checks=(), ddp_logging={},
