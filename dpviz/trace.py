@@ -183,6 +183,7 @@ class TraceScan:
         self.cpu: list[Span] = []                    # classified CPU spans, rank filled later
         self.kernels: list[tuple[Span, int | None]] = []   # GPU spans and their correlation id
         self.launch_at: dict[int, tuple[str, float]] = {}  # flow id → (CPU thread, launch ts)
+        self.c10d: list[tuple[float, str]] = []      # (ts, op) of every c10d::* collective call
         self.events = 0
         self.malformed = 0
         self.unknown: Counter[str] = Counter()       # unknown categories kept as "other"
@@ -216,6 +217,8 @@ class TraceScan:
             self.malformed += 1
             return
         kind = classify(name, cat)
+        if name.startswith("c10d::") and _number(ts) is not None:   # what PyTorch asked for
+            self.c10d.append((_number(ts), comm_op(name)))
         if kind is None and cat not in KNOWN_CATEGORIES:
             kind = "other"
             self.unknown[cat] += 1
@@ -251,6 +254,7 @@ class TraceScan:
         if self.on_gpu:
             out = _gpu_spans(cpu, self.kernels, self.launch_at, steps)
         else:
+            cpu, _ = _ops_asked_for(cpu, self.c10d)
             out = [_with(s, step=steps.find(s.start_us)) for s in _end_by_micro_step(cpu)]
         return _number_buckets([_with(s, rank=rank) for s in out])
 
@@ -281,6 +285,14 @@ class TraceScan:
                        f"{len(self.kernels)} GPU events linked to their CPU launch by ac2g flow events "
                        "(forward/backward/optimizer from the launching CPU op, the rest 'compute'); "
                        "overlap is measured on the GPU timeline")
+        ran_as = [] if self.on_gpu else _ops_asked_for(self.cpu, self.c10d)[1]
+        if ran_as:
+            out.append(f"rank {rank}: {len(ran_as)} collectives ran as another gloo op: "
+                       + ", ".join(f"{n} {asked} as {name}" for (asked, name), n
+                                   in sorted(Counter(ran_as).items()))
+                       + " (the c10d call says what was asked for, the gloo span what ran: on "
+                       "gloo PyTorch runs a reduce-scatter as an all-reduce); they count as the "
+                       "op asked for")
         if self.unknown:
             out.append(f"rank {rank}: kept {sum(self.unknown.values())} events of unknown categories "
                        f"{sorted(self.unknown)} as 'other'")
@@ -305,6 +317,31 @@ def _number(value) -> float | None:
         return None
     value = float(value)
     return value if math.isfinite(value) else None
+
+
+def _ops_asked_for(cpu: list[Span], c10d: list[tuple[float, str]]
+                   ) -> tuple[list[Span], list[tuple[str, str]]]:
+    """gloo collectives labelled with the op PyTorch asked for, and which ran as another.
+
+    gloo runs some collectives as others: FSDP's reduce-scatter (`c10d::_reduce_scatter_base_`)
+    runs as `gloo:all_reduce`. One process group runs its collectives in the order they
+    were asked for, so when a trace has as many `gloo:*` spans as `c10d::*` calls and each
+    pair agrees or is a known stand-in (anything run as an all-reduce), the n-th gloo span
+    takes the n-th call's op (kind "collective": not one of DDP's bucket all-reduces).
+    Otherwise (several groups, a cut-off window) the gloo names stand.
+    """
+    gloo = sorted((s for s in cpu if s.kind in COMM_KINDS and s.name.startswith("gloo:")),
+                  key=lambda s: s.start_us)
+    asked = [op for _, op in sorted(c10d)]
+    if len(gloo) != len(asked) or any(s.op != op and s.op != "all_reduce"
+                                      for s, op in zip(gloo, asked)):
+        return cpu, []
+    relabel = {id(s): op for s, op in zip(gloo, asked) if s.op != op}
+    if not relabel:
+        return cpu, []
+    ran_as = [(relabel[id(s)], s.name) for s in gloo if id(s) in relabel]
+    return [_with(s, op=relabel[id(s)], kind="collective") if id(s) in relabel else s
+            for s in cpu], ran_as
 
 
 def _prefer_dpviz_steps(spans: list[Span]) -> list[Span]:

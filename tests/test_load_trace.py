@@ -297,3 +297,28 @@ def test_the_typed_batch_reader_reads_what_the_event_by_event_reader_reads(tmp_p
     batched, single = both(odd)
     assert batched.spans(0) == single.spans(0)
     assert batched.malformed == single.malformed == 2
+
+
+def test_a_live_fsdp2_jobs_traces_show_all_gathers_and_reduce_scatters(tmp_path, capsys):
+    """FSDP2 (fully_shard per Linear) on 2 gloo ranks, its own profiler traces loaded back:
+    per step 5 all-gathers in forward (one per Linear) and 5 more in backward (resharded
+    after forward), and 5 reduce-scatters — which gloo runs as all-reduces, as the notes say."""
+    from dpviz.launch import Cluster
+    from dpviz.stragglers import straggler_ranking
+    from rank_tasks import fsdp2_trace
+
+    with Cluster(2, "gloo", 120) as cluster:
+        paths = cluster.run_task(fsdp2_trace, str(tmp_path))
+    record = load_trace(paths)
+    for rank in (0, 1):
+        for step in record.steps:
+            ops = [s.op for s in record.spans_of(rank=rank, step=step) if s.kind == "collective"]
+            assert ops.count("all_gather") == 10 and ops.count("reduce_scatter") == 5, ops
+    assert "10 reduce_scatter as gloo:all_reduce" in "\n".join(record.notes)
+    assert "all_gather" in describe(record) and "reduce_scatter" in describe(record)
+    assert len(straggler_ranking(record)) == len(record.steps)   # matched across ranks
+    assert cli(["load-trace", *paths, "--out", str(tmp_path / "out")]) == 0
+    rows = json.loads((tmp_path / "out" / "summary.json").read_text())["rows"]
+    assert all(set(r["comm_ms_by_op"]) == {"all_gather", "reduce_scatter"} for r in rows)
+    assert cli(["report", *paths, "--out", str(tmp_path / "fsdp.html")]) == 0
+    assert "reduce_scatter" in (tmp_path / "fsdp.html").read_text()
