@@ -14,7 +14,10 @@ own --node_rank; HOST0 is node 0's address, reachable from node 1:
     torchrun --nnodes=2 --nproc_per_node=8 --node_rank=0 \\
         --rdzv_backend=c10d --rdzv_endpoint=HOST0:29500 --rdzv_id=dpviz-1 \\
         -m dpviz.torchrun_entry --backend nccl --out runs/2x8
-The record and all 16 traces land in --out on node 0.
+The record and all 16 traces land in --out on node 0. Two nodes of 2 CPU ranks on ONE host
+(tested: two agents with --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:PORT
+--node-rank 0 / 1) are the same command on gloo. Each trace carries its node and local rank
+(top-level `dpvizNode`), so records and reports label ranks node:local.
 """
 from __future__ import annotations
 
