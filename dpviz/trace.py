@@ -228,20 +228,25 @@ class TraceScan:
         if start is None or dur is None or dur < 0:
             self.malformed += 1
             return
-        args = args if isinstance(args, dict) else args.to_dict() if hasattr(args, "to_dict") else {}
+        comm = kind in COMM_KINDS or kind == "allreduce_launch"   # the spans whose bytes count
+        if comm or cat in GPU_CATEGORIES:   # (a forward op's shapes are read by no figure)
+            args = args if isinstance(args, dict) else args.to_dict() if hasattr(args, "to_dict") else {}
+        else:
+            args = {}
         op = None
         if kind in COMM_KINDS:
             collective = args.get("Collective name")
             op = comm_op(name, collective if isinstance(collective, str) else None)
+        nbytes = event_bytes(args) if comm else None
         if cat in GPU_CATEGORIES:
             corr = args.get("correlation")
             self.kernels.append((Span(rank=-1, tid=f"stream {args.get('stream', tid)}",
                                       name=short_kernel_name(name), kind=kind, start_us=start,
-                                      end_us=start + dur, bytes=event_bytes(args), op=op),
+                                      end_us=start + dur, bytes=nbytes, op=op),
                                  corr if isinstance(corr, int) else None))
         else:
             self.cpu.append(Span(rank=-1, tid=str(tid), name=name, kind=kind, start_us=start,
-                                 end_us=start + dur, bytes=event_bytes(args), op=op))
+                                 end_us=start + dur, bytes=nbytes, op=op))
 
     @property
     def on_gpu(self) -> bool:
