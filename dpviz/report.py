@@ -47,7 +47,8 @@ def render_report(record: RunRecord, title: str = "dpviz report") -> str:
              _figure(plot_timeline(record, step=step, labels=labels), f"timeline of step {step}")]
     if any(s.kind in COMM_KINDS for s in record.spans):
         parts += ["<h2>Collectives by op and size (DDP's all-reduces are its buckets)</h2>",
-                  _figure(plot_allreduce_sizes(record, step=step), f"collectives of step {step}")]
+                  _figure(plot_allreduce_sizes(record, step=step), f"collectives of step {step}"),
+                  _buckets_table(record, step)]
     parts += ["<h2>Per step</h2>", _rows_table(data["rows"], labels),
               "<h2>Overlap and temporal breakdown (as HTA defines them)</h2>",
               "<p>Overlap = |communication ∩ compute| / |communication| over the analysed steps "
@@ -109,6 +110,19 @@ def _rows_table(rows: list[dict], labels: dict[int, str]) -> str:
                             f"{r['overlap_fraction']:.2f}", f"{r['backward_overlap_fraction']:.2f}",
                             f"{r['idle_ms']:.2f}"]
                            + [f"{r['comm_ms_by_op'].get(op, 0.0):.2f}" for op in ops] for r in rows])
+
+
+def _buckets_table(record: RunRecord, step: int) -> str:
+    """The buckets DDP handed the comm hook (live runs only: a trace has no comm hook)."""
+    rank = record_ranks(record)[0]
+    mine = sorted((b for b in record.buckets if b.rank == rank and b.step == step),
+                  key=lambda b: (b.micro_step, b.index))
+    if not mine:
+        return ""
+    return (f"<p>Buckets as DDP's comm hook saw them (rank {rank}, step {step}):</p>"
+            + _table(["micro-step", "bucket", "MiB", "parameters", "first … last"],
+                     [[b.micro_step, b.index, f"{b.bytes / 2**20:.2f}", len(b.params),
+                       f"{b.params[0]} … {b.params[-1]}" if b.params else ""] for b in mine]))
 
 
 def _breakdown_table(data: dict, labels: dict[int, str]) -> str:

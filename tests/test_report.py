@@ -40,6 +40,8 @@ def test_report_is_one_self_contained_file(reports, which):
 
 def test_live_report_names_the_slowed_rank(reports):
     page = reports["live"].read_text()
+    assert "Buckets as DDP's comm hook saw them" in page     # only a live run has a comm hook
+    assert "Buckets as DDP" not in reports["loaded"].read_text()
     rows = re.findall(r"<tr><td>(\d+)</td><td>(rank \d)</td><td>rank \d, rank \d</td>", page)
     assert [who for _, who in rows] == ["rank 1"] * 3
 
