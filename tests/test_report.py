@@ -9,11 +9,9 @@ from pathlib import Path
 import pytest
 
 from dpviz.cli import main as cli
+from test_browser import CHROMIUM, CHROMIUM_ARGS
 
 DATA = Path(__file__).parent / "data"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
 @pytest.fixture(scope="module")

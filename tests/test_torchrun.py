@@ -79,18 +79,12 @@ def test_config_is_validated_per_node():
         config_for(args, world_size=64, local_world_size=64)     # 64 on this 2-core node: not
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def two_nodes(tmp_path_factory):
     """Two torchrun agents on this host as nodes 0 and 1 of a 2×2 job (c10d rendezvous on
     127.0.0.1): node rank, local rank and global rank differ for real."""
+    from test_browser import _free_port
+
     out, port = tmp_path_factory.mktemp("two-nodes"), _free_port()
     env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
     agents = [subprocess.Popen(
