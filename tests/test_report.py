@@ -18,7 +18,7 @@ DATA = Path(__file__).parent / "data"
 def reports(tmp_path_factory):
     """A report of the live straggler run's folder and one of the two loaded gloo traces."""
     tmp = tmp_path_factory.mktemp("report")
-    assert cli(["run", "--ranks", "2", "--steps", "3", "--slow-rank", "1", "--delay-ms", "20",
+    assert cli(["run", "--ranks", "2", "--steps", "3", "--slow-rank", "1", "--delay-ms", "100",
                 "--out", str(tmp / "run")]) == 0
     assert cli(["report", str(tmp / "run"), "--out", str(tmp / "live.html")]) == 0
     assert cli(["report", *map(str, sorted((DATA / "dpviz-gloo-2rank").glob("*.json.gz"))),
