@@ -201,6 +201,7 @@ class Span:
     bytes: int | None = None
     bucket: int | None = None
     op: str | None = None  # communication spans: the collective (one of trace.COMM_OPS)
+    group: str | None = None  # ... and its process group, when the trace names it (NCCL)
 
     @property
     def dur_us(self) -> float:

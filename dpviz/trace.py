@@ -233,20 +233,21 @@ class TraceScan:
             args = args if isinstance(args, dict) else args.to_dict() if hasattr(args, "to_dict") else {}
         else:
             args = {}
-        op = None
+        op = group = None
         if kind in COMM_KINDS:
-            collective = args.get("Collective name")
+            collective, group = args.get("Collective name"), args.get("Process Group Name")
             op = comm_op(name, collective if isinstance(collective, str) else None)
+            group = str(group) if isinstance(group, (str, int)) else None
         nbytes = event_bytes(args) if comm else None
         if cat in GPU_CATEGORIES:
             corr = args.get("correlation")
             self.kernels.append((Span(rank=-1, tid=f"stream {args.get('stream', tid)}",
                                       name=short_kernel_name(name), kind=kind, start_us=start,
-                                      end_us=start + dur, bytes=nbytes, op=op),
+                                      end_us=start + dur, bytes=nbytes, op=op, group=group),
                                  corr if isinstance(corr, int) else None))
         else:
             self.cpu.append(Span(rank=-1, tid=str(tid), name=name, kind=kind, start_us=start,
-                                 end_us=start + dur, bytes=nbytes, op=op))
+                                 end_us=start + dur, bytes=nbytes, op=op, group=group))
 
     @property
     def on_gpu(self) -> bool:

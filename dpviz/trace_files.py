@@ -41,6 +41,7 @@ class _Args(msgspec.Struct):
     dtype: Any = None
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
     input_type: Any = msgspec.field(default=None, name="Input type")
+    group: Any = msgspec.field(default=None, name="Process Group Name")
 
     def to_dict(self) -> dict:
         """As the trace wrote them (args it did not write stay out)."""
@@ -49,7 +50,7 @@ class _Args(msgspec.Struct):
 
 
 _ARG_NAMES = ("stream", "correlation", "Collective name", "In msg nelems", "dtype", "Input Dims",
-              "Input type")
+              "Input type", "Process Group Name")
 
 
 class _Event(msgspec.Struct):

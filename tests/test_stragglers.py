@@ -51,3 +51,27 @@ def test_live_slow_rank_is_the_straggler_and_the_others_wait_for_it(tmp_path, ca
     for c in collective_instances(record):
         if c.op == "all_reduce":
             assert c.last_rank == 1 and c.wait_ms[0] > delay / 2
+
+
+def test_collectives_are_matched_per_process_group():
+    """Two groups' collectives interleave differently on two ranks (NCCL names the group):
+    matched per group they line up; without the names they would pair the wrong ones."""
+    from dpviz.record import RunRecord, Span
+
+    def comm(rank, start, op, group):
+        return Span(rank=rank, tid="s", name=op, kind="collective", start_us=start,
+                    end_us=start + 10, step=0, op=op, group=group)
+
+    spans = [Span(rank=r, tid="m", name="step", kind="step", start_us=0, end_us=100, step=0)
+             for r in (0, 1)]
+    spans += [comm(0, 10, "all_gather", "dp"), comm(0, 20, "all_to_all", "ep"),
+              comm(1, 5, "all_to_all", "ep"), comm(1, 30, "all_gather", "dp")]
+    record = RunRecord(config={}, world_size=2, spans=tuple(spans), buckets=(), micro_steps=(),
+                       losses={}, checks=(), ddp_logging={})
+    by_op = {c.op: c for c in collective_instances(record)}
+    assert {c.group for c in by_op.values()} == {"dp", "ep"}
+    # rank 0 arrived at 10 µs, rank 1 at 30 (µs → ms divisions: equal to ~1e-15)
+    assert by_op["all_gather"].wait_ms == pytest.approx({0: 0.02, 1: 0.0}, abs=1e-12)
+    assert by_op["all_to_all"].last_rank == 0
+    (step,) = straggler_ranking(record)
+    assert step.late_ms == pytest.approx({0: 0.015, 1: 0.02}, abs=1e-12) and step.straggler == 1
