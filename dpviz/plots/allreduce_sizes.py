@@ -72,4 +72,5 @@ def plot_allreduce_sizes(record: RunRecord, step: int | None = None, rank: int |
     ops = Counter(r.op or "collective" for r in rows)
     ax.set_title(f"step {step}, rank {rank}: " + ", ".join(f"{n} {op}" for op, n in sorted(ops.items()))
                  + f", {total:.1f} MiB in all (in launch order)", loc="left")
+    style.tag(ax, style.source_of(record))
     return ax

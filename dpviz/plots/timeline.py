@@ -63,4 +63,5 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
     handles += [Patch(color=style.bucket_color(b), label=f"all-reduce bucket {b}") for b in buckets]
     handles += [Patch(color=style.op_color(op), label=op or "collective") for op in ops]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    style.tag(ax, style.source_of(record), note=style.adjustment_of(record))
     return ax
