@@ -21,10 +21,8 @@ from .trace import COMM_KINDS
 
 
 def rank_labels(record: RunRecord) -> dict[int, str]:
-    """'node:local' per rank when the record knows its nodes (config["rank_labels"]),
-    else 'rank N'."""
-    given = record.config.get("rank_labels") or {}
-    return {r: given.get(str(r), f"rank {r}") for r in record_ranks(record)}
+    """'node:local (rank R)' per rank when the record knows its nodes, else 'rank R'."""
+    return {r: record.rank_labels.get(r, f"rank {r}") for r in record_ranks(record)}
 
 
 def render_report(record: RunRecord, title: str = "dpviz report") -> str:

@@ -104,12 +104,12 @@ def main(argv: list[str] | None = None) -> int:
             gathered = [None] * cfg.world_size if ctx.rank == 0 else None
             dist.gather_object(result, gathered, dst=0)   # traces travel to rank 0's node
             if ctx.rank == 0:
-                labels = {str(r): node_label(r, res["node"]) for r, res in enumerate(gathered)}
+                labels = {r: node_label(r, res["node"]) for r, res in enumerate(gathered)}
                 for rank, res in enumerate(gathered):
                     res["trace_path"] = str(Path(tmp) / f"gathered-rank{rank}.json")
                     Path(res["trace_path"]).write_text(res.pop("trace_text"))
                 record = assemble(cfg, gathered, out_dir)
-                record = dataclasses.replace(record, config={**record.config, "rank_labels": labels})
+                record = dataclasses.replace(record, rank_labels=labels)
                 save(record, out_dir / "record.json")
                 write_summary(record, out_dir / "summary.json")
                 print(describe(record))

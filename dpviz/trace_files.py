@@ -322,13 +322,13 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
     return RunRecord(
         config={"source": "trace", "paths": [str(f.path) for f in loaded], "backend": backend,
                 "world_size": world_size, "ranks": [f.rank for f in loaded],
-                "clock_origin_us": origin,
-                **({"rank_labels": {str(f.rank): node_label(f.rank, f.node) for f in loaded}}
-                   if all(f.node for f in loaded) else {})},
+                "clock_origin_us": origin},
         world_size=world_size,
         spans=tuple(sorted(shift(spans, origin), key=lambda s: (s.rank, s.start_us))),
         buckets=(), micro_steps=(), losses={}, checks=(), ddp_logging={},
-        notes=tuple(notes))
+        notes=tuple(notes),
+        rank_labels=({f.rank: node_label(f.rank, f.node) for f in loaded}
+                     if all(f.node for f in loaded) else {}))
 
 
 def _check_distinct(loaded: list[LoadedRank]) -> None:

@@ -115,16 +115,16 @@ def test_two_nodes_on_one_host_label_ranks_node_local(two_nodes, tmp_path):
     from dpviz.trace_files import load_trace
 
     record = load(two_nodes / "record.json", RunRecord)
-    labels = record.config["rank_labels"]
-    assert record.world_size == 4 and sorted(labels) == ["0", "1", "2", "3"]
-    where = {int(r): tuple(map(int, label.split(" ")[0].split(":"))) for r, label in labels.items()}
+    labels = record.rank_labels
+    assert record.world_size == 4 and sorted(labels) == [0, 1, 2, 3]
+    where = {r: tuple(map(int, label.split(" ")[0].split(":"))) for r, label in labels.items()}
     assert sorted(where.values()) == [(0, 0), (0, 1), (1, 0), (1, 1)]      # 2 nodes × 2 local ranks
     assert {node for node, _ in where.values()} == {0, 1}
     assert any(rank != local for rank, (_, local) in where.items())      # global ≠ local for real
     assert all(c.max_diff_across_ranks == 0.0 for c in record.checks)
     # the four per-rank traces load back into one record, labelled the same
     loaded = load_trace(sorted(two_nodes.glob("trace-rank[0-9].json")))
-    assert loaded.config["rank_labels"] == labels and loaded.world_size == 4
+    assert loaded.rank_labels == labels and loaded.world_size == 4
     assert cli(["report", str(two_nodes), "--out", str(tmp_path / "r.html")]) == 0
     page = (tmp_path / "r.html").read_text()
     assert all(label in page for label in labels.values())
