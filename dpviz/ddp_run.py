@@ -6,6 +6,7 @@ parameters are identical on all ranks and equal to one process on the concatenat
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 from contextlib import nullcontext
@@ -72,14 +73,20 @@ def _train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: _BucketLog, ste
     return total
 
 
-def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
-    """Train `cfg.steps` optimizer steps under the profiler; return what this rank saw."""
+def train_rank(ctx: RankContext, cfg: RunConfig, keep_trace: bool = True) -> dict:
+    """Train `cfg.steps` optimizer steps under the profiler; return what this rank saw.
+
+    `keep_trace=False` parses the trace here, on the rank, and returns its spans instead of
+    the file: the ranks parse in parallel and the parent gets kilobytes, not megabytes (what
+    a live knob wants; `keep_trace=True` keeps the file for `out=`). `parts_ms` says where
+    the rank's time went (benchmarks/knob_latency.py prints it).
+    """
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from .workloads import build_mlp, flat_params, single_process_params
+    from .workloads import build_mlp, flat_params
 
     device = torch.device(ctx.device)
     model = build_mlp(cfg).to(device)
@@ -95,6 +102,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     losses, snapshots, wall_ms = [], [], []
     annotate = record_function if cfg.profile else (lambda name: nullcontext())
+    t_start = time.perf_counter()
     with profile(activities=activities, record_shapes=True) if cfg.profile else nullcontext() as prof:
         for step in range(cfg.steps):
             log.step, t0 = step, time.perf_counter()
@@ -102,10 +110,17 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
                 losses.append(_train_step(ctx, cfg, ddp, opt, log, step, annotate))
             wall_ms.append((time.perf_counter() - t0) * 1e3)
             snapshots.append(flat_params(model))
-    trace_path = None
+    t_trained = time.perf_counter()
+    trace_path, spans = None, None
     if prof is not None:
         trace_path = str(Path(ctx.workdir) / f"trace-rank{ctx.rank}.json")
         prof.export_chrome_trace(trace_path)
+    t_exported = time.perf_counter()
+    if trace_path is not None and not keep_trace:
+        spans = rank_spans(cfg, read_trace(trace_path), ctx.rank)
+        Path(trace_path).unlink()
+        trace_path = None
+    t_parsed = time.perf_counter()
 
     # The checks run after profiling, so their collectives stay out of the trace.
     mine = torch.stack(snapshots).cpu()
@@ -113,7 +128,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
     dist.all_gather(everyone, mine.to(device) if ctx.backend == "nccl" else mine)
     checks = []
     if ctx.rank == 0:
-        reference = single_process_params(cfg)
+        reference = _reference(cfg.replace(bucket_cap_mb=None, profile=True))
         for step in range(cfg.steps):
             across = max(float((e[step].cpu() - mine[step]).abs().max()) for e in everyone)
             single = float((reference[step] - mine[step]).abs().max())
@@ -121,11 +136,24 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
                                max_diff_vs_single_process=single))
     logging = {k: v for k, v in ddp._get_ddp_logging_data().items()
                if isinstance(v, (int, float, str, bool))}
-    return dict(trace_path=trace_path, buckets=log.seen, losses=losses, checks=checks,
+    parts_ms = {"train": t_trained - t_start, "export": t_exported - t_trained,
+                "parse": t_parsed - t_exported, "checks": time.perf_counter() - t_parsed}
+    return dict(trace_path=trace_path, spans=spans, buckets=log.seen,
+                parts_ms={k: v * 1e3 for k, v in parts_ms.items()}, losses=losses, checks=checks,
                 step_wall_ms=wall_ms,
                 ddp_logging=logging,
                 param_names=[n for n, _ in model.named_parameters()],
                 param_bytes=[p.numel() * p.element_size() for p in model.parameters()])
+
+
+@functools.lru_cache(maxsize=4)
+def _reference(cfg: RunConfig) -> list:
+    """One process on the concatenated batches, kept per rank process: the reference does
+    not depend on how DDP communicates (bucket cap, profiler), so a knob over those reuses
+    it instead of training a second model on every move."""
+    from .workloads import single_process_params
+
+    return single_process_params(cfg)
 
 
 # --- parent side --------------------------------------------------------------------------
@@ -147,16 +175,15 @@ def run(cfg: RunConfig | None = None, cluster: Cluster | None = None,
     if (cluster.world_size, cluster.backend) != (cfg.world_size, cfg.backend):
         raise ValueError(f"this cluster has {cluster.world_size} {cluster.backend} ranks but the "
                          f"config asks for {cfg.world_size} {cfg.backend} ranks: start a new Cluster")
-    results = cluster.run_task(train_rank, cfg, timeout_s=cfg.timeout_s)
+    results = cluster.run_task(train_rank, cfg, out_dir is not None, timeout_s=cfg.timeout_s)
     return assemble(cfg, results, out_dir)
 
 
 def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -> RunRecord:
     """Turn per-rank results and their traces into one record (and files, with `out_dir`)."""
     traces = {r: read_trace(res["trace_path"]) for r, res in enumerate(results) if res["trace_path"]}
-    spans = [s for r, t in traces.items() for s in spans_from_trace(t, r)]
-    if cfg.checkpoint_every:
-        spans += [s for r, t in traces.items() for s in _recompute(t, r, spans)]
+    spans = [s for r, t in traces.items() for s in rank_spans(cfg, t, r)]
+    spans += [s for res in results if res.get("spans") for s in res["spans"]]
     steps = [s.start_us for s in spans if s.kind == "step"]
     spans = shift(spans, min(steps)) if steps else spans
     record = RunRecord(
@@ -179,6 +206,12 @@ def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -
         if res["trace_path"]:
             Path(res["trace_path"]).unlink(missing_ok=True)
     return record
+
+
+def rank_spans(cfg: RunConfig, trace: dict, rank: int) -> list[Span]:
+    """One rank's spans from its trace, with recomputed forwards when checkpointing."""
+    spans = spans_from_trace(trace, rank)
+    return spans + _recompute(trace, rank, spans) if cfg.checkpoint_every else spans
 
 
 def _recompute(trace: dict, rank: int, spans: list[Span]) -> list[Span]:

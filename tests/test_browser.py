@@ -26,7 +26,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 NOTEBOOK = "01_ddp_from_scratch.ipynb"
-FIGURE = ".widget-output img"  # the stepper's figure, inside its Output widget
+FIGURE = "img.widget-image"  # the stepper's figure: an Image widget redrawn in place
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian chromium")]

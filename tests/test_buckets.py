@@ -236,9 +236,13 @@ def test_slider_reruns_live_on_release(cluster2):
     panel = bucket_cap_slider(cluster2, RunConfig(steps=2, **{k: v for k, v in SMALL.items() if k != "steps"}),
                               caps=(0.1, 4.0), value=0.1)
     slider, status = panel.children[0].children
+    image = panel.children[1]
     assert "bucket_cap_mb=0.1: re-ran live" in status.value
+    before = bytes(image.value)
     slider.value = 4.0
     assert "bucket_cap_mb=4.0: re-ran live" in status.value
+    assert before[:4] == bytes(image.value)[:4] == b"\x89PNG"
+    assert bytes(image.value) != before  # the figure was redrawn for the new cap
 
 
 @pytest.mark.manim
