@@ -190,7 +190,8 @@ def test_cli_sweep_writes_sweep_json(tmp_path, capsys):
                  "--layers", "4", "--width", "128", "--batch", "8", "--out", str(out)]) == 0
     result = load(out / "sweep.json", expect=BucketSweep)
     assert [r.bucket_cap_mb for r in result.rows] == [0.1, 4.0]
-    assert (out / "sweep.png").stat().st_size > 0
+    assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "sweep.pdf").read_bytes()[:5] == b"%PDF-" and (out / "sweep.svg").stat().st_size > 0
     assert set(SweepRow.__dataclass_fields__) >= {"bucket_cap_mb", "n_buckets", "step_ms", "comm_ms",
                                                   "exposed_comm_ms", "overlap_fraction"}
 

@@ -15,7 +15,7 @@ def add_arguments(p) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="one trace file per rank")
     p.add_argument("--ranks", type=comma_list(int), help="rank of each file, in order, for "
                    "traces without distributedInfo (e.g. 0,1)")
-    p.add_argument("--out", help="folder for record.json, timeline.png and allreduce-sizes.png")
+    p.add_argument("--out", help="folder for record.json, timeline and allreduce-sizes figures (PNG, SVG, PDF)")
 
 
 def main(args) -> int:
@@ -37,11 +37,12 @@ def _write(record, out) -> None:
 
     matplotlib.use("Agg")   # a CLI writes files; no window
     from ..plots.allreduce_sizes import plot_allreduce_sizes
+    from ..plots.files import save_figure
     from ..plots.timeline import plot_timeline
 
     save(record, out / "record.json")
-    plot_timeline(record).figure.savefig(out / "timeline.png", dpi=120)
+    save_figure(plot_timeline(record).figure, out / "timeline")
     if record.spans_of(kind="allreduce"):
-        plot_allreduce_sizes(record).figure.savefig(out / "allreduce-sizes.png", dpi=120)
-    print(f"wrote {out}/record.json, timeline.png"
-          + (", allreduce-sizes.png" if record.spans_of(kind="allreduce") else ""))
+        save_figure(plot_allreduce_sizes(record).figure, out / "allreduce-sizes")
+    print(f"wrote {out}/record.json, timeline.png|svg|pdf"
+          + (", allreduce-sizes.png|svg|pdf" if record.spans_of(kind="allreduce") else ""))
