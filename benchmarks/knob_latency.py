@@ -33,7 +33,7 @@ from dpviz.ddp_run import assemble, run, train_rank  # noqa: E402
 from dpviz.plots.accumulation import plot_schedule  # noqa: E402
 from dpviz.plots.averaging import plot_drift  # noqa: E402
 from dpviz.plots.buckets import plot_bucket_timeline  # noqa: E402
-from dpviz.widgets.accumulation import k_slider  # noqa: E402
+from dpviz.widgets.accumulation import LIVE_STEPS, k_slider  # noqa: E402
 from dpviz.widgets.averaging import period_slider  # noqa: E402
 from dpviz.widgets.buckets import bucket_cap_slider  # noqa: E402
 from dpviz.widgets.slider import _Figure  # noqa: E402
@@ -185,7 +185,8 @@ def main() -> None:
     with Cluster(2) as cluster:
         knob_table(cluster, args.moves, args.cold)
         parts_table(cluster, "bucket_cap_mb (nb 03)", BUCKETS.replace(bucket_cap_mb=1.0), n_parts)
-        parts_table(cluster, "accumulation K (nb 04)", DEMO_CONFIG.replace(accum_steps=4), n_parts)
+        parts_table(cluster, "accumulation K (nb 04)", DEMO_CONFIG.replace(accum_steps=4, steps=LIVE_STEPS),
+                    n_parts)
 
 
 if __name__ == "__main__":
