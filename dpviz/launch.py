@@ -1,4 +1,5 @@
-"""Local ranks as processes: spawn, rendezvous on 127.0.0.1, run tasks, tear down.
+"""Local ranks as processes: start (forked from a torch-preloaded forkserver), rendezvous on
+127.0.0.1, run tasks, tear down.
 
 The only module that spawns. A `Cluster` keeps its ranks (and their process group) alive
 between tasks, so a notebook knob re-runs in a fraction of a cold launch. A task is any
@@ -146,7 +147,6 @@ class _Ranks:
         self.workdir = tempfile.mkdtemp(prefix="dpviz-")
         self.store = dist.TCPStore(LOOPBACK, 0, None, is_master=True, wait_for_workers=False,
                                    timeout=timedelta(seconds=timeout_s))
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo pairs bind to loopback too
         ctx = _context(start_method)
         self.conns, self.procs = [], []
         for rank in range(world_size):
@@ -169,10 +169,20 @@ def _context(start_method: str):
     spawned rank importing it again (4 imports on 2 cores was most of a cold start:
     benchmarks/warm_vs_cold.py compares both). The forkserver is a clean process (no kernel
     threads are forked); it starts on first use and lives as long as this process."""
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo pairs bind to loopback too
     ctx = mp.get_context(start_method)
     if start_method == "forkserver":
         ctx.set_forkserver_preload(PRELOAD)
     return ctx
+
+
+def _prewarm_forkserver() -> None:
+    """Start the forkserver (its one torch import) now, in the background: a notebook makes
+    its Cluster in the first cells and runs on it a few cells later, by when it is ready."""
+    from multiprocessing import forkserver
+
+    _context("forkserver")
+    threading.Thread(target=forkserver.ensure_running, name="dpviz-forkserver", daemon=True).start()
 
 
 def _kill(procs, conns, workdir: str) -> None:
@@ -217,6 +227,8 @@ class Cluster:
         self.backend = backend
         self.timeout_s = float(timeout_s)
         self._ranks: _Ranks | None = None
+        if start_method == "forkserver":
+            _prewarm_forkserver()
 
     # lifecycle
     def __enter__(self) -> "Cluster":
