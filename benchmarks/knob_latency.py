@@ -3,12 +3,12 @@
 Measured side by side in one process on the same warm 2-rank cluster, medians of moves:
   now     = the widget as shipped: slider.value set → ranks re-run → record → figure redrawn in
             place → PNG bytes in the Image widget (the observer runs synchronously)
-  before  = the path the widgets used to take: each rank ships its full chrome trace, the
-            parent parses both, a new pyplot figure is drawn and encoded as the inline backend
-            does (bbox_inches="tight": two draws)
+  before  = the figure path the widgets used to take: the same run, then a new pyplot figure
+            drawn and encoded as the inline backend does (bbox_inches="tight": two draws).
+            (The run itself is today's for both: the single-process reference the equality
+            check needs is now cached per rank, and the K slider runs 2 steps, not 4.)
   cold    = the cell re-run from nothing: 2 ranks started, the widget built (one run + draw)
-Then one knob move of the bucket-cap slider by parts (rank 0 is the slowest: it also runs the
-single-process reference for the equality check).
+Then one move of each DDP slider by parts (the slowest rank's parts, then the parent's).
 Timings on a loaded machine are inflated: the load average is printed with every table.
 Usage: python benchmarks/knob_latency.py [--moves 8] [--cold 2]
 """
@@ -49,11 +49,6 @@ def timed(fn) -> float:
     return time.perf_counter() - t0
 
 
-def _ddp_full_trace(cluster, cfg):
-    """The old DDP path: every rank ships its whole trace file; the parent parses them all."""
-    return assemble(cfg, cluster.run_task(train_rank, cfg, True, timeout_s=cfg.timeout_s))
-
-
 def _old_figure(draw, figsize, record) -> bytes:
     """The old figure path: a new pyplot figure, PNG as matplotlib_inline makes it."""
     fig, ax = plt.subplots(figsize=figsize, layout="constrained")
@@ -69,11 +64,11 @@ BUCKETS = sweep_config(steps=2)
 WIDGETS = {
     "bucket_cap_mb (nb 03)": (
         lambda c: bucket_cap_slider(c, value=1.0), (1.0, 2.0),
-        lambda c, cap: _ddp_full_trace(c, BUCKETS.replace(bucket_cap_mb=cap)),
+        lambda c, cap: run(BUCKETS.replace(bucket_cap_mb=cap)),
         lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8)),
     "accumulation K (nb 04)": (
         lambda c: k_slider(c, DEMO_CONFIG, value=4), (4, 5),
-        lambda c, k: _ddp_full_trace(c, DEMO_CONFIG.replace(accum_steps=k)),
+        lambda c, k: run(DEMO_CONFIG.replace(accum_steps=k)),
         lambda ax, r: plot_schedule(r, ax=ax), (11, 1.4 + 1.2 * DEMO_CONFIG.world_size)),
     "averaging H (nb 07)": (
         lambda c: period_slider(c, value=8), (8, 16),
@@ -119,61 +114,58 @@ def knob_table(cluster, n_moves: int, n_cold: int) -> None:
 
 
 def parts_table(cluster, name: str, cfg, n: int) -> None:
-    """One move of a DDP widget by parts, the old and the new path side by side."""
+    """One move of a DDP widget by parts: the run and record, then both figure paths."""
     draw, figsize = WIDGETS[name][3:]
     figure = _Figure(draw, figsize)
     run(cfg, cluster)
     parts: dict[str, list[float]] = {}
 
-    def add(key, seconds):
-        parts.setdefault(key, []).append(seconds * 1e3)
+    def add(key, ms):
+        parts.setdefault(key, []).append(ms)
 
     for _ in range(n):
-        bare = cluster.run_task(train_rank, cfg.replace(profile=False), False)
-        add("ranks: train, bare DDP (no profiler)", max(r["parts_ms"]["train"] for r in bare) / 1e3)
-        for keep in (True, False):
-            tag = "old" if keep else "new"
-            t0 = time.perf_counter()
-            results = cluster.run_task(train_rank, cfg, keep)
-            t1 = time.perf_counter()
-            record = assemble(cfg, results)
-            t2 = time.perf_counter()
-            slow = max(results, key=lambda r: sum(r["parts_ms"].values()))["parts_ms"]
-            add(f"{tag} ranks: train under the profiler", slow["train"] / 1e3)
-            add(f"{tag} ranks: trace export (chrome JSON)", slow["export"] / 1e3)
-            add(f"{tag} ranks: trace parse on the rank", slow["parse"] / 1e3)
-            add(f"{tag} ranks: equality checks (all_gather + reference)", slow["checks"] / 1e3)
-            add(f"{tag} parent: task round trip beyond the slowest rank",
-                (t1 - t0) - sum(slow.values()) / 1e3)
-            add(f"{tag} parent: trace parse + record", t2 - t1)
-            if keep:
-                fig, ax = plt.subplots(figsize=figsize, layout="constrained")
-                t3 = time.perf_counter()
-                draw(ax, record)
-                t4 = time.perf_counter()
-                fig.savefig(io.BytesIO(), format="png", bbox_inches="tight")
-                t5 = time.perf_counter()
-                plt.close(fig)
-                add("old figure: new pyplot figure + plot calls", t4 - t3)
-                add("old figure: tight bbox draw x2 + PNG encode", t5 - t4)
-            else:
-                t3 = time.perf_counter()
-                figure.redraw(record)
-                t4 = time.perf_counter()
-                figure.png()
-                t5 = time.perf_counter()
-                add("new figure: clear + plot calls + one draw", t4 - t3)
-                add("new figure: PNG encode", t5 - t4)
+        bare = cluster.run_task(train_rank, cfg.replace(profile=False))
+        add("ranks: train, bare DDP (no profiler)", max(r["parts_ms"]["train"] for r in bare))
+        t0 = time.perf_counter()
+        results = cluster.run_task(train_rank, cfg)
+        t1 = time.perf_counter()
+        record = assemble(cfg, results)
+        t2 = time.perf_counter()
+        slow = max(results, key=lambda r: sum(r["parts_ms"].values()))["parts_ms"]
+        add("ranks: train under the profiler", slow["train"])
+        add("ranks: trace export (chrome JSON)", slow["export"])
+        add("ranks: equality checks (all_gather + cached reference)", slow["checks"])
+        add("parent: task round trip beyond the slowest rank", (t1 - t0) * 1e3 - sum(slow.values()))
+        add("parent: trace read + parse + record", (t2 - t1) * 1e3)
+        fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+        t3 = time.perf_counter()
+        draw(ax, record)
+        t4 = time.perf_counter()
+        fig.savefig(io.BytesIO(), format="png", bbox_inches="tight")
+        t5 = time.perf_counter()
+        plt.close(fig)
+        add("old figure: new pyplot figure + plot calls", (t4 - t3) * 1e3)
+        add("old figure: tight bbox, two draws + PNG encode", (t5 - t4) * 1e3)
+        t3 = time.perf_counter()
+        figure.redraw(record)
+        t4 = time.perf_counter()
+        figure.png()
+        t5 = time.perf_counter()
+        add("new figure: clear + plot calls + one draw", (t4 - t3) * 1e3)
+        add("new figure: PNG encode", (t5 - t4) * 1e3)
     print(f"\none {name} move by parts ({cfg.layers}x{cfg.width} MLP, batch {cfg.batch_per_rank}"
           f"/rank, {cfg.steps} steps of {cfg.accum_steps} micro-steps, 2 ranks), median of {n} "
           f"({load()})")
     print("| part | ms |")
     print("|---|---:|")
-    for key, values in parts.items():
-        print(f"| {key} | {statistics.median(values):.0f} |")
+    med = {key: statistics.median(values) for key, values in parts.items()}
+    for key, ms in med.items():
+        print(f"| {key} | {ms:.0f} |")
+    common = sum(ms for key, ms in med.items() if key.startswith(("ranks: train under", "ranks: trace",
+                                                                 "ranks: equality", "parent")))
     for tag in ("old", "new"):
-        total = sum(statistics.median(v) for k, v in parts.items() if k.startswith(tag))
-        print(f"| **{tag} path, sum of parts** | **{total:.0f}** |")
+        total = common + sum(ms for key, ms in med.items() if key.startswith(f"{tag} figure"))
+        print(f"| **run + record + {tag} figure** | **{total:.0f}** |")
 
 
 def main() -> None:

@@ -7,7 +7,6 @@ parameters are identical on all ranks and equal to one process on the concatenat
 from __future__ import annotations
 
 import functools
-import gc
 import os
 import time
 from contextlib import nullcontext
@@ -74,13 +73,10 @@ def _train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: _BucketLog, ste
     return total
 
 
-def train_rank(ctx: RankContext, cfg: RunConfig, keep_trace: bool = True) -> dict:
+def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
     """Train `cfg.steps` optimizer steps under the profiler; return what this rank saw.
 
-    `keep_trace=False` parses the trace here, on the rank, and returns its spans instead of
-    the file: the ranks parse in parallel and the parent gets kilobytes, not megabytes (what
-    a live knob wants; `keep_trace=True` keeps the file for `out=`). `parts_ms` says where
-    the rank's time went (benchmarks/knob_latency.py prints it).
+    `parts_ms` says where the rank's time went (benchmarks/knob_latency.py prints it).
     """
     import torch
     import torch.distributed as dist
@@ -112,19 +108,11 @@ def train_rank(ctx: RankContext, cfg: RunConfig, keep_trace: bool = True) -> dic
             wall_ms.append((time.perf_counter() - t0) * 1e3)
             snapshots.append(flat_params(model))
     t_trained = time.perf_counter()
-    trace_path, spans = None, None
+    trace_path = None
     if prof is not None:
         trace_path = str(Path(ctx.workdir) / f"trace-rank{ctx.rank}.json")
         prof.export_chrome_trace(trace_path)
     t_exported = time.perf_counter()
-    if trace_path is not None and not keep_trace:
-        spans = rank_spans(cfg, read_trace(trace_path), ctx.rank)
-        Path(trace_path).unlink()
-        # The parse's garbage sits in cycles with the profiler's objects: without a collection
-        # here a rank grew ~30 MB over 50 knob moves (tests/test_resilience.py), with it ~2 MB.
-        gc.collect()
-        trace_path = None
-    t_parsed = time.perf_counter()
 
     # The checks run after profiling, so their collectives stay out of the trace.
     mine = torch.stack(snapshots).cpu()
@@ -141,8 +129,8 @@ def train_rank(ctx: RankContext, cfg: RunConfig, keep_trace: bool = True) -> dic
     logging = {k: v for k, v in ddp._get_ddp_logging_data().items()
                if isinstance(v, (int, float, str, bool))}
     parts_ms = {"train": t_trained - t_start, "export": t_exported - t_trained,
-                "parse": t_parsed - t_exported, "checks": time.perf_counter() - t_parsed}
-    return dict(trace_path=trace_path, spans=spans, buckets=log.seen,
+                "checks": time.perf_counter() - t_exported}
+    return dict(trace_path=trace_path, buckets=log.seen,
                 parts_ms={k: v * 1e3 for k, v in parts_ms.items()}, losses=losses, checks=checks,
                 step_wall_ms=wall_ms,
                 ddp_logging=logging,
@@ -179,7 +167,7 @@ def run(cfg: RunConfig | None = None, cluster: Cluster | None = None,
     if (cluster.world_size, cluster.backend) != (cfg.world_size, cfg.backend):
         raise ValueError(f"this cluster has {cluster.world_size} {cluster.backend} ranks but the "
                          f"config asks for {cfg.world_size} {cfg.backend} ranks: start a new Cluster")
-    results = cluster.run_task(train_rank, cfg, out_dir is not None, timeout_s=cfg.timeout_s)
+    results = cluster.run_task(train_rank, cfg, timeout_s=cfg.timeout_s)
     return assemble(cfg, results, out_dir)
 
 
@@ -187,7 +175,6 @@ def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -
     """Turn per-rank results and their traces into one record (and files, with `out_dir`)."""
     traces = {r: read_trace(res["trace_path"]) for r, res in enumerate(results) if res["trace_path"]}
     spans = [s for r, t in traces.items() for s in rank_spans(cfg, t, r)]
-    spans += [s for res in results if res.get("spans") for s in res["spans"]]
     steps = [s.start_us for s in spans if s.kind == "step"]
     spans = shift(spans, min(steps)) if steps else spans
     record = RunRecord(
