@@ -4,7 +4,7 @@ PY := .venv/bin/python
 STAMP := .venv/.dpviz-installed
 NODE_STAMP := node_modules/.dpviz-installed
 
-.PHONY: setup lab tour book test test-fast bench animations clean
+.PHONY: setup lab tour book test test-kernels test-fast bench animations clean
 
 setup: $(STAMP)
 $(STAMP): pyproject.toml scripts/setup.sh
@@ -22,9 +22,20 @@ tour: $(STAMP)  ## headless: execute every notebook and write HTML to out/tour/
 book: $(STAMP) $(NODE_STAMP)  ## the course site: notebooks executed live + videos → out/book/html/
 	$(PY) -m dpviz book --out out/book
 
-test: $(STAMP) $(NODE_STAMP)  ## every test: unit + live ranks + scenes + browser, then every notebook via nbval
+test: $(STAMP) $(NODE_STAMP)  ## every test: unit + live ranks + scenes + browser, every CPU kernel path, every notebook
 	$(PY) -m pytest tests
+	@$(MAKE) --no-print-directory test-kernels
 	$(PY) -m pytest --nbval-lax -p no:cacheprovider notebooks
+
+# ATen sums in another order on each CPU kernel path (default, AVX2, AVX-512), so the tests
+# that compare results with one process (`-m numeric`) run again under every other path the
+# CPU supports: a comparison that holds only on one kind of CPU fails here, not on a newcomer's.
+test-kernels: $(STAMP)  ## the numeric-equivalence tests under every other ATEN_CPU_CAPABILITY
+	@for cap in $$($(PY) scripts/aten_capabilities.py --extra); do \
+	  echo "== numeric-equivalence tests with ATEN_CPU_CAPABILITY=$$cap"; start=$$(date +%s); \
+	  ATEN_CPU_CAPABILITY=$$cap $(PY) -m pytest tests -m numeric -q -p no:cacheprovider || exit 1; \
+	  echo "== ATEN_CPU_CAPABILITY=$$cap: $$(( $$(date +%s) - start )) s"; \
+	done
 
 test-fast: $(STAMP)  ## unit and live-rank tests only (no browser, no notebooks)
 	$(PY) -m pytest tests -m "not browser"

@@ -83,6 +83,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    from .rounding import max_abs, sgd_bound
     from .workloads import build_mlp, flat_params
 
     device = torch.device(ctx.device)
@@ -121,11 +122,13 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
     checks = []
     if ctx.rank == 0:
         reference = _reference(cfg.replace(bucket_cap_mb=None, profile=True))
+        param_max = max_abs([flat_params(build_mlp(cfg)), *reference])
         for step in range(cfg.steps):
             across = max(float((e[step].cpu() - mine[step]).abs().max()) for e in everyone)
             single = float((reference[step] - mine[step]).abs().max())
             checks.append(dict(step=step, max_diff_across_ranks=across,
-                               max_diff_vs_single_process=single))
+                               max_diff_vs_single_process=single,
+                               rounding_bound=sgd_bound(cfg, param_max, steps=step + 1)))
     logging = {k: v for k, v in ddp._get_ddp_logging_data().items()
                if isinstance(v, (int, float, str, bool))}
     parts_ms = {"train": t_trained - t_start, "export": t_exported - t_trained,

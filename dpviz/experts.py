@@ -36,6 +36,7 @@ class ExpertLayerRun:
     bytes_received: tuple[int, ...]               # per rank, dispatch + combine, from other ranks only
     max_diff_vs_single_process: float             # max |expert-parallel output − one-process MoE|
     exchange_ms: tuple[float, ...]                # per rank: wall time of the two all-to-alls
+    reference_max_abs: float | None = None        # max |one-process MoE output|: the diff's scale
 
     @property
     def tokens_per_expert(self) -> tuple[int, ...]:
@@ -127,6 +128,7 @@ def expert_layer_rank(ctx: RankContext, tokens: int, d_model: int, hidden: int, 
     off_send = sum(c for r, c in enumerate(send_split) if r != ctx.rank)
     off_recv = sum(c for r, c in enumerate(recv_split) if r != ctx.rank)
     return dict(send_counts=send_split, dispatch_bytes=off_send * elem, diff=float((out - ref).abs().max()),
+                ref_max=float(ref.abs().max()),
                 bytes_sent=(off_send + off_recv) * elem,        # dispatch out + combine out
                 bytes_received=(off_recv + off_send) * elem,
                 exchange_ms=((t1 - t0) + (t3 - t2)) * 1e3)
@@ -147,7 +149,18 @@ def run_expert_layer(cluster: Cluster, tokens: int = 256, d_model: int = 64, hid
                           dispatch_bytes_sent=tuple(r["dispatch_bytes"] for r in res),
                           bytes_received=tuple(r["bytes_received"] for r in res),
                           max_diff_vs_single_process=max(r["diff"] for r in res),
-                          exchange_ms=tuple(r["exchange_ms"] for r in res))
+                          exchange_ms=tuple(r["exchange_ms"] for r in res),
+                          reference_max_abs=max(r["ref_max"] for r in res))
+
+
+def rounding_bound(record: ExpertParallelRecord, run: ExpertLayerRun) -> float:
+    """How far the expert-parallel output may differ from one process's by float32 rounding:
+    an expert sees its tokens in another batch, so its kernels may sum in another order — a dot
+    product over d_model, then over hidden, then the gate's product (dpviz.rounding)."""
+    from .rounding import sum_order_bound
+
+    c = record.config
+    return sum_order_bound(c["d_model"] + c["hidden"] + 1, run.reference_max_abs)
 
 
 def expert_parallel(cluster: Cluster, skews=(0.0, 2.0), tokens: int = 256, d_model: int = 64,

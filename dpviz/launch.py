@@ -27,6 +27,7 @@ from multiprocessing.connection import wait
 from typing import Any, Callable
 
 from .config import validate_world_size
+from .rank_stderr import Relay, attach_stderr
 
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 60.0
@@ -64,6 +65,15 @@ class RankContext:
     workdir: str     # a scratch folder shared by all ranks of the cluster
 
 
+def cores_note(ranks: int | None = None) -> str:
+    """A sentence about the cores this process may run on, read from the OS, so a notebook
+    states the reader's machine, not the author's (`os.sched_getaffinity`)."""
+    cores = len(os.sched_getaffinity(0))
+    shared = f"shared by the {ranks} ranks and" if ranks else "shared"
+    return (f"{cores} CPU core{'s' if cores != 1 else ''} available to this process, {shared} "
+            "with whatever else runs on the machine")
+
+
 # --- inside a rank ----------------------------------------------------------------------
 
 def rank_info(ctx: RankContext) -> dict:
@@ -99,7 +109,8 @@ def _alive(pid: int) -> bool:
 
 
 def _rank_main(rank: int, world_size: int, backend: str, store_port: int, workdir: str,
-               conn, parent_pid: int, timeout_s: float) -> None:
+               conn, parent_pid: int, timeout_s: float, stderr) -> None:
+    attach_stderr(stderr)  # the parent relays it, minus the profiler's USDT lines
     threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
     try:
         import torch
@@ -148,17 +159,20 @@ class _Ranks:
         self.store = dist.TCPStore(LOOPBACK, 0, None, is_master=True, wait_for_workers=False,
                                    timeout=timedelta(seconds=timeout_s))
         ctx = _context(start_method)
-        self.conns, self.procs = [], []
+        self.conns, self.procs, self.stderr = [], [], Relay()
         for rank in range(world_size):
             parent_end, child_end = ctx.Pipe()
+            stderr = self.stderr.add()
             proc = ctx.Process(target=_rank_main, name=f"dpviz-rank{rank}", daemon=True,
                                args=(rank, world_size, backend, self.store.port, self.workdir,
-                                     child_end, os.getpid(), timeout_s))
+                                     child_end, os.getpid(), timeout_s, stderr))
             proc.start()
             child_end.close()
+            stderr.close()
             self.conns.append(parent_end)
             self.procs.append(proc)
-        self.finalizer = weakref.finalize(self, _kill, self.procs, self.conns, self.workdir)
+        self.finalizer = weakref.finalize(self, _kill, self.procs, self.conns, self.workdir,
+                                          self.stderr)
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
@@ -185,7 +199,7 @@ def _prewarm_forkserver() -> None:
     threading.Thread(target=forkserver.ensure_running, name="dpviz-forkserver", daemon=True).start()
 
 
-def _kill(procs, conns, workdir: str) -> None:
+def _kill(procs, conns, workdir: str, stderr: Relay) -> None:
     for proc in procs:
         if proc.is_alive():
             proc.kill()
@@ -193,10 +207,11 @@ def _kill(procs, conns, workdir: str) -> None:
         proc.join(5)
     for conn in conns:
         conn.close()
+    stderr.close()  # the ranks' last words, relayed
     shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _stop(procs, conns, workdir: str) -> None:
+def _stop(procs, conns, workdir: str, stderr: Relay) -> None:
     """Polite shutdown: ask each rank to leave its process group, then make sure."""
     for conn in conns:
         try:
@@ -206,7 +221,7 @@ def _stop(procs, conns, workdir: str) -> None:
     deadline = time.monotonic() + 5
     for proc in procs:
         proc.join(max(0.0, deadline - time.monotonic()))
-    _kill(procs, conns, workdir)
+    _kill(procs, conns, workdir, stderr)
 
 
 class Cluster:
@@ -263,7 +278,7 @@ class Cluster:
         ranks, self._ranks = self._ranks, None
         if ranks is not None:
             ranks.finalizer.detach()
-            _stop(ranks.procs, ranks.conns, ranks.workdir)
+            _stop(ranks.procs, ranks.conns, ranks.workdir, ranks.stderr)
 
     def _abort(self) -> None:
         ranks, self._ranks = self._ranks, None
@@ -299,10 +314,14 @@ class Cluster:
             while len(results) < self.world_size:
                 left = deadline - time.monotonic()
                 pending = [c for c, r in by_conn.items() if r not in results]
-                ready = wait(pending + list(by_sentinel), timeout=max(0.0, left))
+                ready = wait(pending + list(by_sentinel) + ranks.stderr.fds(), timeout=max(0.0, left))
                 if not ready:
                     late = sorted(set(range(self.world_size)) - set(results))
                     raise RankTimeout(late, timeout_s, what)
+                ranks.stderr.pump(ready)
+                if any(obj in by_sentinel or obj in by_conn for obj in ready):
+                    ranks.stderr.drain()  # what a rank wrote before it answered or died
+                ready = [obj for obj in ready if obj in by_conn or obj in by_sentinel]
                 for obj in sorted(ready, key=lambda o: o in by_sentinel):  # messages first
                     if obj in by_conn:
                         rank = by_conn[obj]

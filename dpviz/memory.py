@@ -173,7 +173,9 @@ def adam_moments_check(cfg: RunConfig | None = None, steps: int = 3, lr: float =
 
     m ← β1·m + (1−β1)·g,  v ← β2·v + (1−β2)·g²,  w ← w − lr·m̂ / (√v̂ + eps) with
     m̂ = m/(1−β1^t), v̂ = v/(1−β2^t). Returns the largest differences over `steps` steps
-    (float32 rounding, ~1e-7 relative) — i.e. `exp_avg` *is* m and `exp_avg_sq` *is* v.
+    and, beside each, the float32 rounding bound it must stay within (`bound <name>`): both
+    sides use the very same gradient, so only the element-wise formula's own roundings differ —
+    `exact_moment_bound` — i.e. `exp_avg` *is* m and `exp_avg_sq` *is* v.
     """
     import torch
 
@@ -187,6 +189,7 @@ def adam_moments_check(cfg: RunConfig | None = None, steps: int = 3, lr: float =
     m = [torch.zeros_like(p) for p in params]
     v = [torch.zeros_like(p) for p in params]
     diffs = dict(exp_avg=0.0, exp_avg_sq=0.0, params=0.0)
+    scale = dict(exp_avg=0.0, exp_avg_sq=0.0, params=0.0)       # largest |m|, |v|, |w| seen
     b1, b2 = betas
     for t in range(1, steps + 1):
         x, y = global_batch(cfg, t - 1, 0)
@@ -204,4 +207,25 @@ def adam_moments_check(cfg: RunConfig | None = None, steps: int = 3, lr: float =
             diffs["exp_avg"] = max(diffs["exp_avg"], float((state["exp_avg"] - m[i]).abs().max()))
             diffs["exp_avg_sq"] = max(diffs["exp_avg_sq"], float((state["exp_avg_sq"] - v[i]).abs().max()))
             diffs["params"] = max(diffs["params"], float((p.detach() - w[i]).abs().max()))
-    return diffs
+            for key, t in (("exp_avg", m[i]), ("exp_avg_sq", v[i]), ("params", w[i])):
+                scale[key] = max(scale[key], float(t.abs().max()))
+    bounds = adam_formula_bounds(steps, lr, scale)
+    return {**diffs, **{f"bound {k}": b for k, b in bounds.items()}}
+
+
+def adam_formula_bounds(steps: int, lr: float, scale: dict) -> dict:
+    """How far two float32 evaluations of Adam's element-wise formula on the same gradients
+    may drift apart in `steps` steps (torch's kernels order and fuse the operations
+    differently: lerp, addcmul, sqrt, division, per CPU).
+
+    m and v: each step rounds ≤ 3 times (two products, one sum), each by ≤ ε of the largest
+    |m| or |v|: 3·ε·max per step. The parameter: one ulp of |w| per step for its own update,
+    plus lr times the relative error of m̂/(√v̂ + eps), which is at most 1/√(1−β2) ≈ 32 in size
+    (bias correction at step 1 of a one-sign gradient) and carries ≤ 8 roundings of m, v,
+    the corrections, the square root and the division: 8·ε·32·lr per step.
+    """
+    from .rounding import EPS32
+
+    return dict(exp_avg=steps * 3 * EPS32 * scale["exp_avg"],
+                exp_avg_sq=steps * 3 * EPS32 * scale["exp_avg_sq"],
+                params=steps * EPS32 * (scale["params"] + 8 * 32 * lr))

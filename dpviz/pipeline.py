@@ -255,6 +255,15 @@ def run_pipeline(cluster: Cluster, micro_batches: int = 4, schedule: str = "gpip
                        peak_saved_bytes=tuple(r["peak_saved"] for r in res))
 
 
+def rounding_bound(cfg: RunConfig) -> float:
+    """How far a stage's gradient may differ from one process's by float32 re-ordering alone:
+    the micro-batches split the batch sums (dpviz.rounding.gradient_bound)."""
+    from .rounding import gradient_bound, reference_gradient_max
+
+    whole = cfg.replace(world_size=1)          # the pipeline's batch is one process's batch
+    return gradient_bound(whole, reference_gradient_max(whole))
+
+
 def default_config() -> RunConfig:
     """Big enough that a micro-batch's compute outweighs a send (2 CPU ranks), small enough
     to sweep m in a few seconds. `batch_per_rank` is the whole pipeline's batch."""

@@ -35,6 +35,9 @@ RECORD_MODULES = {
     "tensor_parallel": "dpviz.tensor_parallel",
     "step_anatomy": "dpviz.anatomy",
     "dp_vs_ddp": "dpviz.dp_vs_ddp",
+    "ring_exercise": "dpviz.exercises.records", "hook_exercise": "dpviz.exercises.records",
+    "buckets_exercise": "dpviz.exercises.records", "accumulation_exercise": "dpviz.exercises.records",
+    "zero1_exercise": "dpviz.exercises.records",
 }
 
 
@@ -236,8 +239,9 @@ class StepCheck:
     """DDP = large-batch SGD, checked: max |Δparam| across ranks and vs one process."""
 
     step: int
-    max_diff_across_ranks: float
-    max_diff_vs_single_process: float
+    max_diff_across_ranks: float          # exactly 0: every rank receives the same all-reduce
+    max_diff_vs_single_process: float     # float32 rounding: re-ordered sums
+    rounding_bound: float | None = None   # what rounding can reach by this step (dpviz.rounding)
 
 
 @record_kind("ddp_run")

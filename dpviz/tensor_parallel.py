@@ -298,6 +298,17 @@ def _reference(cfg: dict) -> dict:
     return res
 
 
+def rounding_bounds(cfg: dict) -> dict[str, float]:
+    """Per compared quantity, how far float32 re-ordering alone can move it: splitting the
+    block re-orders its sums — LayerNorm's over d_model, fc1's dot products over d_model, fc2's
+    over hidden (forward and backward), each weight gradient's sum over the seq × batch tokens —
+    scaled by the largest reference value (dpviz.rounding)."""
+    from .rounding import sum_order_bound
+
+    sums = 2 * (2 * cfg["d_model"] + cfg["hidden"]) + cfg["seq"] * cfg["batch"]
+    return {name: sum_order_bound(sums, float(t.abs().max())) for name, t in _reference(cfg).items()}
+
+
 def tp_block_rank(ctx: RankContext, cfg: dict, tp_size: int) -> dict | None:
     """TP and TP+SP on the first `tp_size` ranks; rank 0 checks both against one process."""
     import torch.distributed as dist

@@ -144,11 +144,22 @@ def describe(record: RunRecord) -> str:
         f"figure: {'n/a' if ddp is None else f'{ddp:.2f}'}{_recomputed(record)})",
     ]
     if record.checks:   # a loaded trace has no checks: only a live run can compare parameters
-        worst = max(c.max_diff_across_ranks for c in record.checks)
-        single = max(c.max_diff_vs_single_process for c in record.checks)
-        lines.append(f"params equal across ranks: max |diff| {worst:.1e}; vs one process on the "
-                     f"whole batch: {single:.1e}")
+        lines += describe_checks(record)
     return "\n".join(lines)
+
+
+def describe_checks(record: RunRecord) -> list[str]:
+    """The two parameter checks, each saying what kind of equality it is: across ranks exact
+    by construction; against one process float32 rounding, next to the bound it must obey."""
+    from .rounding import describe_difference
+
+    last = record.checks[-1]
+    worst = max(c.max_diff_across_ranks for c in record.checks)
+    single = max(c.max_diff_vs_single_process for c in record.checks)
+    return [f"params across ranks, max |diff|: "
+            f"{describe_difference(worst, exact_because='every rank receives the same all-reduce result')}",
+            f"params vs one process on the whole batch, max |diff|: "
+            f"{describe_difference(single, last.rounding_bound)}"]
 
 
 def _recomputed(record: RunRecord) -> str:

@@ -104,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from .rank_stderr import filter_own_stderr
+
+    filter_own_stderr()     # torchrun passes our stderr on as is: drop the profiler's USDT lines
     try:
         sys.exit(main())
     except ValueError as err:

@@ -42,3 +42,28 @@ def report_pid_then_wait_in_collective(ctx, pid_file: str) -> float:
     with open(f"{pid_file}.{ctx.rank}", "w") as f:
         f.write(str(os.getpid()))
     return hang_in_collective_on(ctx, 1)
+
+
+def profile_and_warn(ctx, fail_rank: int) -> int:
+    """Start and stop torch.profiler (kineto logs its USDT lines to fd 2), write a real warning
+    to fd 2 as C++ code would, and on `fail_rank` also Python last words, then raise."""
+    import sys
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]):
+        torch.ones(4).sum()
+    os.write(2, f"rank {ctx.rank}: a real warning on fd 2\n".encode())
+    if ctx.rank == fail_rank:
+        print(f"rank {ctx.rank}: last words before the failure", file=sys.stderr, flush=True)
+        raise RuntimeError(f"deliberate failure on rank {ctx.rank}")
+    return ctx.rank
+
+
+def crash_loudly_on(ctx, bad_rank: int) -> int:
+    """`bad_rank` writes a fatal error to fd 2 without a newline at the end, then dies."""
+    if ctx.rank == bad_rank:
+        os.write(2, f"Fatal Python error: rank {ctx.rank} simulated a crash".encode())
+        os._exit(9)
+    return ctx.rank

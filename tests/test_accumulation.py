@@ -11,6 +11,8 @@ from dpviz.accumulation import (DEMO_CONFIG, AccumulationSweep, check_accum_valu
                                 compare_scopes, describe_scopes, describe_sweep, micro_step_counts,
                                 sweep, sweep_row, with_gradients)
 from dpviz.cli import main as cli
+from dpviz.config import RunConfig
+from dpviz.rounding import gradient_bound, reference_sgd_bound, relative_bound
 from dpviz.timeline import steady_steps
 
 matplotlib.use("Agg")
@@ -53,35 +55,43 @@ def test_record_holds_every_micro_step_with_its_span_and_trace_count(k3):
     assert load(path).micro_steps == record.micro_steps
 
 
+@pytest.mark.numeric
 def test_accumulated_training_equals_large_batch_sgd(k3):
     record, _ = k3
+    bound = reference_sgd_bound(RunConfig.from_dict(record.config))  # float32 re-ordering
     for check in record.checks:
-        assert check.max_diff_across_ranks == 0.0
-        assert check.max_diff_vs_single_process < 1e-6
+        assert check.max_diff_across_ranks == 0.0  # exact: every rank receives the same all-reduce
+        assert check.max_diff_vs_single_process <= bound
 
 
+@pytest.mark.numeric
 def test_accumulated_gradient_equals_one_process_on_the_large_batch(cluster2):
     check = check_gradients(CFG, cluster2)
     assert check.all_reduces_per_micro == (0, 0, 1)  # DDP's first iteration: one bucket
-    assert check.max_diff_across_ranks == 0.0
-    assert check.max_diff_vs_large_batch < 1e-6 * check.reference_max_abs * 10
-    assert check.norm_ratio == pytest.approx(1.0, abs=1e-5)
+    assert check.max_diff_across_ranks == 0.0  # exact: every rank receives the same all-reduce
+    assert check.max_diff_vs_large_batch <= gradient_bound(CFG, check.reference_max_abs)
+    assert check.norm_ratio == pytest.approx(1.0, abs=relative_bound(CFG))
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("k", [2, 4])
 def test_without_1_over_k_the_gradient_is_k_times_too_large(cluster2, k):
     check = check_gradients(CFG.replace(accum_steps=k, scale_loss=False), cluster2)
-    assert check.norm_ratio == pytest.approx(k, rel=1e-5)
+    assert check.norm_ratio == pytest.approx(k, rel=relative_bound(CFG))
     assert check.max_diff_vs_large_batch > 0.1 * check.reference_max_abs
     assert check.max_diff_across_ranks == 0.0  # wrong, but identically wrong on every rank
 
 
+@pytest.mark.numeric
 def test_without_1_over_k_training_leaves_large_batch_sgd(cluster2):
-    record = run(CFG.replace(scale_loss=False, steps=1), cluster2)
+    cfg = CFG.replace(scale_loss=False, steps=1)
+    record = run(cfg, cluster2)
     assert record.checks[0].max_diff_across_ranks == 0.0
-    assert record.checks[0].max_diff_vs_single_process > 1e-3
+    # far beyond what rounding can do: the bound is 1 step's re-ordering
+    assert record.checks[0].max_diff_vs_single_process > 100 * reference_sgd_bound(cfg)
 
 
+@pytest.mark.numeric
 def test_no_sync_around_backward_only_or_nowhere_syncs_every_micro_step(scopes):
     right = scopes["forward_backward"]
     step = steady_steps(right)[-1]
@@ -92,7 +102,8 @@ def test_no_sync_around_backward_only_or_nowhere_syncs_every_micro_step(scopes):
         assert micro_step_counts(record, step) == (n_buckets,) * K
         assert sweep_row(record).bytes_per_step == K * sweep_row(right).bytes_per_step
     for record in scopes.values():  # the gradients stay right: only the traffic is K times
-        assert max(c.max_diff_vs_single_process for c in record.checks) < 1e-6
+        bound = reference_sgd_bound(RunConfig.from_dict(record.config))
+        assert max(c.max_diff_vs_single_process for c in record.checks) <= bound
     assert "backward_only" in describe_scopes(scopes)
 
 
@@ -111,10 +122,11 @@ def micro_window(record, step, micro):
     return m.start_us, m.end_us
 
 
+@pytest.mark.numeric
 def test_gradient_check_sees_the_pitfall_in_the_hook_and_right_gradients(cluster2):
     check = check_gradients(CFG.replace(no_sync="backward_only"), cluster2)
     assert all(n >= 1 for n in check.all_reduces_per_micro)
-    assert check.norm_ratio == pytest.approx(1.0, abs=1e-5)
+    assert check.norm_ratio == pytest.approx(1.0, abs=relative_bound(CFG))
 
 
 def test_sweep_traffic_is_constant_per_step_and_falls_as_1_over_k_per_sample(cluster2, tmp_path):

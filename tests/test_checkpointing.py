@@ -13,7 +13,9 @@ import dpviz
 from dpviz.checkpointing import (BACKWARD_NODE, FORWARD_MARK, BlockBytes, MemoryRecord, measure,
                                  memory_curve, model_sweep, predict, recompute_spans, segments)
 from dpviz.cli import main as cli_main
+from dpviz.config import RunConfig
 from dpviz.record import load
+from dpviz.rounding import reference_sgd_bound
 from dpviz.trace import read_trace
 
 LAYERS, WIDTH, BATCH = 8, 128, 512
@@ -128,10 +130,13 @@ def test_recomputed_forwards_run_inside_backward_once_per_segment(swept):
         assert len(recompute_spans(read_trace(out / f"trace-k{k}.json"))) == len(segments(LAYERS, k))
 
 
+@pytest.mark.numeric
 def test_checkpointing_inside_ddp_keeps_gradients_equal(cluster):
     record = dpviz.run(cluster=cluster, world_size=2, checkpoint_every=2, layers=4, steps=2)
+    # exact across ranks: every rank receives the same all-reduce; vs one process: rounding
     assert record.checks and all(c.max_diff_across_ranks == 0 for c in record.checks)
-    assert all(c.max_diff_vs_single_process < 1e-6 for c in record.checks)
+    bound = reference_sgd_bound(RunConfig.from_dict(record.config))
+    assert all(c.max_diff_vs_single_process <= bound for c in record.checks)
 
 
 def test_figures_and_widget_draw_from_the_record(swept):

@@ -7,6 +7,7 @@ import statistics
 import pytest
 
 from dpviz import RunConfig, describe, load, run
+from dpviz.rounding import reference_sgd_bound
 from dpviz.timeline import ddp_overlap_fraction, ddp_style_overlap, steady_steps, summarize
 
 
@@ -17,12 +18,14 @@ def record4(tmp_path_factory):
     return run(RunConfig(world_size=4, steps=3, bucket_cap_mb=0.25, layers=4, width=256), out=out), out
 
 
+@pytest.mark.numeric
 def test_parameters_equal_across_ranks_and_equal_one_process_on_the_whole_batch(record4):
     record, _ = record4
     assert len(record.checks) == 3
     for check in record.checks:
         assert check.max_diff_across_ranks == 0.0  # all-reduce gives every rank the same bits
-        assert check.max_diff_vs_single_process < 1e-6
+        # one process sums the same gradients in another order: float32 rounding, bounded
+        assert check.max_diff_vs_single_process <= reference_sgd_bound(RunConfig.from_dict(record.config))
     assert len({tuple(losses) for losses in record.losses.values()}) == 4  # each rank its own shard
 
 
@@ -111,10 +114,12 @@ def test_a_cluster_of_another_size_is_refused(cluster2):
         run(cluster=cluster2, world_size=3)
 
 
+@pytest.mark.numeric
 def test_bare_run_records_no_trace_but_still_checks(cluster2):
     record = run(cluster=cluster2, world_size=2, steps=2, profile=False)
     assert record.spans == () and record.buckets == ()
-    assert all(c.max_diff_vs_single_process < 1e-6 for c in record.checks)
+    bound = reference_sgd_bound(RunConfig.from_dict(record.config))
+    assert all(c.max_diff_vs_single_process <= bound for c in record.checks)
     assert all(len(ms) == 2 for ms in record.step_wall_ms.values())
 
 

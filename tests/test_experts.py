@@ -12,9 +12,10 @@ def record(cluster2):
     return X.expert_parallel(cluster2, skews=(0.0, 1.0, 20.0), tokens=128, d_model=32, hidden=64)
 
 
+@pytest.mark.numeric
 def test_output_equals_single_process_moe(record):
-    for run in record.runs:
-        assert run.max_diff_vs_single_process < 1e-5
+    for run in record.runs:   # float32 re-ordering only (experts.rounding_bound)
+        assert run.max_diff_vs_single_process <= X.rounding_bound(record, run)
 
 
 def test_every_token_goes_to_exactly_one_expert(record):

@@ -32,9 +32,11 @@ def test_optimizer_state_counts_moments(by_optimizer):
     assert set(adam) == {"exp_avg", "exp_avg_sq", "step"}
 
 
+@pytest.mark.numeric
 def test_adam_state_is_the_papers_m_and_v():
     diffs = adam_moments_check(CFG, steps=3)
-    assert diffs["exp_avg"] < 1e-7 and diffs["exp_avg_sq"] < 1e-9 and diffs["params"] < 1e-6
+    for key in ("exp_avg", "exp_avg_sq", "params"):    # the formula's own rounding, nothing more
+        assert diffs[key] <= diffs[f"bound {key}"], key
 
 
 def test_activations_are_input_plus_every_relu_output(by_optimizer):

@@ -32,9 +32,11 @@ def test_schedules_run_every_op_once_in_dependency_order():
     assert P.gpipe_formula(2, 1) == 0.5 and P.gpipe_formula(4, 5) == pytest.approx(3 / 8)
 
 
+@pytest.mark.numeric
 def test_gradients_equal_one_process(sweep):
+    bound = P.rounding_bound(SMALL)                 # micro-batches re-order the batch sums
     for run in sweep.runs:
-        assert run.max_grad_diff < 1e-5, (run.schedule, run.micro_batches)
+        assert run.max_grad_diff <= bound, (run.schedule, run.micro_batches)
 
 
 def test_ranks_share_one_clock_by_causality(sweep):

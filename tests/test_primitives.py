@@ -53,6 +53,7 @@ def test_gather_concatenates_every_rank_at_the_root(prims):
     assert all(run.after[r] == () for r in range(N) if r != ROOT)
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("name", ["reduce", "all_reduce"])
 def test_reductions_sum_every_rank(prims, name):
     run = prims.get(name)
@@ -63,6 +64,7 @@ def test_reductions_sum_every_rank(prims, name):
         assert all(src == tuple(range(N)) for src in run.after_from[r])
 
 
+@pytest.mark.numeric
 def test_reduce_scatter_leaves_rank_r_the_sum_of_slice_r(prims):
     run = prims.get("reduce_scatter")
     total = arr(run.before).sum(axis=0)

@@ -112,6 +112,7 @@ def live(cluster):
     return {(a, e): record_collective(a, e, cluster=cluster, seed=1) for a in ALGORITHMS for e in (16, 10)}
 
 
+@pytest.mark.numeric
 @pytest.mark.parametrize("elements", [16, 10])
 def test_live_ring_equals_model_and_dist_all_reduce(live, elements):
     record = live["ring", elements]
@@ -142,6 +143,7 @@ def test_live_unchunked_ring_sends_n_minus_1_times_s_and_naive_loads_rank_0(live
     assert live["naive", 16].bytes_sent_per_rank == ((N - 1) * s,) + (s,) * (N - 1)
 
 
+@pytest.mark.numeric
 def test_live_ring_on_random_floats_matches_all_reduce_within_rounding(cluster):
     inputs = np.random.default_rng(3).standard_normal((N, 1000)).astype(np.float32)
     schedule = build("ring", N, 1000)

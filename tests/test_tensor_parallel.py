@@ -16,15 +16,19 @@ def rec(cluster2):
                                      d_model=CFG["d_model"], hidden=CFG["hidden"], seed=CFG["seed"])
 
 
+@pytest.mark.numeric
 def test_tp_and_sp_equal_one_process_and_each_other(rec):
+    bounds = T.rounding_bounds(CFG)
     assert {(c.tp_size, c.mode, c.against) for c in rec.checks} == {
         (n, m, a) for n in (1, 2) for m, a in (("tp", "single process"), ("tp+sp", "single process"),
                                               ("tp+sp", "tp"))}
     for check in rec.checks:
         assert set(check.max_abs_diff) == {"output", "input grad", "ln.weight", "ln.bias",
                                            "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}
-        assert check.worst < 1e-5, check
-    # with one rank there is nothing to split: the same arithmetic, bit for bit
+        for name, diff in check.max_abs_diff.items():
+            assert diff <= bounds[name], (check, name)
+    # with one rank there is nothing to split: the same kernels on the same numbers in one
+    # process, bit for bit on any CPU
     assert all(c.worst == 0.0 for c in rec.checks if c.tp_size == 1)
 
 

@@ -1,0 +1,133 @@
+"""How far two float32 computations of the same mathematics may differ: rounding, and nothing more.
+
+Data parallelism changes the order in which numbers are added (each rank sums its own shard,
+the all-reduce then sums the ranks; one process sums the whole batch at once), and so does the
+CPU: ATen picks its kernels at start-up (`default`, `avx2`, `avx512`: different vector widths,
+different partial sums; `ATEN_CPU_CAPABILITY` forces one). Float addition is not associative,
+so results that are equal in exact arithmetic differ in their last bits, by an amount that
+depends on the machine. Each function here bounds that amount from the arithmetic:
+
+    a sum of n terms computed in any order is within (n − 1)·u·Σ|x| of the exact sum
+    (Higham, *Accuracy and Stability of Numerical Algorithms*, 2nd ed., eq. 4.4; u = ε/2),
+
+so two orders of the same n terms differ by at most n·ε·Σ|x|, with ε = 2⁻²³ for float32.
+The bound needs Σ|x| of each sum, which no run records; the functions below scale by the
+largest value involved instead (the largest parameter, gradient entry or output). That assumes
+the terms of a sum are not much larger than the values sums produce — true of these small
+workloads, and covered by the worst case n·ε, which supposes every rounding goes the same way:
+the differences the tests measure sit orders of magnitude below these bounds.
+
+Where a difference is exactly 0 by construction (every rank receives the same all-reduce
+result; integer-valued sums; one process against itself with the same kernels) a check
+compares with `==` instead, and says so.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from .config import RunConfig
+
+EPS32 = 2.0 ** -23          # float32 machine epsilon: the gap between 1.0 and the next float
+
+
+def sum_order_bound(terms: int, magnitude: float) -> float:
+    """Largest difference between two float32 sums of the same `terms` numbers added in
+    different orders, when their absolute values add up to at most `magnitude`."""
+    return terms * EPS32 * magnitude
+
+
+def mlp_sums(cfg: RunConfig, batch: int | None = None) -> int:
+    """Length of the longest chain of additions behind one parameter's update in the MLP
+    workload: a dot product of `width` terms per Linear, forward and backward through the
+    `layers` blocks and the head, then the weight gradient's sum over the batch (all ranks'
+    samples, every micro-step). Any of them may be re-ordered by sharding or by the kernels."""
+    batch = cfg.world_size * cfg.batch_per_rank * cfg.accum_steps if batch is None else batch
+    return 2 * (cfg.layers + 1) * cfg.width + batch
+
+
+def sgd_bound(cfg: RunConfig, param_max: float, steps: int | None = None) -> float:
+    """Largest rounding difference between two SGD trajectories of the MLP after `steps`.
+
+    Each step sets θ ← θ − lr·g. Re-ordered sums change g by at most
+    `sum_order_bound(mlp_sums(cfg), Σ|terms|)`; lr times the absolute gradient terms stays below
+    the parameters' own size here (one SGD step moves a weight by less than the weight), so a
+    step adds at most `sum_order_bound(mlp_sums(cfg), param_max)`, the update's own rounding
+    (one ulp of θ) included. Steps add up; at these learning rates a difference is not
+    amplified by later steps.
+    """
+    steps = cfg.steps if steps is None else steps
+    return steps * sum_order_bound(mlp_sums(cfg), param_max)
+
+
+def reference_sgd_bound(cfg: RunConfig) -> float:
+    """`sgd_bound` for `cfg`'s MLP workload, scaled by the largest parameter one process holds
+    on the way (its initial weights and every step's)."""
+    from .workloads import build_mlp, flat_params, single_process_params
+
+    return sgd_bound(cfg, max_abs([flat_params(build_mlp(cfg)), *single_process_params(cfg)]))
+
+
+def reference_gradient_max(cfg: RunConfig) -> float:
+    """Largest gradient entry of one process on `cfg`'s first whole batch (the scale of a
+    gradient comparison)."""
+    from .workloads import build_mlp, global_batch, loss_fn
+
+    model = build_mlp(cfg)
+    x, y = global_batch(cfg, 0, 0)
+    loss_fn(model(x), y).backward()
+    return max_abs(p.grad for p in model.parameters())
+
+
+def gradient_bound(cfg: RunConfig, grad_max: float) -> float:
+    """Rounding bound on one gradient entry of the MLP: its chain of `mlp_sums(cfg)` additions,
+    scaled by the largest gradient entry (the terms of one sum are no larger than that)."""
+    return sum_order_bound(mlp_sums(cfg), grad_max)
+
+
+def relative_bound(cfg: RunConfig) -> float:
+    """The same as a fraction: how far a ratio of two re-ordered results (a gradient's norm
+    over the reference's) may stray from its exact value."""
+    return sum_order_bound(mlp_sums(cfg), 1.0)
+
+
+def adam_entry_bounds(grads: Sequence, lr: float, terms: int, param_max: float):
+    """Per-entry rounding bound on |θ_a − θ_b| after len(grads) Adam steps (a tensor).
+
+    Adam divides each gradient entry by its own running RMS: its update is lr·m̂/(√v̂ + ε_adam),
+    about ±lr whatever the gradient's size. An entry whose gradient is within rounding of zero
+    (|g| ≲ δ, the re-ordering bound) can therefore take an lr-sized step in either direction:
+    up to 2·lr per step apart, however small the rounding. An entry with |g| ≫ δ changes its
+    update by the relative change of its gradient, ≤ 2·lr·δ/|g| per step. So the bound is
+    lr-sized only where the gradient was near zero at some step, and tight everywhere else;
+    the SGD-like ulp term of the parameters themselves is added. `grads` are one run's flat
+    gradients per step (the reference's), δ = `sum_order_bound(terms, max |g|)`.
+    """
+    import torch
+
+    g = torch.stack([x.abs() for x in grads])
+    delta = sum_order_bound(terms, float(g.max()))
+    floor = g.min(0).values                      # each entry's smallest |g| over the steps
+    per_step = lr * torch.clamp(2 * delta / floor, max=2.0)   # |g| = 0 → 2·lr (inf clamped)
+    return len(grads) * (per_step + sum_order_bound(terms, param_max))
+
+
+def describe_difference(diff: float, bound: float | None = None, exact_because: str = "") -> str:
+    """A difference as a reader should take it, printed beside the number.
+
+    `exact_because` names why it is 0 by construction (then any other value is a bug);
+    otherwise 0 means bit-identical on this machine only, and a non-zero value is float32
+    rounding if within the derived `bound`."""
+    if exact_because:
+        return f"{diff:.1e} (" + ("exact by construction: " if diff == 0 else "NOT 0, though ") \
+            + f"{exact_because})"
+    if diff == 0:
+        return "0 (bit-identical on this machine; another CPU may differ by rounding)"
+    if bound is None:
+        return f"{diff:.1e}"
+    verdict = "float32 rounding" if diff <= bound else "MORE than float32 rounding explains"
+    return f"{diff:.1e} ({verdict}: bound {bound:.0e})"
+
+
+def max_abs(tensors: Iterable) -> float:
+    """The largest |entry| over some tensors (the magnitude a bound is scaled by)."""
+    return max(float(t.abs().max()) for t in tensors)
