@@ -166,7 +166,12 @@ class _Ranks:
             proc = ctx.Process(target=_rank_main, name=f"dpviz-rank{rank}", daemon=True,
                                args=(rank, world_size, backend, self.store.port, self.workdir,
                                      child_end, os.getpid(), timeout_s, stderr))
-            proc.start()
+            try:
+                proc.start()
+            except EOFError:  # the forkserver died, e.g. a preloaded module failed to import
+                _kill(self.procs, self.conns, self.workdir, self.stderr)
+                raise RankError(rank, "could not be started: the forkserver that forks ranks "
+                                      "exited (its error is printed above)") from None
             child_end.close()
             stderr.close()
             self.conns.append(parent_end)
