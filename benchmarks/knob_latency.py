@@ -64,11 +64,11 @@ BUCKETS = sweep_config(steps=2)
 WIDGETS = {
     "bucket_cap_mb (nb 03)": (
         lambda c: bucket_cap_slider(c, value=1.0), (1.0, 2.0),
-        lambda c, cap: run(BUCKETS.replace(bucket_cap_mb=cap)),
+        lambda c, cap: run(BUCKETS.replace(bucket_cap_mb=cap), c),
         lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8)),
     "accumulation K (nb 04)": (
         lambda c: k_slider(c, DEMO_CONFIG, value=4), (4, 5),
-        lambda c, k: run(DEMO_CONFIG.replace(accum_steps=k)),
+        lambda c, k: run(DEMO_CONFIG.replace(accum_steps=k, steps=LIVE_STEPS), c),
         lambda ax, r: plot_schedule(r, ax=ax), (11, 1.4 + 1.2 * DEMO_CONFIG.world_size)),
     "averaging H (nb 07)": (
         lambda c: period_slider(c, value=8), (8, 16),
