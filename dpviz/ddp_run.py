@@ -92,6 +92,8 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb,
               device_ids=[device.index] if device.type == "cuda" else None)
     ddp._set_ddp_runtime_logging_sample_rate(1)  # timing stats on every iteration
+    if cfg.slow_rank == ctx.rank:   # a deliberate straggler: sleeps inside its own forward
+        model.register_forward_pre_hook(lambda module, inputs: time.sleep(cfg.delay_ms / 1e3))
     log = _BucketLog(names, ctx.world_size)
     if cfg.profile:  # a bare run (profile=False) is plain DDP: the overhead baseline
         ddp.register_comm_hook(log, _recording_allreduce)

@@ -52,15 +52,17 @@ def plot_ring_check(check: RingCheck):
     _ring_panel(axes[0], check.yours, frame, check.reference, "yours (live ranks)")
     _ring_panel(axes[1], check.reference, frame, check.yours, "dpviz's ring (model)")
     _legend(axes[1], n)
+    style.tag(axes[0], "live")
+    style.tag(axes[1], "model")
     fig.suptitle(check.verdict.message.split(":")[0], x=0.01, ha="left", fontsize=10)
     return fig
 
 
 def plot_check(check):
     """The figure for any exercise check record."""
-    for kind, plot in _PLOTS.items():
+    for kind, plot_kind in _PLOTS.items():
         if isinstance(check, kind):
-            return plot(check)
+            return plot_kind(check)
     raise ValueError(f"no figure for {type(check).__name__}")
 
 
@@ -85,6 +87,7 @@ def plot_hook_check(check: HookCheck):
     ax.set_title(f"{check.world_size} ranks: {check.verdict.mistake or 'pass'}", loc="left", fontsize=10)
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     style.tidy(ax)
+    style.tag(ax, "live")
     return fig
 
 
@@ -115,6 +118,7 @@ def plot_buckets_check(check: BucketsCheck):
     cap = "default (1 MiB first, then 25 MiB)" if case.bucket_cap_mb is None else f"{case.bucket_cap_mb:g} MiB"
     ax.set_title(f"{case.model} — bucket_cap_mb: {cap}", loc="left", fontsize=10)
     style.tidy(ax)
+    style.tag(ax, "live")
     return fig
 
 
@@ -139,6 +143,7 @@ def plot_accumulation_check(check: AccumulationCheck):
     bx.set_title("‖gradient‖ / ‖right‖", loc="left", fontsize=10)
     for a in (ax, bx):
         style.tidy(a)
+    style.tag(bx, "live")
     return fig
 
 
@@ -172,6 +177,7 @@ def plot_zero1_check(check: Zero1Check):
     bx.set_ylabel("bytes in your state")
     for a in (ax, bx):
         style.tidy(a)
+    style.tag(ax, "live", note="exact zeros drawn at the floor")
     return fig
 
 
