@@ -1,10 +1,9 @@
 """A real browser: JupyterLab on 127.0.0.1 in headless Debian chromium, a dpviz notebook run
-through the UI, a widget slider moved, and the figure checked to have really changed (pixels);
-the timing sections of notebooks 03 and 04 run through the UI and photographed.
+through the UI, a widget slider moved, and the figure checked to have really changed (pixels).
+The bucket-cap slider's key press → new figure image is measured and logged (not asserted:
+speed is measured, a timed test would fail under load).
 
-Screenshots are kept in tests/artifacts/ for a person to look at, named `<section>-<tag>.png`
-with the tag from `DPVIZ_SCREENSHOT_TAG` (default "now"): run this file in a checkout of an older
-commit with the tag "before" to photograph what a change fixed, library and notebook alike.
+Screenshots and the latency log are kept in tests/artifacts/ (ignored by git).
 """
 from __future__ import annotations
 
@@ -29,7 +28,8 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 NOTEBOOK = "01_ddp_from_scratch.ipynb"
-FIGURE = ".widget-output img"  # the stepper's figure, inside its Output widget
+CAP_NOTEBOOK = "cap_slider.ipynb"  # written by the fixture: 2 warm ranks, the bucket-cap slider
+FIGURE = "img.widget-image"  # the stepper's figure: an Image widget redrawn in place
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian chromium")]
@@ -46,6 +46,7 @@ def lab(tmp_path_factory):
     """JupyterLab serving a copy of the notebooks, bound to 127.0.0.1 with a random token."""
     root = tmp_path_factory.mktemp("lab")
     shutil.copy(ROOT / "notebooks" / NOTEBOOK, root / NOTEBOOK)
+    _write_cap_notebook(root / CAP_NOTEBOOK)
     for name, _ in SECTIONS.values():
         shutil.copy(ROOT / "notebooks" / name, root / name)
     port, token = _free_port(), secrets.token_hex(16)
@@ -71,10 +72,22 @@ def lab(tmp_path_factory):
             server.kill()
 
 
-# the timing sections photographed: notebook and the code cell (by id) whose output shows
+# the timing sections photographed (notebook, code cell id); DPVIZ_SCREENSHOT_TAG names the
+# shots `<section>-<tag>.png` (run this file in an older checkout with "before" to compare)
 SECTIONS = {"03-s3": ("03_buckets_and_overlap.ipynb", "7c7e8d76"),
             "04-s2": ("04_gradient_accumulation.ipynb", "6377ee5f")}
 SCREENSHOT_TAG = os.environ.get("DPVIZ_SCREENSHOT_TAG", "now")
+
+
+def _write_cap_notebook(path: Path) -> None:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import dpviz\nfrom dpviz.widgets.buckets import bucket_cap_slider\n"
+                                          "cluster = dpviz.Cluster(2)"),
+                nbformat.v4.new_code_cell("bucket_cap_slider(cluster)")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
 
 
 def _wait_for(probe, timeout_s: float):
@@ -104,7 +117,7 @@ def _accept_kernel_dialog(page) -> None:
     select.click()
 
 
-def _run_all(page, url: str, token: str, notebook: str, timeout_ms: int) -> None:
+def _run_all(page, url: str, token: str, notebook: str, timeout_ms: int = 600_000) -> None:
     """Open `notebook` in JupyterLab, Run All Cells, wait until the last cell has run."""
     page.goto(f"{url}/lab/tree/{notebook}?reset&token={token}")   # reset: only this notebook open
     page.locator(".jp-Notebook").wait_for(timeout=90_000)
@@ -125,7 +138,7 @@ def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            _run_all(page, url, token, NOTEBOOK, timeout_ms=600_000)
+            _run_all(page, url, token, NOTEBOOK)
             slider = page.locator(".widget-slider .noUi-handle").first
             slider.wait_for(timeout=60_000)
             figure = page.locator(FIGURE).first
@@ -155,6 +168,57 @@ def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab):
     h, w = min(a.shape[0], b.shape[0]), min(a.shape[1], b.shape[1])
     changed = np.any(np.abs(a[:h, :w] - b[:h, :w]) > 30, axis=-1).mean()
     assert changed > 0.01, f"only {changed:.2%} of the figure's pixels changed"
+
+
+# In the page: the time of the last key press, and of the last new figure image loaded.
+_LATENCY_PROBE = """() => {
+  window.__dpviz = {key: null, loaded: []};
+  document.addEventListener('keydown', () => { window.__dpviz.key = performance.now(); }, true);
+  document.querySelector('%s').addEventListener('load', () => {
+    window.__dpviz.loaded.push(performance.now()); });
+}""" % FIGURE
+
+
+def test_cap_slider_key_press_to_new_figure_is_measured(lab):
+    """Arrow keys on the bucket-cap slider; each press must bring a new image (asserted); the
+    time from key press to the image loaded is logged to tests/artifacts/browser-knob-latency.txt
+    beside the kernel-side time the panel's status label reports."""
+    from playwright.sync_api import sync_playwright
+
+    url, token = lab
+    ARTIFACTS.mkdir(exist_ok=True)
+    lines = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            _run_all(page, url, token, CAP_NOTEBOOK)
+            figure = page.locator(FIGURE).first
+            figure.wait_for(timeout=120_000)
+            page.evaluate(_LATENCY_PROBE)
+            slider = page.locator(".widget-slider .noUi-handle").first
+            status = page.locator(".widget-label").filter(has_text="re-ran live").first
+            for i, key in enumerate(["ArrowRight", "ArrowLeft"] * 4):  # 1.0 ↔ 2.0 MiB
+                before = figure.get_attribute("src")
+                slider.focus()
+                page.keyboard.press(key)
+                page.wait_for_function("(n) => window.__dpviz.loaded.length > n", arg=i, timeout=120_000)
+                assert figure.get_attribute("src") != before, f"move {i}: the figure did not change"
+                ms = page.evaluate("() => window.__dpviz.loaded.at(-1) - window.__dpviz.key")
+                lines.append(f"move {i} ({key}): key press -> new figure image {ms / 1e3:.3f} s; "
+                             f"kernel: {status.text_content()}")
+            figure.screenshot(path=str(ARTIFACTS / "browser-cap-slider.png"))
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "browser-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+    moves = [float(re.search(r"image ([\d.]+) s", line).group(1)) for line in lines[1:]]  # after warm-up
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    lines.append(f"median after the first move: {sorted(moves)[len(moves) // 2]:.3f} s "
+                 f"(load average {load})")
+    (ARTIFACTS / "browser-knob-latency.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
 
 
 @pytest.mark.parametrize("section", sorted(SECTIONS))

@@ -263,8 +263,10 @@ def test_cli_load_trace_prints_buckets_and_writes_record_and_figures(tmp_path, c
     assert cli(["load-trace", str(GLOO34), "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "step 551 rank 34 all_reduce bucket 1:    7.94 MiB" in out
-    assert {p.name for p in tmp_path.iterdir()} == {"record.json", "summary.json", "timeline.png",
-                                                    "allreduce-sizes.png"}
+    figures = {f"{stem}.{fmt}" for stem in ("timeline", "allreduce-sizes") for fmt in ("png", "svg", "pdf")}
+    assert {p.name for p in tmp_path.iterdir()} == {"record.json", "summary.json"} | figures
+    assert (tmp_path / "timeline.svg").read_text().lstrip().startswith("<?xml")   # vector, for slides
+    assert (tmp_path / "timeline.pdf").read_bytes()[:5] == b"%PDF-"
     assert load(tmp_path / "record.json").config["ranks"] == [34]
 
 

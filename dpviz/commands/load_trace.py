@@ -17,8 +17,8 @@ def add_arguments(p) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="one trace file per rank")
     p.add_argument("--ranks", type=comma_list(int), help="rank of each file, in order, for "
                    "traces without distributedInfo (e.g. 0,1)")
-    p.add_argument("--out", help="folder for record.json, summary.json, timeline.png and "
-                   "allreduce-sizes.png")
+    p.add_argument("--out", help="folder for record.json, summary.json, and the timeline and "
+                   "allreduce-sizes figures (PNG, SVG, PDF)")
 
 
 def main(args) -> int:
@@ -42,12 +42,14 @@ def _write(record, out) -> None:
 
     matplotlib.use("Agg")   # a CLI writes files; no window
     from ..plots.allreduce_sizes import plot_allreduce_sizes
+    from ..plots.files import save_figure
     from ..plots.timeline import plot_timeline
 
     save(record, out / "record.json")
     write_summary(record, out / "summary.json")
-    plot_timeline(record).figure.savefig(out / "timeline.png", dpi=120)
+    save_figure(plot_timeline(record).figure, out / "timeline")
     has_comm = any(s.kind in COMM_KINDS for s in record.spans)
     if has_comm:
-        plot_allreduce_sizes(record).figure.savefig(out / "allreduce-sizes.png", dpi=120)
-    print(f"wrote {out}/record.json, summary.json, timeline.png" + (", allreduce-sizes.png" if has_comm else ""))
+        save_figure(plot_allreduce_sizes(record).figure, out / "allreduce-sizes")
+    print(f"wrote {out}/record.json, summary.json, timeline.png|svg|pdf"
+          + (", allreduce-sizes.png|svg|pdf" if has_comm else ""))
