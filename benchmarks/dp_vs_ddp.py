@@ -1,11 +1,13 @@
 """Single-process DP vs parameter server on ranks vs DDP all-reduce: step time and bytes.
 
-Single-process DP (N replicas, N threads, one process: nn.DataParallel's data flow on CPU) runs in
-this process at N = 1 … --ranks; the parameter server (gradients to rank 0, update, parameters
-back) and DDP run on subgroups of one warm cluster (N = 2 … --ranks). Same model, same batches,
-batch 16 per worker. DP's bytes are what device 0 copies out (shards + parameters) and in
-(gradients); rank bytes are each process's socket writes (/proc/self/io). Prints per N:
-  DP d0 out/P, in/P          (model: (N−1)(1 + shard/P) and N−1)
+Single-process DP (nn.DataParallel's algorithm on CPU: N replicas in one process, the forwards in
+N threads, outputs gathered to device 0, loss and backward there) runs in this process at
+N = 1 … --ranks; the parameter server (gradients to rank 0, update, parameters back) and DDP run
+on subgroups of one warm cluster (N = 2 … --ranks). Same model, same batches, batch 16 per
+worker. DP's bytes are what device 0 copies out (input shards, parameters, output gradients) and
+in (outputs, parameter gradients); rank bytes are each process's socket writes (/proc/self/io).
+Prints per N:
+  DP d0 out/P, in/P          (model: dpviz.dp_vs_ddp.expected_copy_bytes)
   PS r0 sent/P, DDP sent/P   (model: N−1 and 2(N−1)/N)
   step ms of DP / PS / DDP   (slowest rank; medians of --steps steps, median over --repeats)
 Usage: python benchmarks/dp_vs_ddp.py [--ranks 4] [--steps 8] [--repeats 3] [--width 1024]

@@ -9,6 +9,9 @@ Three live experiments on the same idea — data parallel training is one optimi
    mean of the g_n (what DDP computes) is wrong unless each rank scales its loss by N·M_n/M.
 3. `compare_averaging`: per-step gradient averaging (DDP) against local SGD that averages the
    parameters every H steps: replica drift between syncs and the loss of the averaged model.
+4. `compare_hooks`: a hand-written post-accumulate-grad hook that averages the gradients, and
+   picotron issue #39's, which averages the weights: ranks agree after every backward, yet the
+   gradients stay local and training leaves large-batch SGD.
 
 Rank-side functions (`*_rank`) run via `Cluster.run_task` and return plain data; the parent
 functions assemble frozen records that render without torch.
@@ -138,6 +141,20 @@ def grad_without_chain_factor(xs, ys, w: float) -> float:
     For rank 1's shard (x = 3, 4; y = 6, 8) at w = 1 this is −14, the seed's printed gradient.
     """
     return sum(2 * (w * x - y) for x, y in zip(xs, ys))
+
+
+def loss_readings(xs, ys, w: float) -> dict[str, float]:
+    """Every plain reading of "the loss on this shard", to hold the seed's printed value against.
+
+    For rank 1's shard (x = 3, 4; y = 6, 8) at w = 1 none gives the seed's 13: the sum of
+    squared errors is 25, their mean 12.5, half the sum 12.5, the sum of |errors| 7. The seed's
+    −14 (errors −3, −4) rules out data that would give 13 (errors of 2 and 3): the 13 cannot be
+    derived from the example's numbers.
+    """
+    errors = [w * x - y for x, y in zip(xs, ys)]
+    sq = [e * e for e in errors]
+    return {"Σ (z − y)²": sum(sq), "mean (z − y)²": sum(sq) / len(sq), "½ Σ (z − y)²": sum(sq) / 2,
+            "Σ |z − y|": sum(abs(e) for e in errors), "mean |z − y|": sum(abs(e) for e in errors) / len(errors)}
 
 
 # --- 2. uneven shards ----------------------------------------------------------------------------
@@ -308,3 +325,88 @@ def compare_averaging(cluster: Cluster, periods=(4, 16), steps: int = 48,
                                  train_loss=tuple(res["train_loss"]), averages=res["averages"],
                                  bytes_per_average=res["bytes_per_average"]))
     return AveragingComparison(config=cfg.to_dict(), runs=tuple(runs))
+
+
+# --- 4. a gradient hook that averages the weights (picotron #39) --------------------------------
+
+HOOK_MODES = ("gradient", "weight")   # what the post-accumulate-grad hook all-reduces
+
+
+@dataclass(frozen=True)
+class HookRun:
+    """Training with a hand-written averaging hook, checked three ways after every step."""
+
+    mode: str                               # "gradient" (right) or "weight" (the bug)
+    params_after_backward: tuple[float, ...]  # per step: max |θ_r − θ_0| right after backward
+    params_after_step: tuple[float, ...]    # per step: max |θ_r − θ_0| after optimizer.step()
+    grads_after_backward: tuple[float, ...]  # per step: max |∇_r − ∇_0| right after backward
+    vs_large_batch: tuple[float, ...]       # per step: max |θ_0 − one process on the whole batch|
+
+
+@dataclass(frozen=True)
+class HookComparison:
+    config: dict
+    runs: tuple[HookRun, ...]
+
+    def run(self, mode: str) -> HookRun:
+        return next(r for r in self.runs if r.mode == mode)
+
+
+def _average_hook(mode: str, world_size: int):
+    """The hook `register_post_accumulate_grad_hook` calls with the *parameter*.
+
+    "gradient" all-reduces `param.grad`, as intended. "weight" is picotron's hook (issue #39):
+    its argument is named `grad` but is the parameter, so it all-reduces and divides the
+    weights in place and leaves the gradient local.
+    """
+    import torch.distributed as dist
+
+    def average(param) -> None:
+        target = param.grad if mode == "gradient" else param      # the bug: `param` is not a grad
+        dist.all_reduce(target)
+        target /= world_size
+
+    return average
+
+
+def hook_rank(ctx: RankContext, cfg: RunConfig, mode: str) -> dict:
+    """Train with the hand-written hook; after backward and after the step, compare ranks."""
+    import torch
+    from torch.nn.utils import parameters_to_vector
+
+    from .lifecycle import max_diff_vs_rank0
+    from .workloads import build_mlp, loss_fn, rank_batch, single_process_params
+
+    model = build_mlp(cfg)
+    for p in model.parameters():
+        p.register_post_accumulate_grad_hook(_average_hook(mode, ctx.world_size))
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    reference = single_process_params(cfg)
+    out = dict(params_after_backward=[], params_after_step=[], grads_after_backward=[],
+               vs_large_batch=[])
+    for step in range(cfg.steps):
+        x, y = rank_batch(cfg, step, 0, ctx.rank)
+        loss_fn(model(x), y).backward()
+        flat = parameters_to_vector(model.parameters()).detach()
+        grads = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+        out["params_after_backward"].append(max_diff_vs_rank0(flat))
+        out["grads_after_backward"].append(max_diff_vs_rank0(grads))
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        flat = parameters_to_vector(model.parameters()).detach()
+        out["params_after_step"].append(max_diff_vs_rank0(flat))
+        out["vs_large_batch"].append(float((flat - reference[step]).abs().max()))
+    return out
+
+
+def compare_hooks(cluster: Cluster, steps: int = 6, cfg: RunConfig | None = None) -> HookComparison:
+    """The right hook (average gradients) and picotron #39's (average weights), same data."""
+    cfg = validate(cfg or RunConfig(layers=2, width=32, batch_per_rank=8, lr=0.1))
+    if steps < 2:
+        raise ValueError(f"need steps >= 2 (the weight hook first changes weights in step 1), got {steps}")
+    cfg = cfg.replace(world_size=cluster.world_size, steps=steps)
+    runs = []
+    for mode in HOOK_MODES:
+        res = cluster.run_task(hook_rank, cfg, mode)[0]
+        runs.append(HookRun(mode=mode, **{k: tuple(v) for k, v in res.items()}))
+    return HookComparison(config=cfg.to_dict(), runs=tuple(runs))

@@ -2,13 +2,19 @@
 
 Three ways to train one model on N workers, same model, same batches, same result:
 
-* **dp** — single-process data parallel, the way `nn.DataParallel` works: ONE process holds N
-  model replicas (the "devices"). Every step it scatters the batch into N shards, copies the
-  parameters from replica 0 to the others (`replicate`), runs the replicas' forward+backward in
-  N Python threads (`parallel_apply`; torch releases the GIL inside ops), copies every gradient
-  back to replica 0 and sums it there, and updates replica 0 only. `nn.DataParallel` needs CUDA
-  devices; on CPU the replicas are plain copies in one address space, and every byte that
-  crosses replica 0's boundary goes through a counted `copy_`, by direction.
+* **dp** — `nn.DataParallel`'s algorithm in one process with N model replicas (the "devices"),
+  step by step as `torch/nn/parallel/data_parallel.py` runs it: scatter the input batch into N
+  shards; replicate device 0's parameters to the others (`Broadcast`, an autograd function);
+  run the N **forwards** in N Python threads (`parallel_apply`); gather the outputs onto device 0
+  (`Gather`) and compute the loss there, against targets that never left device 0; then one
+  `loss.backward()`: the gather's backward scatters the output gradient back to the replicas,
+  each replica's backward runs, and the broadcast's backward sums every replica's parameter
+  gradient onto device 0's parameters (`ReduceAddCoalesced`); device 0 alone steps.
+  `nn.DataParallel` itself needs CUDA devices. Here the replicas are copies in one address
+  space and each of those four autograd functions is a counting copy: every byte that crosses
+  device 0's boundary is added up by direction. One difference remains: on GPUs the autograd
+  engine runs each device's backward on its own thread; on CPU the N replicas' backward runs
+  on the calling thread, one after another.
 * **ps** — a parameter server on ranks: rank 0 receives every rank's gradient, steps the only
   optimizer and sends the parameters back (DataParallel's data flow, spread over processes).
 * **ddp** — DDP: the gradients are all-reduced and every rank steps its own optimizer.
@@ -30,7 +36,7 @@ from .record import record_kind
 
 PATTERNS = ("dp", "ps", "ddp")       # single-process DP, parameter server on ranks, DDP
 RANK_PATTERNS = ("ps", "ddp")        # the two that run on ranks and send over sockets
-DP_PHASES = ("scatter_replicate", "parallel_apply", "gather", "update")
+DP_PHASES = ("scatter_replicate", "parallel_forward", "gather_loss", "backward", "update")
 WARMUP = 2                           # untimed steps before the measured ones, in every pattern
 
 
@@ -52,13 +58,14 @@ class DeviceStep:
     replicas: int
     step_ms: float                   # median wall time of a step (after one warm-up step)
     phase_ms: dict[str, float]       # median per phase, keys DP_PHASES
-    bytes_out: float                 # copied out of replica 0 per step (batch shards, parameters)
-    bytes_in: float                  # copied into replica 0 per step (gradients)
-    threads: int                     # distinct threads that ran forward+backward in one step
-    overlap: float                   # Σ replica fwd+bwd time / parallel_apply wall (1 = serial)
+    bytes_out: float                 # out of device 0 per step: shards, parameters, output grads
+    bytes_in: float                  # into device 0 per step: outputs, parameter gradients
+    threads: int                     # distinct threads that ran the forwards in one step
+    overlap: float                   # Σ replica forward time / parallel_forward wall (1 = serial)
     max_diff_vs_single: float        # max |θ_dp − θ_one process on the whole batch| at the end
     max_diff_vs_ddp: float | None = None   # max |θ_dp − θ_ddp| (None: DDP not run at this N)
     rounding_bound: float | None = None    # what float32 re-ordering can reach (0 exact at N = 1)
+    empty_threads_ms: float = 0.0    # median wall time to start and join N threads that do nothing
 
 
 @record_kind("dp_vs_ddp")
@@ -68,10 +75,11 @@ class DpVsDdp:
 
     config: dict
     param_bytes: int                     # P: one full gradient or parameter copy
-    shard_bytes: int                     # one replica's input shard (x and y) in single-process DP
+    shard_bytes: int                     # one replica's input shard (x; targets stay on device 0)
     points: tuple[StepTraffic, ...]      # the rank patterns, per world size and rank
     max_param_diff: dict[int, float]     # world size → max |θ_ps − θ_ddp| after training
     single_process: tuple[DeviceStep, ...] = ()   # single-process DP, per replica count
+    output_bytes: int = 0                # one replica's output shard (gathered, its grad scattered)
 
     def of(self, pattern: str, world_size: int | None = None) -> list[StepTraffic]:
         return [p for p in self.points if p.pattern == pattern
@@ -91,41 +99,50 @@ def expected_sent_bytes(pattern: str, world_size: int, rank: int, param_bytes: i
     raise ValueError(f"pattern must be one of {RANK_PATTERNS}, got {pattern!r}{hint}")
 
 
-def expected_copy_bytes(replicas: int, param_bytes: int, shard_bytes: int) -> dict[str, float]:
-    """What single-process DP copies through replica 0 per step, by direction.
+def expected_copy_bytes(replicas: int, param_bytes: int, shard_bytes: int,
+                        output_bytes: int) -> dict[str, float]:
+    """What nn.DataParallel moves through device 0 per step, by direction (N = replicas).
 
-    out: N−1 input shards and N−1 parameter copies (replicate); in: N−1 gradients (gather).
+    out: N−1 input shards (scatter), N−1 parameter copies (replicate) and, in backward, N−1
+    output-gradient shards (the gather's backward); in: N−1 output shards (gather) and, in
+    backward, N−1 parameter gradients (the broadcast's backward, summed on device 0).
     """
-    return {"out": float((replicas - 1) * (param_bytes + shard_bytes)),
-            "in": float((replicas - 1) * param_bytes)}
+    n = replicas - 1
+    return {"out": float(n * (shard_bytes + param_bytes + output_bytes)),
+            "in": float(n * (output_bytes + param_bytes))}
 
 
-# --- single-process DP: N replicas, N threads, one process ------------------------------------
+# --- single-process DP: nn.DataParallel's algorithm, N replicas, one process -------------------
 
 def _nbytes(t) -> int:
     return t.numel() * t.element_size()
 
 
-def _parallel_apply(fns) -> tuple[list[threading.Thread], list[float]]:
+def _parallel_apply(fns) -> tuple[list[threading.Thread], list[float], list]:
     """Run each fn in its own thread, as `torch.nn.parallel.parallel_apply` does (one: inline).
 
     Returns the thread that ran each (Thread objects: an OS ident can be reused as soon as a
-    thread ends) and its wall seconds; re-raises the first worker's error.
+    thread ends), its wall seconds and its result; re-raises the first worker's error.
     """
     import time
 
-    ran, secs, errors = [None] * len(fns), [0.0] * len(fns), [None] * len(fns)
+    import torch
+
+    n = len(fns)
+    ran, secs, results, errors = [None] * n, [0.0] * n, [None] * n, [None] * n
+    grad_enabled = torch.is_grad_enabled()          # grad mode is per thread: pass it on
 
     def worker(i, fn):
         ran[i] = threading.current_thread()
         t0 = time.perf_counter()
         try:
-            fn()
+            with torch.set_grad_enabled(grad_enabled):
+                results[i] = fn()
         except BaseException as err:            # noqa: BLE001 — surfaced in the caller's thread
             errors[i] = err
         secs[i] = time.perf_counter() - t0
 
-    if len(fns) == 1:
+    if n == 1:
         worker(0, fns[0])
     else:
         threads = [threading.Thread(target=worker, args=(i, fn)) for i, fn in enumerate(fns)]
@@ -136,14 +153,71 @@ def _parallel_apply(fns) -> tuple[list[threading.Thread], list[float]]:
     for err in errors:
         if err is not None:
             raise err
-    return ran, secs
+    return ran, secs, results
+
+
+def _empty_threads_ms(n: int, repeats: int) -> float:
+    """Median wall ms of `_parallel_apply` over n threads that do nothing: what starting and
+    joining the threads costs by itself, measured apart from any forward."""
+    import time
+
+    walls = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        _parallel_apply([lambda: None] * n)
+        walls.append(time.perf_counter() - t0)
+    return statistics.median(walls) * 1e3
+
+
+def _replicate(module, params: dict):
+    """A replica of `module` computing with `params` (name → tensor, non-leaf: the broadcast
+    copies), built as `torch.nn.parallel.replicate` builds one: a shallow copy of every
+    submodule without parameters of its own, the copies set as plain attributes."""
+    subs = dict(module.named_modules())
+    copies = {name: m._replicate_for_data_parallel() for name, m in subs.items()}
+    for name, m in subs.items():
+        prefix = f"{name}." if name else ""
+        for key, child in m._modules.items():
+            copies[name]._modules[key] = None if child is None else copies[prefix + key]
+        for key in m._parameters:
+            setattr(copies[name], key, params[prefix + key])
+    return copies[""]
+
+
+def _crossings():
+    """Two autograd functions that copy a tensor across device 0's boundary and count it.
+
+    `Out` (device 0 → a replica) is Scatter / Broadcast: its backward brings the gradient back
+    to device 0, where autograd sums the replicas' contributions into the parameter's `.grad`
+    (Broadcast's backward, ReduceAddCoalesced). `In` (a replica → device 0) is Gather: its
+    backward scatters the output gradient back out.
+    """
+    import torch
+
+    def crossing(forward_bytes: str, backward_bytes: str):
+        class Crossing(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, dp, t):
+                ctx.dp = dp
+                setattr(dp, forward_bytes, getattr(dp, forward_bytes) + _nbytes(t))
+                return t.clone()
+
+            @staticmethod
+            def backward(ctx, grad):
+                setattr(ctx.dp, backward_bytes, getattr(ctx.dp, backward_bytes) + _nbytes(grad))
+                return None, grad.clone()
+
+        return Crossing
+
+    return crossing("bytes_out", "bytes_in"), crossing("bytes_in", "bytes_out")
 
 
 class SingleProcessDP:
-    """`nn.DataParallel`'s data flow on CPU: replica 0 is device 0; the others are copies.
+    """`nn.DataParallel`'s algorithm on CPU: replica 0 is device 0, the others hold copies.
 
-    Every tensor that crosses replica 0's boundary goes through `_copy`, which adds its bytes
-    to `bytes_out` (from replica 0) or `bytes_in` (to replica 0).
+    Every tensor that crosses device 0's boundary goes through a counting autograd function,
+    which adds its bytes to `bytes_out` (from device 0) or `bytes_in` (to device 0), in forward
+    and in backward.
     """
 
     def __init__(self, cfg: RunConfig, replicas: int):
@@ -154,22 +228,13 @@ class SingleProcessDP:
         if replicas < 1:
             raise ValueError(f"replicas must be >= 1, got {replicas}")
         self.cfg, self.n = cfg, replicas
-        self.replicas = [build_mlp(cfg) for _ in range(replicas)]   # storage on each "device"
-        self.params = [list(m.parameters()) for m in self.replicas]
-        self.opt = torch.optim.SGD(self.replicas[0].parameters(), lr=cfg.lr)  # device 0 only
-        self.staging = [torch.empty_like(p) for p in self.params[0]]  # gradients land here
+        self.module = build_mlp(cfg)                           # device 0: the only parameters
+        self.opt = torch.optim.SGD(self.module.parameters(), lr=cfg.lr)   # device 0 only
         self.bytes_out = self.bytes_in = 0
-
-    def _copy(self, dst, src, direction: str):
-        dst.copy_(src)
-        if direction == "out":
-            self.bytes_out += _nbytes(src)
-        else:
-            self.bytes_in += _nbytes(src)
-        return dst
+        self._out, self._in = _crossings()
 
     def step(self, x, y) -> dict:
-        """One training step on the batch (x, y), which lives on replica 0."""
+        """One training step on the batch (x, y), which lives on device 0."""
         import time
 
         import torch
@@ -177,48 +242,38 @@ class SingleProcessDP:
         from .workloads import loss_fn
 
         t0 = time.perf_counter()
-        with torch.no_grad():
-            # scatter: shard 0 stays on device 0 (a view); shards 1 … N−1 are copied out
-            shards = []
-            for i, (xs, ys) in enumerate(zip(x.chunk(self.n), y.chunk(self.n))):
-                if i:
-                    xs = self._copy(torch.empty_like(xs), xs, "out")
-                    ys = self._copy(torch.empty_like(ys), ys, "out")
-                shards.append((xs, ys))
-            # replicate: replica 0's parameters copied to every other replica
-            for i in range(1, self.n):
-                for dst, src in zip(self.params[i], self.params[0]):
-                    self._copy(dst, src, "out")
+        # scatter: shard 0 stays on device 0 (a view); shards 1 … N−1 are copied out
+        shards = [xs if i == 0 else self._out.apply(self, xs) for i, xs in enumerate(x.chunk(self.n))]
+        # replicate: device 0's parameters broadcast to every other device, in the autograd graph
+        replicas = [self.module] + [
+            _replicate(self.module, {name: self._out.apply(self, p)
+                                     for name, p in self.module.named_parameters()})
+            for _ in range(1, self.n)]
         t1 = time.perf_counter()
 
-        batch = x.shape[0]
+        def forward(i):
+            return replicas[i](shards[i])
 
-        def fwd_bwd(i):
-            xs, ys = shards[i]
-            # mean over the shard × shard/batch: the replicas' losses sum to the batch's mean loss
-            (loss_fn(self.replicas[i](xs), ys) * (xs.shape[0] / batch)).backward()
-
-        ran, secs = _parallel_apply([lambda i=i: fwd_bwd(i) for i in range(self.n)])
+        ran, secs, outputs = _parallel_apply([lambda i=i: forward(i) for i in range(self.n)])
         t2 = time.perf_counter()
-        with torch.no_grad():
-            # gather: every other replica's gradient copied to device 0, summed into its own
-            for i in range(1, self.n):
-                for buf, p0, pi in zip(self.staging, self.params[0], self.params[i]):
-                    p0.grad.add_(self._copy(buf, pi.grad, "in"))
+        # gather: the outputs onto device 0; the loss there, against targets that never moved
+        gathered = torch.cat([o if i == 0 else self._in.apply(self, o) for i, o in enumerate(outputs)])
+        loss = loss_fn(gathered, y)
         t3 = time.perf_counter()
-        self.opt.step()                                   # the only optimizer step
-        for m in self.replicas:
-            m.zero_grad(set_to_none=True)
+        loss.backward()           # output grads scattered out, parameter grads summed on device 0
         t4 = time.perf_counter()
+        self.opt.step()                                   # the only optimizer step
+        self.opt.zero_grad(set_to_none=True)
+        t5 = time.perf_counter()
         parallel = t2 - t1
-        return dict(step=t4 - t0, threads=len({id(t) for t in ran}),
+        return dict(step=t5 - t0, threads=len({id(t) for t in ran}),
                     overlap=sum(secs) / parallel if parallel > 0 else 1.0,
-                    phases=dict(zip(DP_PHASES, (t1 - t0, parallel, t3 - t2, t4 - t3))))
+                    phases=dict(zip(DP_PHASES, (t1 - t0, parallel, t3 - t2, t4 - t3, t5 - t4))))
 
     def flat(self):
         from .workloads import flat_params
 
-        return flat_params(self.replicas[0])
+        return flat_params(self.module)
 
 
 def data_parallel(cfg: RunConfig, replicas: int, steps: int,
@@ -227,8 +282,8 @@ def data_parallel(cfg: RunConfig, replicas: int, steps: int,
 
     Each replica takes `cfg.batch_per_rank` samples (the global batch grows with N, as the rank
     patterns' does). Torch's intra-op pool is set to one thread meanwhile, as on every rank: the
-    only parallelism is the N replica threads. Returns the measurements and replica 0's final flat parameters; the
-    parameters are checked against one process training on the whole batch.
+    only parallelism is the N forward threads. Returns the measurements and device 0's final
+    flat parameters; the parameters are checked against one process training on the whole batch.
     """
     import torch
 
@@ -265,6 +320,7 @@ def data_parallel(cfg: RunConfig, replicas: int, steps: int,
         bytes_in=statistics.mean(s["in"] for s in stats),
         threads=max(s["threads"] for s in stats),
         overlap=statistics.median(s["overlap"] for s in measured),
+        empty_threads_ms=_empty_threads_ms(replicas, repeats=max(5, steps)),
         max_diff_vs_single=float((final - single).abs().max()),
         rounding_bound=0.0 if replicas == 1 else
         sgd_bound(cfg, max_abs([flat_params(build_mlp(cfg)), *reference])),
@@ -400,7 +456,8 @@ def dp_vs_ddp(cluster: Cluster, world_sizes=(2, 3, 4), cfg: RunConfig | None = N
                                 "max_diff_vs_ddp": float((final - ddp).abs().max())})
         devices.append(dev)
     return DpVsDdp(config=cfg.to_dict(), param_bytes=res[0][world_sizes[0]]["param_bytes"],
-                   shard_bytes=cfg.batch_per_rank * (cfg.width + 1) * 4,
+                   shard_bytes=cfg.batch_per_rank * cfg.width * 4,
+                   output_bytes=cfg.batch_per_rank * 1 * 4,        # the MLP's head: one float
                    points=tuple(points),
                    max_param_diff={n: max(res[r][n]["max_param_diff"] for r in range(n))
                                    for n in world_sizes},

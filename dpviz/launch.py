@@ -61,6 +61,15 @@ class RankContext:
     workdir: str     # a scratch folder shared by all ranks of the cluster
 
 
+def cores_note(ranks: int | None = None) -> str:
+    """A sentence about the cores this process may run on, read from the OS, so a notebook
+    states the reader's machine, not the author's (`os.sched_getaffinity`)."""
+    cores = len(os.sched_getaffinity(0))
+    shared = f"shared by the {ranks} ranks and" if ranks else "shared"
+    return (f"{cores} CPU core{'s' if cores != 1 else ''} available to this process, {shared} "
+            "with whatever else runs on the machine")
+
+
 # --- inside a rank ----------------------------------------------------------------------
 
 def rank_info(ctx: RankContext) -> dict:

@@ -62,6 +62,24 @@ def torchrun_layout(nnodes: int, nproc_per_node: int) -> list[RankIdentity]:
             for node in range(nnodes) for local in range(nproc_per_node)]
 
 
+def shards_by_rank_argument(nnodes: int, nproc_per_node: int, dataset_size: int,
+                            argument: str = "rank") -> tuple[tuple[int, ...], ...]:
+    """The indices each process of a torchrun job draws in one epoch (no shuffle), when it
+    builds its `DistributedSampler` with its global `rank` (right) or its `local_rank`.
+
+    Seed 003 passes `rank=local_rank` (to `init_process_group` and the sampler): right on one
+    node, where the two coincide; on several, the processes with the same local rank draw the
+    same shard, and the shards of the higher ranks are never drawn.
+    """
+    from torch.utils.data import DistributedSampler
+
+    if argument not in ("rank", "local_rank"):
+        raise ValueError(f"argument must be 'rank' or 'local_rank', got {argument!r}")
+    return tuple(tuple(DistributedSampler(range(dataset_size), num_replicas=i.world_size,
+                                          rank=getattr(i, argument), shuffle=False))
+                 for i in torchrun_layout(nnodes, nproc_per_node))
+
+
 # --- 2. DistributedSampler ---------------------------------------------------------------------
 
 
@@ -144,7 +162,7 @@ def bn_net(width: int, seed: int):
                          nn.Linear(width, 1))
 
 
-def _max_diff_vs_rank0(flat) -> float:
+def max_diff_vs_rank0(flat) -> float:
     """max over ranks of max |flat_r − flat_0| (collective: every rank must call it)."""
     import torch.distributed as dist
 
@@ -169,12 +187,12 @@ def lifecycle_rank(ctx: RankContext, width: int, steps: int, forward_sync_buffer
     model[0].running_mean.fill_(float(ctx.rank))               #    and different buffers
     probe = lambda: model[1].weight.reshape(-1)[:6].tolist()  # a few weights to draw
     before = probe()
-    diffs = dict(param_before=_max_diff_vs_rank0(flat(model.parameters())),
-                 buffer_before=_max_diff_vs_rank0(flat(model.buffers())))
+    diffs = dict(param_before=max_diff_vs_rank0(flat(model.parameters())),
+                 buffer_before=max_diff_vs_rank0(flat(model.buffers())))
     ddp = DDP(model, forward_sync_buffers=forward_sync_buffers)  # 2) broadcasts rank 0's state
     after = probe()
-    diffs.update(param_after=_max_diff_vs_rank0(flat(model.parameters())),
-                 buffer_after=_max_diff_vs_rank0(flat(model.buffers())))
+    diffs.update(param_after=max_diff_vs_rank0(flat(model.parameters())),
+                 buffer_after=max_diff_vs_rank0(flat(model.buffers())))
 
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)           # 3) train on rank-shifted inputs
     gen = torch.Generator().manual_seed(seed * 1009 + ctx.rank)

@@ -35,6 +35,9 @@ RECORD_MODULES = {
     "tensor_parallel": "dpviz.tensor_parallel",
     "step_anatomy": "dpviz.anatomy",
     "dp_vs_ddp": "dpviz.dp_vs_ddp",
+    "ring_exercise": "dpviz.exercises.records", "hook_exercise": "dpviz.exercises.records",
+    "buckets_exercise": "dpviz.exercises.records", "accumulation_exercise": "dpviz.exercises.records",
+    "zero1_exercise": "dpviz.exercises.records",
 }
 
 

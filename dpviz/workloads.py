@@ -53,7 +53,13 @@ def global_batch(cfg: RunConfig, step: int, micro_step: int) -> tuple[torch.Tens
 
 
 def rank_batch(cfg: RunConfig, step: int, micro_step: int, rank: int):
-    """This rank's contiguous slice of the global batch (what DistributedSampler would give)."""
+    """This rank's contiguous slice of the global batch.
+
+    `DistributedSampler` strides instead (rank r takes indices r, r + N, … of its order, padded
+    to equal shards). With equal shards and a mean loss, the averaged gradient is the global
+    batch's mean whatever the split, so the contiguous slice trains the same and is easier to
+    read.
+    """
     x, y = global_batch(cfg, step, micro_step)
     lo, hi = rank * cfg.batch_per_rank, (rank + 1) * cfg.batch_per_rank
     return x[lo:hi], y[lo:hi]

@@ -11,8 +11,11 @@ is DDP + `ZeroRedundancyOptimizer` (each rank steps its slice of the parameters,
 broadcasts it), stage 3 is FSDP2 `fully_shard` (all-gather parameters before each layer's
 forward and backward, reduce-scatter its gradients). Bytes are read from the live tensors
 after a real step; the collectives are counted from each rank's profiler trace.
-Stage 2 has no separate live run: in PyTorch it is FSDP with parameters kept unsharded
-between forward and backward, and its bytes at rest equal stage 3's.
+Stage 2 has no separate live run. The paper's stage 2 (DeepSpeed's) keeps the parameters
+replicated at all times. PyTorch's nearest configuration, FSDP with
+`reshard_after_forward=False` (FSDP1: `ShardingStrategy.SHARD_GRAD_OP`), keeps the gathered
+parameters from forward through backward — the paper's stage-2 bytes during the step — but
+reshards them after backward, so between steps it holds stage 3's bytes.
 """
 from __future__ import annotations
 
@@ -29,6 +32,28 @@ STRATEGIES = {"ddp": 0, "zero1": 1, "fsdp": 3}   # live strategy → the ZeRO st
 ADAM_LR = 1e-3
 K_MIXED = 12        # bytes of optimizer state per parameter, mixed-precision Adam
 K_FP32 = 8          # fp32 Adam: the fp32 parameters are their own master copy, + m and v
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Bytes per parameter of one training recipe: parameters, gradients, optimizer state (K)."""
+
+    param_bytes: float
+    grad_bytes: float
+    k: float
+    holds: str          # what the K bytes are
+
+    @property
+    def per_param(self) -> float:
+        return self.param_bytes + self.grad_bytes + self.k
+
+
+RECIPES = {
+    "mixed-precision Adam": Recipe(2, 2, K_MIXED, "fp32 master weights + m + v"),
+    "fp32 Adam": Recipe(4, 4, K_FP32, "m + v (the fp32 parameters are their own master copy)"),
+    "mixed-precision SGD+momentum": Recipe(2, 2, 8, "fp32 master weights + momentum"),
+    "fp32 SGD+momentum": Recipe(4, 4, 4, "momentum"),
+}
 
 
 # --- the calculator ---------------------------------------------------------------------------
@@ -59,8 +84,9 @@ def zero_memory(psi: float, world_size: int, stage: int, k: float = K_MIXED,
         raise ValueError(f"ZeRO stage must be one of {STAGES}, got {stage!r}")
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise ValueError(f"world_size must be a whole number >= 1, got {world_size!r}")
-    if not psi > 0 or not k >= 0:
-        raise ValueError(f"need psi > 0 parameters and k >= 0 bytes per parameter, got {psi}, {k}")
+    if not psi > 0 or not min(k, param_bytes, grad_bytes) >= 0:
+        raise ValueError(f"need psi > 0 parameters and k, param_bytes, grad_bytes >= 0 bytes per "
+                         f"parameter, got {psi}, {k}, {param_bytes}, {grad_bytes}")
     n = world_size
     return ZeroBytes(stage, n,
                      params=param_bytes * psi / (n if stage >= 3 else 1),
@@ -68,14 +94,23 @@ def zero_memory(psi: float, world_size: int, stage: int, k: float = K_MIXED,
                      optimizer=k * psi / (n if stage >= 1 else 1))
 
 
+def recipe_memory(psi: float, world_size: int, stage: int, recipe: str | Recipe) -> ZeroBytes:
+    """`zero_memory` with the bytes of a named recipe (a key of RECIPES) or a Recipe."""
+    if isinstance(recipe, str):
+        if recipe not in RECIPES:
+            raise ValueError(f"unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
+        recipe = RECIPES[recipe]
+    return zero_memory(psi, world_size, stage, recipe.k, recipe.param_bytes, recipe.grad_bytes)
+
+
 def smallest_stage_that_fits(psi: float, world_size: int, device_bytes: float,
-                             k: float = K_MIXED) -> int | None:
+                             recipe: str | Recipe = "mixed-precision Adam") -> int | None:
     """The lowest ZeRO stage whose model states fit in `device_bytes` (None: none fits).
 
     Model states only: activations and buffers need room on top of this.
     """
     for stage in STAGES:
-        if zero_memory(psi, world_size, stage, k).total <= device_bytes:
+        if recipe_memory(psi, world_size, stage, recipe).total <= device_bytes:
             return stage
     return None
 
@@ -98,6 +133,7 @@ class ShardedRank:
     collectives: dict[str, int]      # gloo:* events in the last step (what gloo ran)
     collective_bytes: dict[str, int]  # their input bytes (from the trace's recorded shapes)
     launches: dict[str, int]         # c10d::* events in the last step (what PyTorch asked for)
+    collectives_by_step: tuple[dict[str, int], ...] = ()   # gloo:* events in every step, in order
     max_diff_vs_single_process: float | None = None   # rank 0: |params − one-process Adam|
     # rank 0: max over parameters of |Δθ| ÷ its float32 rounding bound (≤ 1: rounding only;
     # see rounding.adam_entry_bounds for why Adam needs a bound per parameter)
@@ -199,7 +235,9 @@ def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
     """Train `cfg.steps` Adam steps under one strategy on the first `cfg.world_size` ranks;
     bytes held and collectives traced. Ranks outside that group return None.
 
-    One warm cluster serves every world size up to its own: no cold start per size.
+    One warm cluster serves every world size up to its own: no cold start per size. The
+    collectives of the last step are kept apart: with `cfg.steps >= 3` it is a steady DDP step
+    (step 0 uses one bucket, and step 1's forward broadcasts the rebuilt bucket order once).
     """
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -225,8 +263,10 @@ def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
                 opt.zero_grad(set_to_none=True)
     path = Path(ctx.workdir) / f"zero-{strategy}-rank{ctx.rank}.json"
     prof.export_chrome_trace(str(path))
-    gloo, gloo_bytes, c10d = count_collectives(read_trace(path), ctx.rank, step=cfg.steps - 1)
+    trace = read_trace(path)
     path.unlink()
+    gloo, gloo_bytes, c10d = count_collectives(trace, ctx.rank, step=cfg.steps - 1)
+    by_step = [count_collectives(trace, ctx.rank, step)[0] for step in range(cfg.steps - 1)] + [gloo]
     state = optimizer_state_bytes(opt)
     # the check runs after profiling: FSDP's full_tensor() is itself an all-gather
     full = torch.cat([(p.full_tensor() if hasattr(p, "full_tensor") else p).detach().reshape(-1)
@@ -238,7 +278,7 @@ def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
                 grad_bytes=grad_bytes,
                 optimizer_bytes=state.get("exp_avg", 0) + state.get("exp_avg_sq", 0),
                 step_bytes=state.get("step", 0), collectives=gloo, collective_bytes=gloo_bytes,
-                launches=c10d,
+                launches=c10d, collectives_by_step=by_step,
                 max_diff_vs_single_process=diff, diff_over_rounding_bound=ratio)
 
 
@@ -277,7 +317,7 @@ def run_sharded(cfg: RunConfig | None = None, world_sizes: tuple[int, ...] = (1,
 
     One warm cluster of the largest size; smaller world sizes run on its first ranks.
     """
-    cfg = validate(cfg or RunConfig(steps=2))
+    cfg = validate(cfg or RunConfig(steps=3))
     unknown = [s for s in strategies if s not in STRATEGIES]
     if unknown:
         raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
@@ -294,4 +334,22 @@ def run_sharded(cfg: RunConfig | None = None, world_sizes: tuple[int, ...] = (1,
                 rows += cluster.run_task(shard_rank, cfg.replace(world_size=n), strategy,
                                          timeout_s=cfg.timeout_s)
     return ZeroSweep(config=cfg.to_dict(),
-                     ranks=tuple(ShardedRank(**r) for r in rows if r is not None))
+                     ranks=tuple(ShardedRank(**{**r, "collectives_by_step": tuple(r["collectives_by_step"])})
+                                 for r in rows if r is not None))
+
+
+def describe_sweep(sweep: ZeroSweep) -> str:
+    """One row per rank: bytes held against the calculator, and rank 0's distance from one
+    process running Adam on the whole batch, also as a multiple of its float32 rounding bound
+    (≤ 1: rounding only; see rounding.adam_entry_bounds) — a table, not a dict."""
+    head = (f"{'strategy':8s} {'N':>2s} {'rank':>4s} {'params B':>10s} {'grads B':>10s} "
+            f"{'Adam m+v B':>11s} {'calculator':>11s} {'max |θ − one-process Adam|':>27s} "
+            f"{'÷ rounding bound':>16s}")
+    lines = [head, "-" * len(head)]
+    for r in sweep.ranks:
+        diff = "" if r.max_diff_vs_single_process is None else f"{r.max_diff_vs_single_process:.1e}"
+        ratio = "" if r.diff_over_rounding_bound is None else f"{r.diff_over_rounding_bound:.2g}"
+        lines.append(f"{r.strategy:8s} {r.world_size:2d} {r.rank:4d} {r.param_bytes:10,d} "
+                     f"{r.grad_bytes:10,d} {r.optimizer_bytes:11,d} {int(model_for(r).optimizer):11,d} "
+                     f"{diff:>27s} {ratio:>16s}")
+    return "\n".join(lines)

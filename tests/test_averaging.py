@@ -118,3 +118,36 @@ def test_period_slider_reruns_live(cluster2):
             period_slider(cluster2, periods=(2, 4), value=3)
     finally:
         matplotlib.use("Agg")
+
+
+def test_weight_averaging_hook_passes_a_parameter_check_but_is_not_large_batch_sgd(cluster2):
+    cmp = A.compare_hooks(cluster2, steps=4)
+    right, bug = cmp.run("gradient"), cmp.run("weight")
+    # the right hook: replicas bit-identical always, large-batch SGD to float32 rounding
+    # (a sum of 2 shard means in another order: a few ulps of parameters of size ~0.1-1)
+    assert max(right.params_after_step) == 0.0 and max(right.grads_after_backward) == 0.0
+    assert max(right.vs_large_batch) < 1e-6
+    # the bug: the naive check (parameters right after backward) passes, exactly …
+    assert max(bug.params_after_backward) == 0.0
+    # … but the gradients were never averaged, so ranks step apart and leave large-batch SGD
+    assert min(bug.grads_after_backward) > 1e-3
+    assert min(bug.params_after_step) > 1e-4
+    assert min(bug.vs_large_batch[1:]) > 1e-4
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from dpviz.plots.averaging import plot_hook_check
+
+    assert len(plot_hook_check(cmp).lines) == 2 * 3              # 2 hooks × 3 checks
+
+
+def test_compare_hooks_needs_two_steps(cluster2):
+    with pytest.raises(ValueError, match="steps >= 2"):
+        A.compare_hooks(cluster2, steps=1)
+
+
+def test_no_reading_of_the_shard_loss_gives_the_seeds_13():
+    readings = A.loss_readings((3, 4), (6, 8), 1.0)
+    assert readings["Σ (z − y)²"] == 25 and readings["mean (z − y)²"] == 12.5
+    assert 13 not in readings.values()
+    assert A.loss_readings((1, 2), (2, 4), 1.0)["Σ (z − y)²"] == 5     # rank 0's printed 5 holds

@@ -66,7 +66,7 @@ def test_figures_draw_the_model_and_the_knee():
     record = synthetic(0.3, 1e-6)
     ax = plot_alpha_beta(record)
     assert any(line.get_linestyle() == ":" and line.get_xdata()[0] == pytest.approx(300_000) for line in ax.lines)
-    assert len(plot_busbw(record).lines) == 1 + 3  # the series and three seed references
+    assert len(plot_busbw(record).lines) == 1 + 4  # the series and four seed references (§2.4, §4.1)
 
 
 def test_sizes_accept_lists_and_doubling_ranges():

@@ -111,3 +111,13 @@ def test_ranks_exit_when_their_parent_is_killed(tmp_path):
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(alive(p) for p in pids)
+
+
+def test_cores_note_reads_the_cores_from_the_os():
+    import os
+
+    from dpviz.launch import cores_note
+
+    n = len(os.sched_getaffinity(0))
+    assert cores_note(4).startswith(f"{n} CPU core") and "shared by the 4 ranks and with" in cores_note(4)
+    assert "ranks" not in cores_note()

@@ -105,9 +105,11 @@ def test_three_patterns_train_identically_and_traffic_matches_model(cluster3):
         assert d.rounding_bound == pytest.approx(bound[n])
         assert d.max_diff_vs_single <= bound[n] and d.max_diff_vs_ddp <= 2 * bound[n], d
         assert d.threads == n
-        assert d.bytes_in == (n - 1) * rec.param_bytes          # N−1 gradients copied to device 0
-        assert d.bytes_out == (n - 1) * (rec.param_bytes + 8 * 129 * 4)  # parameters + shards
-    assert rec.shard_bytes == 8 * (128 + 1) * 4
+        # in: N−1 output shards (gather) + N−1 parameter gradients (broadcast's backward);
+        # out: N−1 input shards + N−1 parameter copies + N−1 output-gradient shards
+        assert d.bytes_in == (n - 1) * (8 * 4 + rec.param_bytes)
+        assert d.bytes_out == (n - 1) * (8 * 128 * 4 + rec.param_bytes + 8 * 4)
+    assert rec.shard_bytes == 8 * 128 * 4 and rec.output_bytes == 8 * 4
 
 
 def test_dp_vs_ddp_record_round_trips_through_json(cluster3, tmp_path):
@@ -119,28 +121,37 @@ def test_dp_vs_ddp_record_round_trips_through_json(cluster3, tmp_path):
 
 
 @pytest.mark.numeric
-def test_single_process_dp_copies_what_the_formula_says_in_n_threads():
+def test_single_process_dp_is_data_parallels_algorithm_and_copies_what_the_formula_says():
+    import threading
+
     import torch
 
-    from dpviz.workloads import build_mlp, flat_params, global_batch, single_process_params
+    from dpviz.workloads import build_mlp, global_batch, single_process_params
 
     cfg = RunConfig(layers=2, width=32, batch_per_rank=5, world_size=3, steps=4)
     P = sum(p.numel() * 4 for p in build_mlp(cfg).parameters())
     dp = D.SingleProcessDP(cfg, 3)
     ref = single_process_params(cfg)
+    backward_threads = set()
+    for p in dp.module.parameters():      # where device 0's gradients are summed: one thread
+        p.register_post_accumulate_grad_hook(lambda _: backward_threads.add(threading.get_ident()))
     for step in range(4):
         stats = dp.step(*global_batch(cfg, step, 0))
-        assert stats["threads"] == 3                            # one thread per replica
+        assert stats["threads"] == 3                            # one forward thread per replica
         bound = reference_sgd_bound(cfg.replace(steps=step + 1))  # N shards re-order the sums
-        assert (flat_params(dp.replicas[0]) - ref[step]).abs().max() <= bound
-    # per step: 2 shards of 5 × (32 inputs + 1 target) floats and 2 parameter copies out, 2
-    # gradients in — nothing else crosses device 0
-    assert dp.bytes_out == 4 * (2 * 5 * 33 * 4 + 2 * P)
-    assert dp.bytes_in == 4 * 2 * P
-    assert D.expected_copy_bytes(3, P, 5 * 33 * 4) == {"out": dp.bytes_out / 4, "in": dp.bytes_in / 4}
-    # only replica 0 is updated: the others still hold the parameters replicated to them
-    assert (flat_params(dp.replicas[1]) - ref[2]).abs().max() <= reference_sgd_bound(cfg.replace(steps=3))
-    assert not torch.equal(flat_params(dp.replicas[1]), flat_params(dp.replicas[0]))
+        assert (dp.flat() - ref[step]).abs().max() <= bound    # = one process, whole batch
+    assert backward_threads == {threading.get_ident()}         # backward: the caller's thread
+    # per step out: 2 input shards of 5 × 32 floats, 2 parameter copies, 2 output-gradient
+    # shards of 5 floats; in: 2 output shards, 2 parameter gradients. Targets never move.
+    assert dp.bytes_out == 4 * (2 * 5 * 32 * 4 + 2 * P + 2 * 5 * 4)
+    assert dp.bytes_in == 4 * (2 * 5 * 4 + 2 * P)
+    assert D.expected_copy_bytes(3, P, 5 * 32 * 4, 5 * 4) == {"out": dp.bytes_out / 4,
+                                                              "in": dp.bytes_in / 4}
+    # replicas own no parameters: their weights are the broadcast copies, in the autograd graph
+    copies = {n: p.detach().clone().requires_grad_() * 1 for n, p in dp.module.named_parameters()}
+    replica = D._replicate(dp.module, copies)
+    assert list(replica.parameters()) == [] and replica[0].weight is copies["0.weight"]
+    assert torch.equal(replica(torch.ones(2, 32)), dp.module(torch.ones(2, 32)))
     dev, final = D.data_parallel(cfg, 1, steps=1, warmup=0)
     assert dev.threads == 1 and dev.bytes_in == dev.bytes_out == 0    # one device: no copies
     # exact by construction: one replica runs the very kernels the reference runs (one
@@ -187,3 +198,14 @@ def test_figures_draw_the_records(cluster3, synced):
     assert len(plot_step_time(rec).lines) == 3                # DP, parameter server, DDP
     assert len(plot_dp_phases(rec).patches) == 4 * len(D.DP_PHASES)  # N = 1 … 4, stacked
     plt.close("all")
+
+
+def test_local_rank_as_rank_draws_duplicate_shards_beyond_one_node():
+    right = L.shards_by_rank_argument(2, 2, dataset_size=8)
+    assert sorted(i for shard in right for i in shard) == list(range(8))     # every sample once
+    wrong = L.shards_by_rank_argument(2, 2, dataset_size=8, argument="local_rank")
+    assert wrong[0] == wrong[2] and wrong[1] == wrong[3]                     # same local rank
+    assert sorted({i for shard in wrong for i in shard}) == [0, 1, 4, 5]     # half never drawn
+    assert L.shards_by_rank_argument(1, 4, 8, "local_rank") == L.shards_by_rank_argument(1, 4, 8)
+    with pytest.raises(ValueError, match="argument"):
+        L.shards_by_rank_argument(1, 2, 8, "node")

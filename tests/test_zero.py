@@ -5,8 +5,9 @@ import pytest
 
 from dpviz.config import RunConfig
 from dpviz.record import load, save
-from dpviz.zero import (ADAM_LR, K_FP32, ZeroSweep, count_collectives, model_for, run_sharded,
-                        single_process_adam, smallest_stage_that_fits, zero_memory)
+from dpviz.zero import (ADAM_LR, K_FP32, RECIPES, ZeroSweep, count_collectives, describe_sweep,
+                        model_for, recipe_memory, run_sharded, single_process_adam,
+                        smallest_stage_that_fits, zero_memory)
 
 GB = 1e9
 
@@ -25,6 +26,26 @@ def test_each_stage_shards_one_more_part():
     assert len({zero_memory(1e6, 1, stage).total for stage in range(4)}) == 1   # N=1: nothing to shard
 
 
+def test_recipes_hold_the_bytes_per_parameter_of_their_training():
+    # fp32 Adam: 4 + 4 + (m 4 + v 4) = 16; mixed-precision Adam: 2 + 2 + (master 4 + m 4 + v 4) = 16;
+    # mixed-precision SGD + momentum: 2 + 2 + (master 4 + momentum 4) = 12
+    assert {name: r.per_param for name, r in RECIPES.items()} == {
+        "mixed-precision Adam": 16, "fp32 Adam": 16, "mixed-precision SGD+momentum": 12,
+        "fp32 SGD+momentum": 12}
+    assert recipe_memory(1e9, 1, 0, "fp32 Adam").total == 16e9
+    assert recipe_memory(1e9, 4, 2, "fp32 Adam").params == 4e9       # stage 2 keeps params whole
+    assert recipe_memory(1e9, 4, 2, "fp32 Adam").grads == 1e9
+    with pytest.raises(ValueError, match="unknown recipe"):
+        recipe_memory(1e9, 4, 2, "fp8 Adam")
+
+
+def test_smallest_stage_that_fits_depends_on_the_recipe():
+    # 4 B fp32 Adam on 8 ranks, 32 GB: stage 0 needs 64 GB, stage 1 36 GB, stage 2 22 GB
+    assert smallest_stage_that_fits(4e9, 8, 32 * GB, "fp32 Adam") == 2
+    # mixed-precision SGD+momentum: stage 0 48 GB, stage 1 16 + 4 = 20 GB
+    assert smallest_stage_that_fits(4e9, 8, 32 * GB, "mixed-precision SGD+momentum") == 1
+
+
 def test_smallest_stage_that_fits():
     assert smallest_stage_that_fits(7.5e9, 64, 80 * GB) == 1
     assert smallest_stage_that_fits(7.5e9, 64, 10 * GB) == 3
@@ -39,7 +60,7 @@ def test_calculator_rejects_bad_input(args):
 
 @pytest.fixture(scope="module")
 def sweep() -> ZeroSweep:
-    return run_sharded(RunConfig(steps=2, layers=4, width=128), world_sizes=(1, 2, 4))
+    return run_sharded(RunConfig(steps=3, layers=4, width=128), world_sizes=(1, 2, 4))
 
 
 def test_sweep_covers_every_rank(sweep):
@@ -93,9 +114,17 @@ def test_traffic_in_the_trace(sweep):
         elif row.strategy == "zero1":   # each rank broadcasts the slice it updated
             assert row.collectives["gloo:broadcast"] >= 10
             assert row.collectives["gloo:all_reduce"] >= 1
-        else:
-            assert row.collectives["gloo:all_reduce"] >= 1 and "gloo:all_gather" not in row.collectives
+        else:   # a steady DDP step is one all-reduce (one bucket here); step 1 also broadcast
+            assert row.collectives == {"gloo:all_reduce": 1}, row.collectives
+            assert row.collectives_by_step[1].get("gloo:broadcast", 0) >= 1   # bucket-order sync
     assert sweep.rows("fsdp", 1)[0].collectives == {}   # one rank: nothing to gather
+
+
+def test_describe_sweep_is_a_table_of_every_rank(sweep):
+    lines = describe_sweep(sweep).splitlines()
+    assert len(lines) == 2 + len(sweep.ranks)
+    assert lines[2].split()[:3] == ["ddp", "1", "0"]
+    assert "{" not in describe_sweep(sweep) and "(" not in "".join(lines[2:])
 
 
 def test_sweep_round_trips(sweep, tmp_path):
@@ -121,3 +150,10 @@ def test_calculator_widget_redraws_on_slider_moves():
     assert f"{zero_memory(7.5e9, 64, 3).total / GB:.2f} GB per rank — fits" in summary.value
     ranks.value = 1
     assert "120.00 GB" in summary.value
+    (_, _, k), hint = panel.children[3].children, panel.children[4]
+    assert "2 + 2 + 12 = 16 bytes per parameter = mixed-precision Adam" in hint.value
+    panel.children[1].children[1].value = "fp32 Adam"           # the recipe menu sets all three
+    assert "4 + 4 + 8 = 16 bytes per parameter = fp32 Adam" in hint.value
+    assert f"{recipe_memory(7.5e9, 1, 3, 'fp32 Adam').total / GB:.2f} GB per rank" in summary.value
+    k.value = 5
+    assert "(no named recipe)" in hint.value

@@ -3,8 +3,11 @@
 At up-step k (k = 0, 1, …) every rank r with r mod 2^(k+1) = 2^k sends its partial sum to
 r − 2^k: the number of senders halves each step, so after ⌈log2 N⌉ steps rank 0 holds the
 sum. The broadcast replays the tree in reverse: 2·⌈log2 N⌉ steps in all, against the ring's
-2(N−1) — fewer latency hops, but each hop moves the whole buffer S and in every step only
-some ranks send (the seed's §5.2 trade-off).
+2(N−1) — fewer latency hops, but each hop moves the whole buffer S, in every step only some
+ranks send, and the root sends ⌈log2 N⌉·S. This is the textbook binomial tree, not the tree of
+seed 000 §5.2: NCCL's tree all-reduce runs a pipelined double binary tree (two complementary
+binary trees, each reducing and broadcasting half the buffer in small chunks that stream up and
+down at once), which keeps each rank's traffic a small constant multiple of S whatever N.
 """
 from __future__ import annotations
 

@@ -26,8 +26,8 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
     Each rank gets a compute lane (forward, backward, optimizer) and an all-reduce lane
     (coloured by bucket); grey boxes are its micro-steps, labelled on rank 0 "#m: n" with
     the n all-reduces its trace shows. With no_sync placed right: 0, …, 0, one per bucket.
-    The gloo worker thread may close an all-reduce event late (a bar past the optimizer):
-    the trace is drawn as recorded.
+    The gloo worker thread may close an all-reduce event late; `dpviz.trace` ends each
+    all-reduce no later than the micro-step that launched it, and the figure's tag says so.
     """
     ax = style.new_axes(ax, figsize=(11, 1.4 + 1.2 * record.world_size))
     step = steady_steps(record)[-1] if step is None else step
@@ -63,6 +63,7 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
     handles = [Patch(color=style.kind_color(k), label=k) for k in COMPUTE_KINDS]
     handles += [Patch(color=style.bucket_color(b), label=f"bucket {b}") for b in buckets]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    style.tag(ax, style.source_of(record), note=style.adjustment_of(record))
     return ax
 
 
@@ -93,6 +94,7 @@ def plot_sweep_bytes(sweep: AccumulationSweep, ax=None):
     ax.set_title(f"{sweep.world_size} ranks: communication per step and per sample", loc="left")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live", "model")
     return ax
 
 
@@ -111,6 +113,7 @@ def plot_sweep_time(sweep: AccumulationSweep, ax=None):
     ax.set_title("step time, measured live", loc="left")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -132,6 +135,7 @@ def plot_scopes(records: dict[str, RunRecord], step: int | None = None, ax=None)
     ax.set_title("where no_sync() goes decides which micro-steps all-reduce", loc="left")
     ax.legend(fontsize=8, frameon=False, loc="upper left")
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -155,4 +159,5 @@ def plot_gradient_ratio(checks: Iterable[GradientCheck], ax=None):
     ax.set_title("accumulated gradient vs one process on the large batch", loc="left")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax

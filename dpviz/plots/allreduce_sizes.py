@@ -62,4 +62,5 @@ def plot_allreduce_sizes(record: RunRecord, step: int | None = None, rank: int |
     total = sum(r.bytes or 0 for r in rows) / 2**20
     ax.set_title(f"step {step}, rank {rank}: {len(rows)} all-reduces, {total:.1f} MiB of gradients "
                  "(in launch order)", loc="left")
+    style.tag(ax, style.source_of(record))
     return ax

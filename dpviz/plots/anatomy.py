@@ -40,6 +40,7 @@ def plot_anatomy(record: StepAnatomy, ax=None):
                  loc="left")
     ax.legend(loc="lower right", fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -69,4 +70,5 @@ def plot_activations(record: StepAnatomy, ax=None):
                  "+ the data, − the head's output)", loc="left", fontsize=9)
     ax.legend(loc="upper right", fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax

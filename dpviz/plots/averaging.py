@@ -1,7 +1,7 @@
-"""The worked example's trajectory, uneven-shard errors, and parameter vs gradient averaging."""
+"""The worked example's trajectory, uneven-shard errors, parameter vs gradient averaging, hooks."""
 from __future__ import annotations
 
-from ..averaging import AveragingComparison, UnevenShards, WorkedExample
+from ..averaging import AveragingComparison, HookComparison, UnevenShards, WorkedExample
 from . import style
 
 
@@ -16,6 +16,7 @@ def plot_worked_example(examples: list[WorkedExample], ax=None):
     ax.set(xlabel="step", ylabel="w (identical on both ranks)")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -35,6 +36,7 @@ def plot_uneven(record: UnevenShards, ax=None):
     ax.set_title(f"shards of {', '.join(map(str, record.sizes))} samples on "
                  f"{len(record.sizes)} live ranks", loc="left")
     style.tidy(ax)
+    style.tag(ax, "live", note="0 drawn at 1e-12")
     return ax
 
 
@@ -53,6 +55,7 @@ def plot_drift(record: AveragingComparison, ax=None):
     ax.set(xlabel="step", ylabel="replica drift ‖θ_r − θ̄‖ (RMS)")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -65,4 +68,29 @@ def plot_averaging_loss(record: AveragingComparison, ax=None):
     ax.set(xlabel="step", ylabel="held-out loss of θ̄", yscale="log")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
+    return ax
+
+
+def plot_hook_check(record: HookComparison, ax=None):
+    """Per step, for each hook: parameters after backward vs after the step vs large-batch SGD.
+
+    The weight-averaging hook (picotron #39) is 0 after backward — a naive check passes — and
+    off everywhere else.
+    """
+    ax = style.new_axes(ax, figsize=(7, 3.4))
+    checks = (("params_after_backward", "ranks' θ after backward", ":"),
+              ("params_after_step", "ranks' θ after optimizer.step()", "--"),
+              ("vs_large_batch", "θ vs one process, whole batch", "-"))
+    for i, run in enumerate(record.runs):
+        for field, label, ls in checks:
+            values = [max(v, 1e-12) for v in getattr(run, field)]   # log axis: 0 drawn at 1e-12
+            ax.plot(range(len(values)), values, ls=ls, marker="o", ms=3, color=style.rank_color(i),
+                    label=f"hook averages {run.mode}s: {label}")
+    ax.set(yscale="log", xlabel="step", ylabel="max |difference| (0 drawn at 1e-12)")
+    ax.set_title("weight-averaging hook: ranks agree after backward", loc="left",
+                 fontsize=10)
+    ax.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    style.tidy(ax)
+    style.tag(ax, "live", note="0 drawn at 1e-12")
     return ax

@@ -48,6 +48,7 @@ def plot_layout(record: RunRecord, ax=None, rank: int = 0):
     ax.set_title(f"rank {rank}: DDP's buckets (bucket_cap_mb={cap}; dashed: first bucket's cap "
                  f"{limits[0] / 2**20:g} MiB)", loc="left")
     style.tidy(ax)
+    style.tag(ax, style.source_of(record))
     return ax
 
 
@@ -113,6 +114,8 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
     if model is not None:
         handles.append(Patch(fill=False, edgecolor=style.TEXT, ls=":", label="alpha-beta prediction"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    style.tag(ax, style.source_of(record), *(["model"] if model is not None else []),
+              note=style.adjustment_of(record))
     return ax
 
 
@@ -153,4 +156,5 @@ def plot_sweep(sweep: BucketSweep, ax=None):
                  "/rank", loc="left", fontsize=10)
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax

@@ -64,6 +64,7 @@ def plot_memory_curve(record: MemoryRecord, checkpoint_every: int, ax=None, refe
     ax.set_title(f"{_label(checkpoint_every)}: peak {row.peak_activation_bytes / MB:.1f} MB measured, "
                  f"{row.prediction.peak_bytes / MB:.1f} MB predicted", loc="left")
     style.tidy(ax)
+    style.tag(ax, "live", "model")
     return ax
 
 
@@ -82,6 +83,7 @@ def plot_peaks(record: MemoryRecord, ax=None):
     ax.set_title(f"{record.layers} blocks: peak ≈ n/k inputs + one segment", loc="left")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live", "model")
     return ax
 
 
@@ -122,4 +124,5 @@ def plot_recompute(record: MemoryRecord, ax=None):
     ax.set_title("what checkpointing costs", loc="left")
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax

@@ -32,4 +32,5 @@ def plot_checks(record: RunRecord, ax=None):
     ax.set_title(f"{record.world_size} ranks: parameters after each step", loc="left")
     ax.legend(frameon=False, fontsize=8, loc="upper left")
     style.tidy(ax)
+    style.tag(ax, style.source_of(record), note="0 drawn at 1e-12")
     return ax

@@ -21,6 +21,7 @@ def plot_gradient_noise(noise: GradientNoise, ax=None):
     ax.set_title(f"gradient noise, N = {noise.dataset_size}: slope {noise_slope(noise):.2f}",
                  loc="left")
     ax.legend(fontsize=8, frameon=False)
+    style.tag(ax, "live", "model")
     return ax
 
 
@@ -40,4 +41,5 @@ def plot_descent(comparison: DescentComparison, x: str = "samples", ax=None):
         ax.set_xlim(left=0)
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax

@@ -30,6 +30,7 @@ def plot_tokens_per_expert(record: ExpertParallelRecord, ax=None):
     ax.margins(y=0.2)
     ax.legend(fontsize=8, frameon=False, loc="upper left")
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -53,4 +54,5 @@ def plot_exchange_bytes(record: ExpertParallelRecord, ax=None):
     ax.margins(y=0.15)
     ax.legend(fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax

@@ -41,6 +41,7 @@ def plot_sampler(shards: SamplerShards, ax=None):
                  f"{shards.padding()} index(es) drawn twice to even the shards", loc="left", fontsize=9)
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
+    style.tag(ax, "live")
     return ax
 
 
@@ -61,6 +62,7 @@ def plot_construction(record: Lifecycle, ax=None):
                  f"{record.buffer_diff_after:.0e}", loc="left", fontsize=9)
     ax.legend(fontsize=7, frameon=False, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -74,6 +76,7 @@ def plot_buffers(record: Lifecycle, ax=None):
     ax.set_title(f"forward_sync_buffers={record.forward_sync_buffers}", loc="left")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -85,7 +88,8 @@ LABELS = {"dp": "single-process DP (one process, N threads)",
 def plot_traffic(record: DpVsDdp, ax=None):
     """Bytes per step through each worker, measured (bars) and modelled (ticks), per N.
 
-    Single-process DP: what replica 0 copies out (shards, parameters) and in (gradients); the
+    Single-process DP: what device 0 copies out (input shards, parameters, output gradients)
+    and in (outputs, parameter gradients); the
     rank patterns: what each rank writes to its sockets.
     """
     ax = style.new_axes(ax, figsize=(10, 3.5))
@@ -103,7 +107,8 @@ def plot_traffic(record: DpVsDdp, ax=None):
     for n in sizes:
         first = x
         if any(d.replicas == n for d in record.single_process):
-            dev, model = record.dp(n), expected_copy_bytes(n, record.param_bytes, record.shard_bytes)
+            dev, model = record.dp(n), expected_copy_bytes(n, record.param_bytes, record.shard_bytes,
+                                                         record.output_bytes)
             bar(dev.bytes_out, model["out"], COLORS["dp"], "d0\nout")
             bar(dev.bytes_in, model["in"], COLORS["dp"], "d0\nin", hatch="//")
             x += 0.5
@@ -126,6 +131,7 @@ def plot_traffic(record: DpVsDdp, ax=None):
     ax.set_title(f"P = {record.param_bytes / 2 ** 20:.1f} MiB of parameters; d0 = DP's device 0,"
                  f" r = rank", loc="left", fontsize=9, pad=4)
     style.tidy(ax)
+    style.tag(ax, "live", "model")
     return ax
 
 
@@ -145,14 +151,15 @@ def plot_step_time(record: DpVsDdp, ax=None):
     ax.set_title("same batch per worker (weak scaling)", loc="left", fontsize=9)
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
 def plot_dp_phases(record: DpVsDdp, ax=None):
-    """Single-process DP's step split into phases: only parallel_apply runs on N threads."""
+    """Single-process DP's step split into phases: only the forwards run on N threads."""
     ax = style.new_axes(ax, figsize=(5, 3.5))
     dev = sorted(record.single_process, key=lambda d: d.replicas)
-    colors = dict(zip(DP_PHASES, ("#E69F00", COLORS["dp"], "#CC79A7", "#56B4E9")))
+    colors = dict(zip(DP_PHASES, ("#E69F00", COLORS["dp"], "#CC79A7", "#D55E00", "#56B4E9")))
     for d in dev:
         bottom = 0.0
         for phase in DP_PHASES:
@@ -163,10 +170,10 @@ def plot_dp_phases(record: DpVsDdp, ax=None):
     ax.margins(y=0.15)
     ax.set(xlabel="replicas N (one process)", ylabel="ms per step (medians)",
            xticks=[d.replicas for d in dev])
-    ax.legend(handles=[Patch(color=colors[p], label=p + (" (N threads)" if p == "parallel_apply"
-                                                         else " (device 0)"))
-                       for p in DP_PHASES], fontsize=7, frameon=False, loc="upper left",
-              bbox_to_anchor=(1.0, 1.0))
-    ax.set_title("×: Σ replica time / parallel wall (1 = serial)", loc="left", fontsize=9)
+    where = {"parallel_forward": " (N threads)", "backward": " (1 thread on CPU)"}
+    ax.legend(handles=[Patch(color=colors[p], label=p + where.get(p, " (device 0)")) for p in DP_PHASES],
+              fontsize=7, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.set_title("×: Σ replica forward time / parallel wall (1 = serial)", loc="left", fontsize=9)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax

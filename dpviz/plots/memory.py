@@ -40,4 +40,5 @@ def plot_breakdown(records: list[MemoryBreakdown], label: str = "optimizer", ax=
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     n = records[0].n_params
     ax.set_title(f"measured after one real step, {n:,} parameters", loc="left")
+    style.tag(ax, "live")
     return ax

@@ -36,6 +36,7 @@ def plot_gantt(run: PipelineRun, ax=None, step=None):
                        Patch(color=IDLE, label="idle (bubble)")],
               fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -59,6 +60,7 @@ def plot_bubble(sweep: PipelineSweep, ax=None):
     ax.minorticks_off()
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live", "model")
     return ax
 
 
@@ -75,4 +77,5 @@ def plot_in_flight(sweep: PipelineSweep, ax=None):
     ax.minorticks_off()
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax

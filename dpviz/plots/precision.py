@@ -35,6 +35,7 @@ def plot_bit_layouts(value: float = math.pi, formats=FORMATS, ax=None):
     ax.axis("off")
     ax.legend(loc="upper center", ncol=3, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.0))
     ax.set_title(f"{value:g} as each format stores it (bits read back from torch)", loc="left")
+    style.tag(ax, "live")
     return ax
 
 
@@ -54,6 +55,7 @@ def plot_ranges(formats=FORMATS, marks: dict[str, float] | None = None, ax=None)
     ax.set_yticks(range(len(formats)), list(reversed(formats)))
     ax.set_xlabel("log10 |value|  (pale: subnormal, losing precision; solid: normal)")
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -78,6 +80,7 @@ def plot_underflow(result: Underflow, ax=None):
     ax.set_ylabel("entries")
     style.tidy(ax)
     ax.legend(fontsize=8, frameon=False, loc="upper left")
+    style.tag(ax, "live")
     return ax
 
 
@@ -93,6 +96,7 @@ def plot_scaling(run: ScalingRun, ax=None):
     ax.set_ylabel("log2 loss scale")
     style.tidy(ax)
     ax.legend(fontsize=8, frameon=False)
+    style.tag(ax, "live")
     return ax
 
 
@@ -107,4 +111,5 @@ def plot_losses(run: PrecisionRun, ax=None):
     ax.set_ylabel("loss (MSE)")
     style.tidy(ax)
     ax.legend(fontsize=8, frameon=False)
+    style.tag(ax, "live")
     return ax

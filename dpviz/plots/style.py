@@ -51,3 +51,46 @@ def tidy(ax):
     """The house style for every figure: no top or right frame."""
     ax.spines[["top", "right"]].set_visible(False)
     return ax
+
+
+SOURCES = ("live", "loaded trace", "quoted", "model")
+
+
+def source_of(record) -> str:
+    """Where a record's data came from: "loaded trace" for one built from profiler trace files
+    (`dpviz.load_trace`), else "live" (recorded by dpviz on its own ranks)."""
+    config = getattr(record, "config", None)
+    return "loaded trace" if isinstance(config, dict) and config.get("source") == "trace" else "live"
+
+
+def adjustment_of(record) -> str:
+    """How a record's drawn spans differ from its raw trace: dpviz ends every all-reduce no later
+    than the micro-step that launched it (`dpviz.trace`), where the trace has micro-steps."""
+    spans = getattr(record, "spans", ())
+    return "all-reduce ends capped at their micro-step" if any(
+        s.kind == "micro_step" for s in spans) else ""
+
+
+def tag(ax, *sources: str, note: str = ""):
+    """Stamp above a figure's top-right corner where its data comes from, so a reader can tell a
+    live measurement from a loaded trace, a quoted figure or a model: e.g. "live + model".
+
+    `note` says how drawn data was adjusted, if it was (e.g. "all-reduce ends capped").
+    """
+    unknown = [s for s in sources if s not in SOURCES]
+    if not sources or unknown:
+        raise ValueError(f"sources must be some of {SOURCES}, got {sources!r}")
+    text = " + ".join(dict.fromkeys(sources)) + (f" · {note}" if note else "")
+    # above the title, if there is one: a long left-aligned title would run into it
+    lines = max(ax.get_title(loc=loc).count("\n") + 1 if ax.get_title(loc=loc) else 0
+                for loc in ("left", "center", "right"))
+    rise = 3 + lines * (ax.title.get_fontsize() * 1.25) + (6 if lines else 0)
+    ax.annotate(text, xy=(1, 1), xycoords="axes fraction", xytext=(0, rise), textcoords="offset points",
+                ha="right", va="bottom", fontsize=7, color=TEXT, gid="dpviz-source",
+                bbox=dict(boxstyle="round,pad=0.2", fc="#F2F2F2", ec=MUTED, lw=0.5))
+    return ax
+
+
+def tags_of(ax) -> list[str]:
+    """The source stamps on an axes (what `tag` wrote), for tests and checks."""
+    return [t.get_text() for t in ax.texts if t.get_gid() == "dpviz-source"]

@@ -40,6 +40,7 @@ def plot_weight_shards(record: TensorParallelRecord, tp_size: int | None = None,
     ax.set_aspect("equal")
     ax.axis("off")
     ax.set_title(f"TP size {n}: each rank holds 1/{n} of the hidden units", loc="left")
+    style.tag(ax, "live")
     return ax
 
 
@@ -78,6 +79,7 @@ def plot_bytes_per_rank(record: TensorParallelRecord, ax=None):
     ax.set_ylabel("KiB per rank (measured, largest rank)")
     ax.legend(fontsize=8, frameon=False, ncol=2)
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax
 
 
@@ -108,4 +110,5 @@ def plot_comm(record: TensorParallelRecord, tp_size: int | None = None, ax=None)
     ax.margins(x=0.12)
     ax.legend(fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     style.tidy(ax)
+    style.tag(ax, "live")
     return ax

@@ -54,4 +54,5 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
     handles = [Patch(color=style.kind_color(k), label=k) for k in ("forward", "backward", "optimizer")]
     handles += [Patch(color=style.bucket_color(b), label=f"bucket {b}") for b in buckets]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    style.tag(ax, style.source_of(record), note=style.adjustment_of(record))
     return ax

@@ -11,11 +11,12 @@ STRATEGY_LABELS = {"ddp": "DDP + Adam (stage 0)", "zero1": "ZeroRedundancyOptimi
                    "fsdp": "FSDP2 fully_shard (stage 3)"}
 
 
-def plot_zero_stages(psi: float, world_size: int, k: float = K_MIXED, stage: int | None = None, ax=None):
+def plot_zero_stages(psi: float, world_size: int, k: float = K_MIXED, stage: int | None = None, ax=None,
+                     param_bytes: float = 2, grad_bytes: float = 2):
     """Stacked per-rank GB of params / grads / optimizer state for stages 0-3 (calculator)."""
     ax = style.new_axes(ax, figsize=(7, 3.5))
     for i, s in enumerate(STAGES):
-        b = zero_memory(psi, world_size, s, k)
+        b = zero_memory(psi, world_size, s, k, param_bytes, grad_bytes)
         bottom = 0.0
         for part, value in (("params", b.params), ("grads", b.grads), ("optimizer", b.optimizer)):
             ax.bar(i, value / GB, bottom=bottom, color=PART_COLORS[part], width=0.6,
@@ -26,9 +27,11 @@ def plot_zero_stages(psi: float, world_size: int, k: float = K_MIXED, stage: int
     ax.set_xticks(range(len(STAGES)), ["0 (DP)", "1 (Pos)", "2 (Pos+g)", "3 (Pos+g+p)"])
     ax.set_xlabel("ZeRO stage")
     ax.set_ylabel("GB per rank (model states)")
-    ax.set_title(f"Ψ = {psi / 1e9:g} B parameters, N = {world_size} ranks, K = {k:g}", loc="left")
+    ax.set_title(f"Ψ = {psi / 1e9:g} B parameters, N = {world_size} ranks, "
+                 f"{param_bytes:g} + {grad_bytes:g} + {k:g} (K) bytes per parameter", loc="left")
     style.tidy(ax)
     ax.legend(loc="upper right", fontsize=8, frameon=False)
+    style.tag(ax, "model")
     return ax
 
 
@@ -65,10 +68,13 @@ def plot_measured_vs_model(sweep: ZeroSweep, part: str = "optimizer", ax=None):
                        zorder=3, label="  measured on each rank" if n == ns[0] else None)
     ax.set_xscale("log", base=2)
     ax.set_xticks(sweep.world_sizes, [str(n) for n in sweep.world_sizes])
-    ax.set_xlabel("world size N (live gloo ranks)")
-    ax.set_ylabel(f"{PART_LABELS[part]}, MB per rank")
+    ax.minorticks_off()
+    ax.tick_params(labelsize=11)
+    ax.set_xlabel("world size N (live gloo ranks)", fontsize=11)
+    ax.set_ylabel(f"{PART_LABELS[part]}, MB per rank", fontsize=11)
     style.tidy(ax)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=10, frameon=False)
+    style.tag(ax, "live", "model", note="strategies nudged apart along N")
     return ax
 
 
@@ -94,4 +100,5 @@ def plot_collectives(sweep: ZeroSweep, world_size: int | None = None, ax=None):
     ax.margins(y=0.3)
     style.tidy(ax)
     ax.legend(fontsize=8, frameon=False)
+    style.tag(ax, "live")
     return ax

@@ -1,0 +1,13 @@
+"""Show a check: its verdict in words, and the figure of where it went wrong."""
+from __future__ import annotations
+
+
+def report(check):
+    """Print the verdict; when it failed on code that ran, draw yours beside the reference
+    and return the Figure (None otherwise)."""
+    from ..plots import exercises as figures
+
+    print(check.verdict.text())
+    if check.verdict.passed or getattr(check, "yours", None) is None:
+        return None
+    return figures.plot_check(check)

@@ -1,0 +1,147 @@
+"""Each exercise's checker on live ranks: the shipped solution passes, each classic mistake
+is rejected with its own name, and a failing attempt's record saves, loads and draws."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import matplotlib
+import pytest
+
+import exercise_mistakes as wrong
+from dpviz import Cluster, load, save
+from dpviz.exercises import (check_accumulation, check_buckets, check_hook, check_ring, check_zero1,
+                             report)
+from dpviz.exercises.core import choose, is_starter, portable
+from dpviz.plots.exercises import plot_check
+
+matplotlib.use("Agg")
+
+
+@pytest.fixture(scope="module")
+def cluster3():
+    """3 ranks: the unchunked ring's (N−1)·S = 2S differs from a ring's 2(N−1)/N·S = 4S/3."""
+    with Cluster(3) as cluster:
+        yield cluster
+
+
+def as_notebook_function(fn):
+    """`fn` as if typed in a notebook cell: not importable, so it travels as source."""
+    copy = types.FunctionType(fn.__code__, {}, fn.__name__)
+    copy.__module__ = "__main__"
+    return copy
+
+
+def rejected(check, mistake: str, *words: str):
+    assert not check.verdict.passed
+    assert check.verdict.mistake == mistake, check.verdict.text()
+    for word in words:
+        assert word in check.verdict.message
+    assert check.verdict.hint
+    return check
+
+
+def test_the_shipped_solutions_pass(cluster3):
+    for check in (check_ring(None, cluster3), check_hook(None, cluster3), check_buckets(None, cluster3),
+                  check_accumulation(None, cluster3), check_zero1(None, cluster3)):
+        assert check.verdict.passed, check.verdict.text()
+        assert check.verdict.checked == "the shipped solution"
+
+
+def test_ring_names_the_tutorials_unchunked_ring(cluster3, tmp_path):
+    check = rejected(check_ring(as_notebook_function(wrong.unchunked_ring), cluster3), "unchunked_ring",
+                     "(N−1)·S = 72 B", "PyTorch tutorial", "2(N−1)/N·S = 48 B")
+    assert check.yours.bytes_sent_per_rank == (72, 72, 72)        # measured: 2 steps × 36 B
+    assert check.reference.bytes_sent_per_rank == (48, 48, 48)
+    assert check.yours.frames[-1] == check.reference.frames[-1]   # the sum itself is right
+    assert load(save(check, tmp_path / "ring.json")) == check
+    assert plot_check(load(tmp_path / "ring.json")) is not None
+
+
+def test_ring_wrong_sum_is_drawn_at_the_first_differing_step(cluster3):
+    check = rejected(check_ring(wrong.ring_adding_in_all_gather, cluster3), "wrong_sum", "wrong result")
+    n = 3
+    assert check.first_diff == n  # reduce-scatter (steps 1, 2) is right; step 3 adds instead of copying
+    assert check.yours.frames[n - 1] == check.reference.frames[n - 1]
+    # provenance on the live ranks: some cell of frame 3 counts a rank's input twice
+    assert any(len(h) != len(set(h)) for rank in check.yours.holds[n] for h in rank)
+    assert report(check) is not None
+
+
+def test_hook_names_picotron_39_and_a_missing_divide(cluster3):
+    rejected(check_hook(wrong.picotron_39, cluster3), "averaged_parameter", "picotron issue #39")
+    check = rejected(check_hook(wrong.sum_without_divide, cluster3), "missing_divide", "3×")
+    assert all(abs(r - 3) < 1e-3 for r in check.yours.norm_ratio)
+
+
+def test_buckets_name_off_by_one_order_and_first_cap(cluster3):
+    check = rejected(check_buckets(wrong.close_after_cap, cluster3), "off_by_one", "exactly its cap")
+    assert check.yours.model == "MLP 24×256, cap = one layer exactly"
+    rejected(check_buckets(wrong.definition_order, cluster3), "forward_order", "definition order")
+    rejected(check_buckets(wrong.no_first_bucket_cap, cluster3), "no_first_cap", "1 MiB")
+    rejected(check_buckets(wrong.first_cap_on_explicit_caps, cluster3), "first_cap_always", "explicit")
+    rejected(check_buckets(wrong.forgets_the_head, cluster3), "not_a_partition", "exactly one bucket")
+    assert plot_check(check) is not None
+
+
+def test_accumulation_names_backward_only_no_sync_and_missing_1_over_k(cluster3):
+    check = rejected(check_accumulation(wrong.no_sync_backward_only, cluster3), "backward_only",
+                     "covers backward only")
+    n_buckets = check.reference.all_reduces_per_micro[-1]
+    assert n_buckets > 1 and check.yours.all_reduces_per_micro == (n_buckets,) * 4
+    assert check.reference.all_reduces_per_micro == (0, 0, 0, n_buckets)
+    check = rejected(check_accumulation(wrong.accumulate_without_1_over_k, cluster3), "missing_1_over_K", "4.0000×")
+    rejected(check_accumulation(wrong.accumulate_without_no_sync, cluster3), "no_no_sync")
+    assert plot_check(check) is not None
+
+
+def test_zero1_names_a_missing_all_gather_and_unsharded_state(cluster3):
+    check = rejected(check_zero1(wrong.zero1_without_all_gather, cluster3), "no_all_gather",
+                     "never moved")
+    assert check.yours.all_gathers == (0, 0, 0)
+    check = rejected(check_zero1(wrong.adam_on_every_rank, cluster3), "unsharded_state", "8Ψ = 8160 B")
+    assert plot_check(check) is not None
+
+
+def test_zero1_hand_written_adam_passes_within_the_float32_tolerance(cluster3):
+    check = check_zero1(wrong.zero1_by_hand, cluster3)
+    assert check.verdict.passed, check.verdict.text()
+    assert check.yours.state_bytes == (2720, 2720, 2720)     # m and v of 340 parameters, float32
+    assert 0 < max(max(d) for d in check.yours.abs_diff) < check.yours.tolerance
+
+
+def test_starter_and_environment_pick_the_shipped_solution(monkeypatch):
+    def starter(buf, comm):
+        """Your code here."""
+        raise NotImplementedError
+
+    assert is_starter(starter) and not is_starter(wrong.unchunked_ring)
+    assert choose(starter, "ring_all_reduce")[1] == "the shipped solution"
+    assert choose(wrong.unchunked_ring, "ring_all_reduce")[1] == "your code"
+    monkeypatch.setenv("DPVIZ_SOLUTIONS", "1")
+    assert choose(wrong.unchunked_ring, "ring_all_reduce")[1] == "the shipped solution"
+    assert choose(starter, "no_such_exercise") == (None, "nothing yet")   # solutions removed
+    assert portable(as_notebook_function(wrong.unchunked_ring))[0] == "source"
+
+
+def test_records_and_figures_load_without_torch():
+    code = ("import sys; import dpviz.exercises.records, dpviz.plots.exercises; "
+            "assert 'torch' not in sys.modules, 'torch imported'")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_a_crashing_or_hanging_attempt_names_the_rank_and_the_fix(cluster3, monkeypatch):
+    check = rejected(check_ring(as_notebook_function(wrong.ring_that_raises), cluster3), "error", "NameError")
+    assert "import anything else inside the function" in check.verdict.hint
+    assert check.yours is None and report(check) is None
+    monkeypatch.setattr("dpviz.exercises.core.EXERCISE_TIMEOUT_S", 3.0)
+    rejected(check_ring(wrong.ring_receiving_first, cluster3), "hang", "rank(s) 0, 1, 2", "within 3 s")
+
+
+def test_the_other_mistakes_get_their_own_messages(cluster3):
+    """Beyond the classic ones: each check stops at the first thing wrong and names it."""
+    rejected(check_ring(wrong.ring_sending_twice, cluster3), "steps", "a ring takes 2(N−1) = 4")
+    rejected(check_hook(wrong.hook_keeping_the_local_gradient, cluster3), "no_communication", "nothing went")
+    rejected(check_accumulation(wrong.accumulate_never_syncing, cluster3), "never_synced", "never averaged")
+    rejected(check_zero1(wrong.zero1_with_lr_1e_2, cluster3), "wrong_update", "differs from plain Adam")

@@ -1,0 +1,56 @@
+"""Every figure says where its data comes from: live, loaded trace, quoted or model."""
+import ast
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+
+from dpviz.plots import style  # noqa: E402
+from dpviz.record import RunRecord, Span  # noqa: E402
+
+PLOTS = Path(style.__file__).parent
+
+
+def test_every_plot_function_tags_its_figure():
+    """A plot_* function stamps its source (style.tag) or draws through one that does."""
+    untagged = []
+    for path in sorted(PLOTS.glob("*.py")):
+        for fn in ast.parse(path.read_text()).body:
+            if isinstance(fn, ast.FunctionDef) and fn.name.startswith("plot_"):
+                calls = {c.func.attr if isinstance(c.func, ast.Attribute) else getattr(c.func, "id", "")
+                         for c in ast.walk(fn) if isinstance(c, ast.Call)}
+                if "tag" not in calls and not any(c.startswith("plot_") for c in calls):
+                    untagged.append(f"{path.name}:{fn.name}")
+    assert untagged == []
+
+
+def _record(config, kinds=()):
+    spans = tuple(Span(rank=0, kind=k, name=k, start_us=0.0, end_us=1.0, tid="0") for k in kinds)
+    return RunRecord(config=config, world_size=1, spans=spans, buckets=(), micro_steps=(),
+                     losses={}, checks=(), ddp_logging={}, notes=())
+
+
+def test_source_and_adjustment_come_from_the_record():
+    assert style.source_of(_record({"source": "trace"})) == "loaded trace"
+    assert style.source_of(_record({"world_size": 2})) == "live"
+    assert style.adjustment_of(_record({}, ["micro_step"])) == "all-reduce ends capped at their micro-step"
+    assert style.adjustment_of(_record({}, ["forward"])) == ""
+
+
+def test_tag_writes_one_stamp_and_rejects_unknown_sources():
+    _, ax = plt.subplots()
+    style.tag(ax, "live", "model", "live", note="capped")
+    assert style.tags_of(ax) == ["live + model · capped"]
+    with pytest.raises(ValueError, match="sources must be"):
+        style.tag(ax, "measured")
+    plt.close("all")
+
+
+def test_zero_stages_figure_is_a_model():
+    from dpviz.plots.zero import plot_zero_stages
+
+    assert style.tags_of(plot_zero_stages(7.5e9, 64)) == ["model"]
+    plt.close("all")
