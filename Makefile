@@ -2,8 +2,9 @@
 # checkout first (Debian packages, .venv/ with torch==2.13.0 and dpviz installed).
 PY := .venv/bin/python
 STAMP := .venv/.dpviz-installed
+NODE_STAMP := node_modules/.dpviz-installed
 
-.PHONY: setup lab tour test test-kernels test-fast bench animations clean
+.PHONY: setup lab tour book test test-kernels test-fast bench animations clean
 
 setup: $(STAMP)
 $(STAMP): pyproject.toml scripts/setup.sh
@@ -12,10 +13,16 @@ $(STAMP): pyproject.toml scripts/setup.sh
 lab: $(STAMP)  ## open the notebooks in JupyterLab on 127.0.0.1
 	$(PY) -m jupyter lab --ip 127.0.0.1 --no-browser --notebook-dir notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
 
+$(NODE_STAMP): package.json  ## the book's widget JavaScript (npm; not part of the Python package)
+	npm install --no-audit --no-fund && touch $@
+
 tour: $(STAMP)  ## headless: execute every notebook and write HTML to out/tour/
 	$(PY) -m dpviz tour --out out/tour
 
-test: $(STAMP)  ## every test: unit + live ranks + scenes + browser, every CPU kernel path, every notebook
+book: $(STAMP) $(NODE_STAMP)  ## the course site: notebooks executed live + videos → out/book/html/
+	$(PY) -m dpviz book --out out/book
+
+test: $(STAMP) $(NODE_STAMP)  ## every test: unit + live ranks + scenes + browser, every CPU kernel path, every notebook
 	$(PY) -m pytest tests
 	@$(MAKE) --no-print-directory test-kernels
 	$(PY) -m pytest --nbval-lax -p no:cacheprovider notebooks
@@ -40,4 +47,4 @@ animations: $(STAMP)  ## render every scene from fresh live runs into out/animat
 	$(PY) -m dpviz animate all --out out/animations
 
 clean:
-	rm -rf out .pytest_cache
+	rm -rf out .pytest_cache node_modules

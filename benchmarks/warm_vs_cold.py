@@ -1,6 +1,8 @@
 """Warm re-run vs cold launch of the same DDP run, and the cost of recording it.
 
 Measured side by side in one process, medians of repeats:
+  cluster start = a 4-rank Cluster ready (every rank in the process group), in a fresh Python
+          process each time (so the forkserver's one torch import is counted), forkserver vs spawn
   cold  = dpviz.run(cfg): spawn ranks, rendezvous, run, export+parse traces, tear down
   warm  = dpviz.run(cfg, cluster=warm): the same run on ranks kept alive
   recording overhead = median step wall time with the profiler + comm hook ÷ without (bare DDP)
@@ -9,7 +11,10 @@ Usage: python benchmarks/warm_vs_cold.py [--ranks 4] [--repeats 5]
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import time
 
 from dpviz import Cluster, RunConfig, run
@@ -19,6 +24,19 @@ def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
     return time.perf_counter() - t0
+
+
+_START = ("import time, dpviz\n"
+          "if __name__ == '__main__':\n"
+          "    t0 = time.perf_counter(); c = dpviz.Cluster({n}, start_method={m!r}); c.start()\n"
+          "    print(time.perf_counter() - t0); c.close()\n")
+
+
+def cluster_start_s(ranks: int, method: str) -> float:
+    """Seconds from Cluster(...).start() to every rank ready, in a fresh interpreter."""
+    out = subprocess.run([sys.executable, "-c", _START.format(n=ranks, m=method)],
+                         capture_output=True, text=True, check=True, timeout=300)
+    return float(out.stdout.split()[-1])
 
 
 def steady_step_ms(record) -> float:
@@ -32,6 +50,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     cfg = RunConfig(world_size=args.ranks, steps=3, bucket_cap_mb=1.0)
+    starts = {"forkserver": [], "spawn": []}
+    for _ in range(max(2, args.repeats // 2)):   # interleaved, so drifting load hits both alike
+        for method in starts:
+            starts[method].append(cluster_start_s(cfg.world_size, method))
 
     cold = [timed(lambda: run(cfg)) for _ in range(max(2, args.repeats // 2))]
     with Cluster(cfg.world_size) as warm_cluster:
@@ -45,6 +67,12 @@ def main() -> None:
 
     c, w = statistics.median(cold), statistics.median(warm)
     b, i = statistics.median(bare), statistics.median(instrumented)
+    print(f"{cfg.world_size}-rank cluster start, fresh process (load average "
+          + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + "):")
+    fork, spawn = statistics.median(starts["forkserver"]), statistics.median(starts["spawn"])
+    print(f"  spawn (each rank imports torch)      {spawn:7.3f} s")
+    print(f"  forkserver (torch imported once)     {fork:7.3f} s")
+    print(f"  spawn / forkserver                   {spawn / fork:7.2f} x")
     print(f"{cfg.world_size}-rank, {cfg.steps}-step DDP run (gloo, CPU), medians of repeats:")
     print(f"  cold one-shot run    {c:7.3f} s")
     print(f"  warm re-run          {w:7.3f} s")

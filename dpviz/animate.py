@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from .record import load
 
-FORMATS = ("mp4", "gif")
+FORMATS = ("mp4", "gif", "png")  # png: a folder with one still per section, for slides
 QUALITIES = ("low", "medium", "high")
 
 
@@ -76,7 +77,8 @@ def render(name: str, record_path: str | os.PathLike, out: str | os.PathLike | N
     from manim import tempconfig
 
     with tempfile.TemporaryDirectory(prefix="dpviz-manim-") as media:
-        settings = {"quality": f"{quality}_quality", "format": fmt, "media_dir": media,
+        settings = {"quality": f"{quality}_quality", "format": "mp4" if fmt == "png" else fmt,
+                    "save_sections": fmt == "png", "media_dir": media,
                     "disable_caching": True, "progress_bar": "none", "verbosity": "WARNING",
                     "dry_run": dry_run}
         with tempconfig(settings):
@@ -85,8 +87,25 @@ def render(name: str, record_path: str | os.PathLike, out: str | os.PathLike | N
             if dry_run:  # nothing was written: the writer has no file path to give
                 return None
             writer = scene.renderer.file_writer
+            if fmt == "png":
+                return section_stills(writer, Path(out))
             produced = writer.gif_file_path if fmt == "gif" else writer.movie_file_path
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(produced), out)
     return out
+
+
+def section_stills(writer, folder: Path) -> Path:
+    """The last frame of every section the scene marked (`self.next_section(name)`) as
+    `NN-name.png` in `folder`: what a slide shows once that step has played."""
+    import av
+
+    folder.mkdir(parents=True, exist_ok=True)
+    shown = [s for s in writer.sections if s.video and s.get_clean_partial_movie_files()]
+    for i, section in enumerate(shown):
+        with av.open(str(writer.sections_output_dir / section.video)) as video:
+            *_, last = video.decode(video=0)
+        slug = re.sub(r"[^a-z0-9]+", "-", section.name.lower()).strip("-") or "section"
+        last.to_image().save(folder / f"{i:02d}-{slug}.png")
+    return folder

@@ -311,14 +311,23 @@ def averaging_rank(ctx: RankContext, cfg: RunConfig, mode: str, period: int, ste
 
 
 def compare_averaging(cluster: Cluster, periods=(4, 16), steps: int = 48,
-                      cfg: RunConfig | None = None) -> AveragingComparison:
-    """Gradient averaging every step vs parameter averaging every H in `periods`, same data."""
+                      cfg: RunConfig | None = None,
+                      gradient: AveragingComparison | None = None) -> AveragingComparison:
+    """Gradient averaging every step vs parameter averaging every H in `periods`, same data.
+
+    `gradient`: an earlier comparison with the same config and steps whose gradient-averaging
+    run is reused (it does not depend on H), so a slider over H re-runs only the H side.
+    """
     cfg = validate(cfg or RunConfig(layers=2, width=64, batch_per_rank=16, lr=0.2))
     cfg = cfg.replace(world_size=cluster.world_size)
     if any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in periods):
         raise ValueError(f"periods are steps between parameter averages, whole numbers >= 1: {periods}")
-    runs = []
-    for mode, period in [("gradient", 1)] + [("parameter", h) for h in periods]:
+    if gradient is not None and (gradient.config != cfg.to_dict()
+                                 or len(gradient.runs[0].drift) != steps):
+        raise ValueError("the earlier comparison ran another config or step count: run both afresh")
+    runs = [gradient.runs[0]] if gradient is not None else []
+    todo = [("parameter", h) for h in periods]
+    for mode, period in todo if gradient is not None else [("gradient", 1)] + todo:
         res = cluster.run_task(averaging_rank, cfg, mode, period, steps)[0]
         runs.append(AveragingRun(mode=mode, period=period, drift=tuple(res["drift"]),
                                  eval_loss=tuple(res["eval_loss"]),

@@ -292,7 +292,7 @@ def sweep_row(*records: RunRecord) -> SweepRow:
         n_buckets=len(step_buckets(last, steady_steps(last)[-1])),
         step_ms=med([r.step_ms for r in rows]), comm_ms=med([r.comm_ms for r in rows]),
         exposed_comm_ms=med([r.exposed_comm_ms for r in rows]),
-        overlap_fraction=med([r.overlap_fraction for r in rows]), samples=len(rows))
+        overlap_fraction=med([r.backward_overlap_fraction for r in rows]), samples=len(rows))
 
 
 def sweep_config(**changes):

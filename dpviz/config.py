@@ -40,6 +40,8 @@ class RunConfig:
     backend: str = "gloo"
     profile: bool = True
     timeout_s: float = 120.0
+    slow_rank: int | None = None  # this rank sleeps delay_ms in every forward: a straggler
+    delay_ms: float = 0.0
 
     @property
     def device(self) -> str:
@@ -111,6 +113,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     for name in ("profile", "scale_loss"):
         if not isinstance(getattr(cfg, name), bool):
             raise ValueError(f"{name} must be True or False, got {getattr(cfg, name)!r}")
+    _validate_straggler(cfg)
     for name in ("bucket_cap_mb", "lr", "timeout_s"):
         value = getattr(cfg, name)
         if name == "bucket_cap_mb" and value is None:
@@ -118,6 +121,19 @@ def validate(cfg: RunConfig) -> RunConfig:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(f"{name} must be a number > 0, got {value!r}")
     return cfg
+
+
+def _validate_straggler(cfg: RunConfig) -> None:
+    """--slow-rank R --delay-ms D: a rank that exists, a delay in 0..10 s, both or neither."""
+    if cfg.slow_rank is None:
+        if cfg.delay_ms:
+            raise ValueError(f"delay_ms={cfg.delay_ms} needs slow_rank (which rank to slow down)")
+        return
+    _require_int("slow_rank", cfg.slow_rank, 0, cfg.world_size - 1,
+                 f" (the job has ranks 0..{cfg.world_size - 1})")
+    d = cfg.delay_ms
+    if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 < d <= 10_000:
+        raise ValueError(f"delay_ms must be a number of ms in (0, 10000] with slow_rank, got {d!r}")
 
 
 def writable_dir(path: str | os.PathLike) -> Path:

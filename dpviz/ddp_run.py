@@ -6,6 +6,7 @@ parameters are identical on all ranks and equal to one process on the concatenat
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 from contextlib import nullcontext
@@ -73,14 +74,17 @@ def _train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: _BucketLog, ste
 
 
 def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
-    """Train `cfg.steps` optimizer steps under the profiler; return what this rank saw."""
+    """Train `cfg.steps` optimizer steps under the profiler; return what this rank saw.
+
+    `parts_ms` says where the rank's time went (benchmarks/knob_latency.py prints it).
+    """
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from .rounding import max_abs, sgd_bound
-    from .workloads import build_mlp, flat_params, single_process_params
+    from .workloads import build_mlp, flat_params
 
     device = torch.device(ctx.device)
     model = build_mlp(cfg).to(device)
@@ -88,6 +92,8 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb,
               device_ids=[device.index] if device.type == "cuda" else None)
     ddp._set_ddp_runtime_logging_sample_rate(1)  # timing stats on every iteration
+    if cfg.slow_rank == ctx.rank:   # a deliberate straggler: sleeps inside its own forward
+        model.register_forward_pre_hook(lambda module, inputs: time.sleep(cfg.delay_ms / 1e3))
     log = _BucketLog(names, ctx.world_size)
     if cfg.profile:  # a bare run (profile=False) is plain DDP: the overhead baseline
         ddp.register_comm_hook(log, _recording_allreduce)
@@ -96,6 +102,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     losses, snapshots, wall_ms = [], [], []
     annotate = record_function if cfg.profile else (lambda name: nullcontext())
+    t_start = time.perf_counter()
     with profile(activities=activities, record_shapes=True) if cfg.profile else nullcontext() as prof:
         for step in range(cfg.steps):
             log.step, t0 = step, time.perf_counter()
@@ -103,10 +110,12 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
                 losses.append(_train_step(ctx, cfg, ddp, opt, log, step, annotate))
             wall_ms.append((time.perf_counter() - t0) * 1e3)
             snapshots.append(flat_params(model))
+    t_trained = time.perf_counter()
     trace_path = None
     if prof is not None:
         trace_path = str(Path(ctx.workdir) / f"trace-rank{ctx.rank}.json")
         prof.export_chrome_trace(trace_path)
+    t_exported = time.perf_counter()
 
     # The checks run after profiling, so their collectives stay out of the trace.
     mine = torch.stack(snapshots).cpu()
@@ -114,7 +123,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
     dist.all_gather(everyone, mine.to(device) if ctx.backend == "nccl" else mine)
     checks = []
     if ctx.rank == 0:
-        reference = single_process_params(cfg)
+        reference = _reference(cfg.replace(bucket_cap_mb=None, profile=True))
         param_max = max_abs([flat_params(build_mlp(cfg)), *reference])
         for step in range(cfg.steps):
             across = max(float((e[step].cpu() - mine[step]).abs().max()) for e in everyone)
@@ -124,11 +133,24 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
                                rounding_bound=sgd_bound(cfg, param_max, steps=step + 1)))
     logging = {k: v for k, v in ddp._get_ddp_logging_data().items()
                if isinstance(v, (int, float, str, bool))}
-    return dict(trace_path=trace_path, buckets=log.seen, losses=losses, checks=checks,
+    parts_ms = {"train": t_trained - t_start, "export": t_exported - t_trained,
+                "checks": time.perf_counter() - t_exported}
+    return dict(trace_path=trace_path, buckets=log.seen,
+                parts_ms={k: v * 1e3 for k, v in parts_ms.items()}, losses=losses, checks=checks,
                 step_wall_ms=wall_ms,
                 ddp_logging=logging,
                 param_names=[n for n, _ in model.named_parameters()],
                 param_bytes=[p.numel() * p.element_size() for p in model.parameters()])
+
+
+@functools.lru_cache(maxsize=4)
+def _reference(cfg: RunConfig) -> list:
+    """One process on the concatenated batches, kept per rank process: the reference does
+    not depend on how DDP communicates (bucket cap, profiler), so a knob over those reuses
+    it instead of training a second model on every move."""
+    from .workloads import single_process_params
+
+    return single_process_params(cfg)
 
 
 # --- parent side --------------------------------------------------------------------------
@@ -157,9 +179,7 @@ def run(cfg: RunConfig | None = None, cluster: Cluster | None = None,
 def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -> RunRecord:
     """Turn per-rank results and their traces into one record (and files, with `out_dir`)."""
     traces = {r: read_trace(res["trace_path"]) for r, res in enumerate(results) if res["trace_path"]}
-    spans = [s for r, t in traces.items() for s in spans_from_trace(t, r)]
-    if cfg.checkpoint_every:
-        spans += [s for r, t in traces.items() for s in _recompute(t, r, spans)]
+    spans = [s for r, t in traces.items() for s in rank_spans(cfg, t, r)]
     steps = [s.start_us for s in spans if s.kind == "step"]
     spans = shift(spans, min(steps)) if steps else spans
     record = RunRecord(
@@ -182,6 +202,12 @@ def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -
         if res["trace_path"]:
             Path(res["trace_path"]).unlink(missing_ok=True)
     return record
+
+
+def rank_spans(cfg: RunConfig, trace: dict, rank: int) -> list[Span]:
+    """One rank's spans from its trace, with recomputed forwards when checkpointing."""
+    spans = spans_from_trace(trace, rank)
+    return spans + _recompute(trace, rank, spans) if cfg.checkpoint_every else spans
 
 
 def _recompute(trace: dict, rank: int, spans: list[Span]) -> list[Span]:

@@ -62,8 +62,8 @@ def export_all(out: str | os.PathLike, fmt: str = "mp4", quality: str = "low",
         RECORDERS[name](folder)
         t1 = time.perf_counter()
         bar.set_description(f"{name}: rendering")
-        videos.append(render(name, folder / SCENES[name].record_file, out_dir / f"{name}.{fmt}",
-                             fmt=fmt, quality=quality))
+        target = out_dir / (f"{name}-slides" if fmt == "png" else f"{name}.{fmt}")  # png: a folder
+        videos.append(render(name, folder / SCENES[name].record_file, target, fmt=fmt, quality=quality))
         bar.write(f"{name}: recorded in {t1 - t0:.1f} s, rendered in {time.perf_counter() - t1:.1f} s "
                   f"→ {videos[-1]}")
     return videos

@@ -1,4 +1,5 @@
-"""Local ranks as processes: spawn, rendezvous on 127.0.0.1, run tasks, tear down.
+"""Local ranks as processes: start (forked from a torch-preloaded forkserver), rendezvous on
+127.0.0.1, run tasks, tear down.
 
 The only module that spawns. A `Cluster` keeps its ranks (and their process group) alive
 between tasks, so a notebook knob re-runs in a fraction of a cold launch. A task is any
@@ -30,6 +31,9 @@ from .rank_stderr import Relay, attach_stderr
 
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 60.0
+START_METHODS = ("forkserver", "spawn")
+# What the forkserver imports once for every rank it forks (see `_context`).
+PRELOAD = ["torch", "torch.distributed", "torch.nn.parallel", "torch.profiler", "dpviz.ddp_run"]
 
 
 class RankError(RuntimeError):
@@ -83,10 +87,25 @@ def rank_info(ctx: RankContext) -> dict:
 
 
 def _exit_when_orphaned(parent_pid: int) -> None:
-    """Watchdog thread: a rank must never outlive the process that started it."""
-    while os.getppid() == parent_pid:
+    """Watchdog thread: a rank must never outlive the process that started it.
+
+    A rank's OS parent is the forkserver, which exits as soon as the process that started it
+    dies; either way the rank is re-parented, and leaves.
+    """
+    forkserver = os.getppid()
+    while os.getppid() == forkserver and _alive(parent_pid):
         time.sleep(0.5)
     os._exit(3)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _rank_main(rank: int, world_size: int, backend: str, store_port: int, workdir: str,
@@ -133,14 +152,13 @@ def _rank_main(rank: int, world_size: int, backend: str, store_port: int, workdi
 class _Ranks:
     """The live processes of one cluster start; a finalizer kills them if it is dropped."""
 
-    def __init__(self, world_size: int, backend: str, timeout_s: float):
+    def __init__(self, world_size: int, backend: str, timeout_s: float, start_method: str):
         import torch.distributed as dist  # the store lives here: a free port with no race
 
         self.workdir = tempfile.mkdtemp(prefix="dpviz-")
         self.store = dist.TCPStore(LOOPBACK, 0, None, is_master=True, wait_for_workers=False,
                                    timeout=timedelta(seconds=timeout_s))
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo pairs bind to loopback too
-        ctx = mp.get_context("spawn")
+        ctx = _context(start_method)
         self.conns, self.procs, self.stderr = [], [], Relay()
         for rank in range(world_size):
             parent_end, child_end = ctx.Pipe()
@@ -148,7 +166,12 @@ class _Ranks:
             proc = ctx.Process(target=_rank_main, name=f"dpviz-rank{rank}", daemon=True,
                                args=(rank, world_size, backend, self.store.port, self.workdir,
                                      child_end, os.getpid(), timeout_s, stderr))
-            proc.start()
+            try:
+                proc.start()
+            except EOFError:  # the forkserver died, e.g. a preloaded module failed to import
+                _kill(self.procs, self.conns, self.workdir, self.stderr)
+                raise RankError(rank, "could not be started: the forkserver that forks ranks "
+                                      "exited (its error is printed above)") from None
             child_end.close()
             stderr.close()
             self.conns.append(parent_end)
@@ -158,6 +181,27 @@ class _Ranks:
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
+
+
+def _context(start_method: str):
+    """By default ranks fork from one forkserver that imported torch once, instead of each
+    spawned rank importing it again (4 imports on 2 cores was most of a cold start:
+    benchmarks/warm_vs_cold.py compares both). The forkserver is a clean process (no kernel
+    threads are forked); it starts on first use and lives as long as this process."""
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo pairs bind to loopback too
+    ctx = mp.get_context(start_method)
+    if start_method == "forkserver":
+        ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def _prewarm_forkserver() -> None:
+    """Start the forkserver (its one torch import) now, in the background: a notebook makes
+    its Cluster in the first cells and runs on it a few cells later, by when it is ready."""
+    from multiprocessing import forkserver
+
+    _context("forkserver")
+    threading.Thread(target=forkserver.ensure_running, name="dpviz-forkserver", daemon=True).start()
 
 
 def _kill(procs, conns, workdir: str, stderr: Relay) -> None:
@@ -194,11 +238,17 @@ class Cluster:
 
     _ids = itertools.count()
 
-    def __init__(self, world_size: int = 2, backend: str = "gloo", timeout_s: float = 120.0):
+    def __init__(self, world_size: int = 2, backend: str = "gloo", timeout_s: float = 120.0,
+                 start_method: str = "forkserver"):
+        if start_method not in START_METHODS:
+            raise ValueError(f"start_method must be one of {START_METHODS}, got {start_method!r}")
+        self.start_method = start_method
         self.world_size = validate_world_size(world_size, backend)
         self.backend = backend
         self.timeout_s = float(timeout_s)
         self._ranks: _Ranks | None = None
+        if start_method == "forkserver":
+            _prewarm_forkserver()
 
     # lifecycle
     def __enter__(self) -> "Cluster":
@@ -225,7 +275,7 @@ class Cluster:
         """Spawn the ranks and wait until every one has joined the process group."""
         if self._ranks is not None:
             return
-        self._ranks = _Ranks(self.world_size, self.backend, self.timeout_s)
+        self._ranks = _Ranks(self.world_size, self.backend, self.timeout_s, self.start_method)
         self._collect("start-up", min(self.timeout_s, START_TIMEOUT_S) + 30)
 
     def close(self) -> None:

@@ -203,6 +203,8 @@ class Span:
     step: int | None = None
     bytes: int | None = None
     bucket: int | None = None
+    op: str | None = None  # communication spans: the collective (one of trace.COMM_OPS)
+    group: str | None = None  # ... and its process group, when the trace names it (NCCL)
 
     @property
     def dur_us(self) -> float:
@@ -261,6 +263,7 @@ class RunRecord:
     param_names: tuple[str, ...] = ()
     param_bytes: tuple[int, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    rank_labels: dict[int, str] = field(default_factory=dict)   # e.g. "1:0 (rank 2)": node:local
 
     def spans_of(self, rank: int | None = None, kind: str | None = None,
                  step: int | None = None) -> list[Span]:

@@ -1,13 +1,23 @@
 """Pure functions on spans: step windows, overlap, exposed communication.
 
 No torch here: these work the same on a live record and on a loaded trace.
-Overlap fraction = time the all-reduces run while backward computes ÷ all-reduce time.
+Communication is every collective (all-reduce, all-gather, reduce-scatter, broadcast,
+send/recv, all-to-all, barrier, ...): spans of a kind in COMM_KINDS, their `op` says which.
+
+Two overlap figures, both per (rank, step) and both from the spans:
+- overlap fraction (HTA's comm/comp overlap): |communication ∩ compute| / |communication|,
+  compute = forward, backward, optimizer and other compute kernels/ops (memory copies are
+  neither). The one figure to compare jobs and tools by.
+- overlap with backward (DDP's question): |communication ∩ backward| / |communication|, how
+  much of the gradient all-reduces DDP hid behind the backward pass that produced them.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 from .record import RunRecord, Span
+from .trace import COMM_KINDS
 
 COMPUTE_KINDS = ("forward", "backward", "recompute", "optimizer", "compute")
 
@@ -47,19 +57,29 @@ def _iv(spans: list[Span]) -> list[tuple[float, float]]:
 
 @dataclass(frozen=True)
 class StepSummary:
-    """One rank's step, in ms: what the figures and the CLI summary report."""
+    """One rank's step, in ms: what the figures, the CLI summary and summary.json report."""
 
     rank: int
     step: int
     step_ms: float
     backward_ms: float
-    comm_ms: float            # wall time some all-reduce is running
+    compute_ms: float         # wall time something computes
+    comm_ms: float            # wall time some collective is running
     overlapped_ms: float      # ... while backward computes
     exposed_comm_ms: float    # ... while nothing computes (what overlap could not hide)
+    idle_ms: float            # nothing runs: no compute, no collective, no memory copy
     n_allreduces: int
+    n_collectives: int        # every collective, all-reduces included
+    comm_ms_by_op: dict[str, float]   # op → wall time some collective of that op runs
 
     @property
     def overlap_fraction(self) -> float:
+        """HTA's comm/comp overlap: |communication ∩ compute| / |communication|."""
+        return (self.comm_ms - self.exposed_comm_ms) / self.comm_ms if self.comm_ms else 0.0
+
+    @property
+    def backward_overlap_fraction(self) -> float:
+        """DDP's: |communication ∩ backward| / |communication|."""
         return self.overlapped_ms / self.comm_ms if self.comm_ms else 0.0
 
 
@@ -67,17 +87,26 @@ def summarize_step(spans: list[Span], rank: int, step: int) -> StepSummary:
     """Step summary of one rank from its spans (any source: live run or loaded trace)."""
     mine = [s for s in spans if s.rank == rank and s.step == step]
     window = [s for s in mine if s.kind == "step"]
-    comm = _iv([s for s in mine if s.kind == "allreduce"])
+    collectives = [s for s in mine if s.kind in COMM_KINDS]
+    comm = _iv(collectives)
     backward = _iv([s for s in mine if s.kind in ("backward", "recompute")])
     compute = _iv([s for s in mine if s.kind in COMPUTE_KINDS])
+    memory = _iv([s for s in mine if s.kind == "memcpy"])
+    step_us = window[0].dur_us if window else length(_iv(mine))
+    ops = sorted({s.op or s.kind for s in collectives})
     return StepSummary(
         rank=rank, step=step,
-        step_ms=(window[0].dur_us if window else length(_iv(mine))) / 1e3,
+        step_ms=step_us / 1e3,
         backward_ms=length(backward) / 1e3,
+        compute_ms=length(compute) / 1e3,
         comm_ms=length(comm) / 1e3,
         overlapped_ms=intersection(comm, backward) / 1e3,
         exposed_comm_ms=(length(comm) - intersection(comm, compute)) / 1e3,
-        n_allreduces=sum(s.kind == "allreduce" for s in mine))
+        idle_ms=max(0.0, step_us - length(comm + compute + memory)) / 1e3,
+        n_allreduces=sum(s.kind == "allreduce" for s in mine),
+        n_collectives=len(collectives),
+        comm_ms_by_op={op: length(_iv([s for s in collectives if (s.op or s.kind) == op])) / 1e3
+                       for op in ops})
 
 
 def summarize(record: RunRecord, steps: list[int] | None = None) -> list[StepSummary]:
@@ -138,14 +167,23 @@ def describe(record: RunRecord) -> str:
         f"{shown}, {len(record.steps)} steps (steady steps: {steady_steps(record)})",
         f"step time        {mean([r.step_ms for r in rows]):8.2f} ms",
         f"communication    {mean([r.comm_ms for r in rows]):8.2f} ms "
-        f"({mean([r.n_allreduces for r in rows]):.0f} all-reduces/step), "
+        f"({mean([r.n_collectives for r in rows]):.0f} collectives/step: {_by_op(rows)}), "
         f"exposed {mean([r.exposed_comm_ms for r in rows]):.2f} ms",
-        f"overlap fraction {mean([r.overlap_fraction for r in rows]):8.2f} (from spans; DDP's own "
-        f"figure: {'n/a' if ddp is None else f'{ddp:.2f}'}{_recomputed(record)})",
+        f"overlap fraction {mean([r.overlap_fraction for r in rows]):8.2f} (communication under "
+        "any compute, as HTA defines it)",
+        f"  with backward  {mean([r.backward_overlap_fraction for r in rows]):8.2f} (from spans; "
+        f"DDP's own figure: {'n/a' if ddp is None else f'{ddp:.2f}'}{_recomputed(record)})",
     ]
     if record.checks:   # a loaded trace has no checks: only a live run can compare parameters
         lines += describe_checks(record)
     return "\n".join(lines)
+
+
+def _by_op(rows: list[StepSummary]) -> str:
+    """'all_reduce 3.10 ms, broadcast 0.20 ms' (means per step), or 'none'."""
+    ops = sorted({op for r in rows for op in r.comm_ms_by_op})
+    return ", ".join(f"{op} {sum(r.comm_ms_by_op.get(op, 0.0) for r in rows) / len(rows):.2f} ms"
+                     for op in ops) or "none"
 
 
 def describe_checks(record: RunRecord) -> list[str]:
@@ -165,3 +203,71 @@ def describe_checks(record: RunRecord) -> list[str]:
 def _recomputed(record: RunRecord) -> str:
     same = ddp_style_overlap(record)
     return "" if same is None else f", by DDP's definition from spans: {same:.2f}"
+
+
+# --- whole-trace figures, as Holistic Trace Analysis (HTA) defines them --------------------
+
+BUSY_KINDS = (*COMPUTE_KINDS, *COMM_KINDS, "memcpy")   # what keeps a GPU (or CPU rank) busy
+
+
+def analysed_steps(record: RunRecord) -> list[int]:
+    """The steps HTA analyses: every one but the last, when there are two or more (the
+    profiler may stop inside the last one, so HTA drops the kernels launched in it)."""
+    return record.steps[:-1] if len(record.steps) >= 2 else record.steps
+
+
+def _analysed(record: RunRecord, rank: int) -> list[Span]:
+    """The rank's busy spans in the analysed steps (a GPU kernel's step is its launch's),
+    each cut inward to whole µs of the trace's own clock as HTA does (it rounds a
+    ns-resolution event's start up and its end down, pytorch/pytorch#122425: otherwise
+    back-to-back kernels overlap by a few ns); a record that does not know its clock's
+    origin (`config["clock_origin_us"]`) is rounded on its own clock."""
+    steps = set(analysed_steps(record))
+    origin = record.config.get("clock_origin_us", 0.0)
+    out = []
+    for s in record.spans:
+        if s.rank == rank and s.kind in BUSY_KINDS and (s.step in steps or not steps):
+            start = math.ceil(s.start_us + origin) - origin
+            out.append(replace(s, start_us=start,
+                               end_us=max(start, math.floor(s.end_us + origin) - origin)))
+    return out
+
+
+def comm_compute_overlap(record: RunRecord, rank: int) -> float | None:
+    """HTA's `get_comm_comp_overlap` for one rank, as a fraction: |comm ∩ compute| / |comm|
+    over the analysed steps (None without communication)."""
+    mine = _analysed(record, rank)
+    comm = _iv([s for s in mine if s.kind in COMM_KINDS])
+    compute = _iv([s for s in mine if s.kind in COMPUTE_KINDS])
+    total = length(comm)
+    return intersection(comm, compute) / total if total else None
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """HTA's temporal breakdown of one rank: over the window from the first to the last
+    busy span (GPU traces: first to last GPU kernel or memory copy; CPU traces: the same
+    over the rank's compute and communication spans), the share of it idle (nothing runs),
+    computing, and busy with no compute (communication, memory copies)."""
+
+    rank: int
+    window_ms: float
+    idle_pct: float
+    compute_pct: float
+    non_compute_pct: float
+
+
+def temporal_breakdown(record: RunRecord) -> list[Breakdown]:
+    """HTA's `get_temporal_breakdown`, per rank, over the analysed steps."""
+    out = []
+    for rank in record_ranks(record):
+        mine = _analysed(record, rank)
+        if not mine:
+            continue
+        window = max(s.end_us for s in mine) - min(s.start_us for s in mine)
+        busy = length(_iv(mine))
+        compute = length(_iv([s for s in mine if s.kind in COMPUTE_KINDS]))
+        pct = lambda us: round(100 * us / window, 2) if window else 0.0
+        out.append(Breakdown(rank=rank, window_ms=window / 1e3, idle_pct=pct(window - busy),
+                             compute_pct=pct(compute), non_compute_pct=pct(busy - compute)))
+    return out

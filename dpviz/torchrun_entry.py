@@ -14,12 +14,16 @@ own --node_rank; HOST0 is node 0's address, reachable from node 1:
     torchrun --nnodes=2 --nproc_per_node=8 --node_rank=0 \\
         --rdzv_backend=c10d --rdzv_endpoint=HOST0:29500 --rdzv_id=dpviz-1 \\
         -m dpviz.torchrun_entry --backend nccl --out runs/2x8
-The record and all 16 traces land in --out on node 0.
+The record and all 16 traces land in --out on node 0. Two nodes of 2 CPU ranks on ONE host
+(tested: two agents with --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:PORT
+--node-rank 0 / 1) are the same command on gloo. Each trace carries its node and local rank
+(top-level `dpvizNode`), so records and reports label ranks node:local.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 import tempfile
@@ -29,6 +33,9 @@ from pathlib import Path
 from .commands._args import positive_float, positive_int
 from .config import BACKENDS, RunConfig, validate, writable_dir
 from .launch import RankContext
+from .record import save
+from .summary import write_summary
+from .trace_files import NODE_FIELD, node_label
 
 ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 
@@ -88,16 +95,26 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="dpviz-torchrun-") as tmp:
             ctx = RankContext(env["rank"], env["world_size"], cfg.backend, device, tmp)
             result = train_rank(ctx, cfg)
-            result["trace_text"] = Path(result.pop("trace_path")).read_text()
+            trace = json.loads(Path(result.pop("trace_path")).read_text())
+            # which node and local rank this is (torchrun's GROUP_RANK is the node's rank),
+            # kept in the trace file so a later load_trace labels the rank as node:local
+            result["node"] = trace[NODE_FIELD] = {"node": int(os.environ.get("GROUP_RANK", 0)),
+                                                  "local_rank": env["local_rank"]}
+            result["trace_text"] = json.dumps(trace)
             gathered = [None] * cfg.world_size if ctx.rank == 0 else None
             dist.gather_object(result, gathered, dst=0)   # traces travel to rank 0's node
             if ctx.rank == 0:
+                labels = {r: node_label(r, res["node"]) for r, res in enumerate(gathered)}
                 for rank, res in enumerate(gathered):
                     res["trace_path"] = str(Path(tmp) / f"gathered-rank{rank}.json")
                     Path(res["trace_path"]).write_text(res.pop("trace_text"))
                 record = assemble(cfg, gathered, out_dir)
+                record = dataclasses.replace(record, rank_labels=labels)
+                save(record, out_dir / "record.json")
+                write_summary(record, out_dir / "summary.json")
                 print(describe(record))
-                print(f"wrote {out_dir}/record.json and trace-rank{{0..{cfg.world_size - 1}}}.json")
+                print(f"wrote {out_dir}/record.json, summary.json and "
+                      f"trace-rank{{0..{cfg.world_size - 1}}}.json (ranks: {', '.join(labels.values())})")
     finally:
         dist.destroy_process_group()
     return 0

@@ -46,6 +46,15 @@ KNOWN_CATEGORIES = frozenset({
 SKIPPED_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "python_function", "Trace",
                                 "gpu_user_annotation", "overhead", "Runtime"})
 PHASES = ("optimizer", "backward", "forward")   # a launch inside two phases takes the first
+COMM_KINDS = ("allreduce", "collective")       # span kinds that are communication
+# Collective op kinds, and the words naming them in kernel names (`ncclKernel_AllGather_…`,
+# `ncclDevKernel_SendRecv`), gloo annotations (`gloo:reduce_scatter`) and NCCL kernels'
+# `Collective name` arg (`_allgather_base`, `all_to_allv`), lower-cased, '_' dropped.
+# Order matters: the first word found wins ("reducescatter" before "reduce").
+COMM_OPS = {"reducescatter": "reduce_scatter", "allreduce": "all_reduce",
+            "allgather": "all_gather", "alltoall": "all_to_all", "broadcast": "broadcast",
+            "barrier": "barrier", "sendrecv": "send_recv", "send": "send_recv",
+            "recv": "send_recv", "gather": "gather", "scatter": "scatter", "reduce": "reduce"}
 
 
 class TraceError(RecordError):
@@ -81,11 +90,27 @@ def rank_from_name(path: str | os.PathLike) -> int | None:
     return int(match.group(1)) if match else None
 
 
+@functools.lru_cache(maxsize=1024)
+def comm_op(name: str, collective_name: str | None = None) -> str:
+    """The collective a communication event runs: one of COMM_OPS' values, else "other".
+
+    NCCL runs all-to-all, send and recv as `SendRecv` kernels: its `Collective name` arg
+    (written by PyTorch's NCCL kernels since 2.1) says which, so it wins when it names one.
+    """
+    for text in (collective_name, name.split(":", 1)[-1].split("(")[0]):
+        words = (text or "").lower().replace("_", "")
+        for word, op in COMM_OPS.items():
+            if word in words:
+                return op
+    return "other"
+
+
+@functools.lru_cache(maxsize=8192)   # a trace repeats a few thousand (name, category) pairs
 def classify(name: str, cat: str) -> str | None:
     """The span kind of one profiler event, or None for events dpviz does not draw."""
     if cat == "kernel":
         if name.startswith(("ncclKernel", "ncclDevKernel")):
-            return "allreduce" if "AllReduce" in name else "collective"
+            return "allreduce" if comm_op(name) == "all_reduce" else "collective"
         return "compute"
     if cat in ("gpu_memcpy", "gpu_memset"):
         return "memcpy"
@@ -106,7 +131,7 @@ def classify(name: str, cat: str) -> str | None:
     if name in ("c10d::allreduce_", "c10d::allreduce_coalesced_", "nccl:all_reduce"):
         return "allreduce_launch"   # NCCL: the kernel is the all-reduce; this only enqueues it
     if name.startswith("gloo:"):
-        return "allreduce" if name == "gloo:all_reduce" else "collective"
+        return "allreduce" if comm_op(name) == "all_reduce" else "collective"
     return None
 
 
@@ -158,6 +183,7 @@ class TraceScan:
         self.cpu: list[Span] = []                    # classified CPU spans, rank filled later
         self.kernels: list[tuple[Span, int | None]] = []   # GPU spans and their correlation id
         self.launch_at: dict[int, tuple[str, float]] = {}  # flow id → (CPU thread, launch ts)
+        self.c10d: list[tuple[float, str]] = []      # (ts, op) of every c10d::* collective call
         self.events = 0
         self.malformed = 0
         self.unknown: Counter[str] = Counter()       # unknown categories kept as "other"
@@ -165,46 +191,63 @@ class TraceScan:
 
     def add(self, ev) -> None:
         """Read one trace event (any JSON value: junk is counted, never raised)."""
-        self.events += 1
         if not isinstance(ev, dict):
+            self.events += 1
             self.malformed += 1
             return
-        ph = ev.get("ph")
-        if ph == "s" and ev.get("cat") == "ac2g":     # CPU end of a launch → kernel flow
-            ts, flow = _number(ev.get("ts")), ev.get("id")
+        self.add_fields(ev.get("ph"), ev.get("cat", ""), ev.get("name"), ev.get("ts"),
+                        ev.get("dur", 0), ev.get("tid", ""), ev.get("id"), ev.get("args"))
+
+    def add_fields(self, ph, cat, name, ts, dur, tid, flow, args) -> None:
+        """Read one event given as its fields (the fast reader decodes only these); `args`
+        is a dict, or an object whose `to_dict()` gives the args dpviz reads."""
+        self.events += 1
+        if ph == "X" and type(cat) is str and cat in SKIPPED_CATEGORIES:   # most of a GPU trace
+            return
+        if ph == "s" and cat == "ac2g":     # CPU end of a launch → kernel flow
+            ts = _number(ts)
             if ts is not None and isinstance(flow, int):
-                self.launch_at[flow] = (str(ev.get("tid", "")), ts)
+                self.launch_at[flow] = (str(tid), ts)
             return
         if ph != "X":
             if ph not in ("M", "i", "I", "f", "s", "t"):
                 self.phases_skipped[str(ph)] += 1
             return
-        cat, name = ev.get("cat", ""), ev.get("name")
         if not isinstance(cat, str) or not isinstance(name, str):
             self.malformed += 1
             return
-        if cat in SKIPPED_CATEGORIES:   # most of a GPU trace: decided without reading more
-            return
         kind = classify(name, cat)
+        if name.startswith("c10d::") and _number(ts) is not None:   # what PyTorch asked for
+            self.c10d.append((_number(ts), comm_op(name)))
         if kind is None and cat not in KNOWN_CATEGORIES:
             kind = "other"
             self.unknown[cat] += 1
         if kind is None:
             return
-        start, dur = _number(ev.get("ts")), _number(ev.get("dur", 0))
+        start, dur = _number(ts), _number(dur)
         if start is None or dur is None or dur < 0:
             self.malformed += 1
             return
-        args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
-        span = Span(rank=-1, tid=str(ev.get("tid", "")), name=name, kind=kind, start_us=start,
-                    end_us=start + dur, bytes=event_bytes(args))
+        comm = kind in COMM_KINDS or kind == "allreduce_launch"   # the spans whose bytes count
+        if comm or cat in GPU_CATEGORIES:   # (a forward op's shapes are read by no figure)
+            args = args if isinstance(args, dict) else args.to_dict() if hasattr(args, "to_dict") else {}
+        else:
+            args = {}
+        op = group = None
+        if kind in COMM_KINDS:
+            collective, group = args.get("Collective name"), args.get("Process Group Name")
+            op = comm_op(name, collective if isinstance(collective, str) else None)
+            group = str(group) if isinstance(group, (str, int)) else None
+        nbytes = event_bytes(args) if comm else None
         if cat in GPU_CATEGORIES:
-            stream = args.get("stream", ev.get("tid", ""))
             corr = args.get("correlation")
-            self.kernels.append((_with(span, tid=f"stream {stream}", name=short_kernel_name(name)),
+            self.kernels.append((Span(rank=-1, tid=f"stream {args.get('stream', tid)}",
+                                      name=short_kernel_name(name), kind=kind, start_us=start,
+                                      end_us=start + dur, bytes=nbytes, op=op, group=group),
                                  corr if isinstance(corr, int) else None))
         else:
-            self.cpu.append(span)
+            self.cpu.append(Span(rank=-1, tid=str(tid), name=name, kind=kind, start_us=start,
+                                 end_us=start + dur, bytes=nbytes, op=op, group=group))
 
     @property
     def on_gpu(self) -> bool:
@@ -217,6 +260,7 @@ class TraceScan:
         if self.on_gpu:
             out = _gpu_spans(cpu, self.kernels, self.launch_at, steps)
         else:
+            cpu, _ = _ops_asked_for(cpu, self.c10d)
             out = [_with(s, step=steps.find(s.start_us)) for s in _end_by_micro_step(cpu)]
         return _number_buckets([_with(s, rank=rank) for s in out])
 
@@ -239,7 +283,7 @@ class TraceScan:
             out.append(f"rank {rank}: no ProfilerStep#N annotations (profile with a schedule and "
                        "call prof.step() every iteration): the whole trace is step 0")
         if self.on_gpu:
-            comm = sorted({s.tid for s, _ in self.kernels if s.kind in ("allreduce", "collective")})
+            comm = sorted({s.tid for s, _ in self.kernels if s.kind in COMM_KINDS})
             compute = sorted({s.tid for s, _ in self.kernels if s.kind == "compute"} - set(comm))
             linked = sum(c in self.launch_at for _, c in self.kernels)
             out.append(f"rank {rank}: GPU trace: communication kernels on {', '.join(comm) or 'no stream'}, "
@@ -247,6 +291,14 @@ class TraceScan:
                        f"{len(self.kernels)} GPU events linked to their CPU launch by ac2g flow events "
                        "(forward/backward/optimizer from the launching CPU op, the rest 'compute'); "
                        "overlap is measured on the GPU timeline")
+        ran_as = [] if self.on_gpu else _ops_asked_for(self.cpu, self.c10d)[1]
+        if ran_as:
+            out.append(f"rank {rank}: {len(ran_as)} collectives ran as another gloo op: "
+                       + ", ".join(f"{n} {asked} as {name}" for (asked, name), n
+                                   in sorted(Counter(ran_as).items()))
+                       + " (the c10d call says what was asked for, the gloo span what ran: on "
+                       "gloo PyTorch runs a reduce-scatter as an all-reduce); they count as the "
+                       "op asked for")
         if self.unknown:
             out.append(f"rank {rank}: kept {sum(self.unknown.values())} events of unknown categories "
                        f"{sorted(self.unknown)} as 'other'")
@@ -271,6 +323,31 @@ def _number(value) -> float | None:
         return None
     value = float(value)
     return value if math.isfinite(value) else None
+
+
+def _ops_asked_for(cpu: list[Span], c10d: list[tuple[float, str]]
+                   ) -> tuple[list[Span], list[tuple[str, str]]]:
+    """gloo collectives labelled with the op PyTorch asked for, and which ran as another.
+
+    gloo runs some collectives as others: FSDP's reduce-scatter (`c10d::_reduce_scatter_base_`)
+    runs as `gloo:all_reduce`. One process group runs its collectives in the order they
+    were asked for, so when a trace has as many `gloo:*` spans as `c10d::*` calls and each
+    pair agrees or is a known stand-in (anything run as an all-reduce), the n-th gloo span
+    takes the n-th call's op (kind "collective": not one of DDP's bucket all-reduces).
+    Otherwise (several groups, a cut-off window) the gloo names stand.
+    """
+    gloo = sorted((s for s in cpu if s.kind in COMM_KINDS and s.name.startswith("gloo:")),
+                  key=lambda s: s.start_us)
+    asked = [op for _, op in sorted(c10d)]
+    if len(gloo) != len(asked) or any(s.op != op and s.op != "all_reduce"
+                                      for s, op in zip(gloo, asked)):
+        return cpu, []
+    relabel = {id(s): op for s, op in zip(gloo, asked) if s.op != op}
+    if not relabel:
+        return cpu, []
+    ran_as = [(relabel[id(s)], s.name) for s in gloo if id(s) in relabel]
+    return [_with(s, op=relabel[id(s)], kind="collective") if id(s) in relabel else s
+            for s in cpu], ran_as
 
 
 def _prefer_dpviz_steps(spans: list[Span]) -> list[Span]:
@@ -330,7 +407,7 @@ def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
         kind = kernel.kind
         if kind == "compute":
             kind = next((p for p in PHASES if phases.covers((tid, p), ts)), "compute")
-        elif kind in ("allreduce", "collective") and kernel.bytes is not None:
+        elif kind in COMM_KINDS and kernel.bytes is not None:
             hit = launch_index.find((tid, "launch"), ts)
             if hit is not None:
                 launch_bytes[hit] = kernel.bytes
@@ -432,7 +509,11 @@ def _number_buckets(spans: list[Span]) -> list[Span]:
 
 
 def _with(span: Span, **changes) -> Span:
-    return Span(**{**span.__dict__, **changes})
+    """A copy of a (frozen) span with some fields changed, without re-running __init__
+    (a GPU trace makes tens of thousands of these)."""
+    new = object.__new__(Span)
+    new.__dict__.update(span.__dict__, **changes)
+    return new
 
 
 def shift(spans: list[Span], origin_us: float) -> list[Span]:

@@ -1,6 +1,6 @@
 """Bring your own trace: per-rank PyTorch profiler traces → the RunRecord a live run makes.
 
-`load_trace(paths)` streams each `.json`/`.json.gz` file event by event (a trace of a
+`load_trace(paths)` streams each `.json`/`.json.gz` file a chunk at a time (a trace of a
 real job can be gigabytes: its events never sit in memory together), types the events
 with `dpviz.trace.TraceScan`, and puts every rank on one clock, so the timeline, bucket
 and overlap figures of live runs draw it unchanged. What only a live run measures (the
@@ -20,12 +20,53 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+import msgspec
+
 from .record import RunRecord, Span
-from .trace import TraceError, TraceScan, rank_from_name, shift
+from .trace import COMM_KINDS, TraceError, TraceScan, rank_from_name, shift
 
 CHUNK_CHARS = 1 << 20          # characters read at a time; doubled while one value spans more
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
+NODE_FIELD = "dpvizNode"   # top-level field dpviz.torchrun_entry adds: {"node": N, "local_rank": L}
+
+
+class _Args(msgspec.Struct):
+    """The args of an event that dpviz reads; the fast reader skips every other one."""
+
+    stream: Any = None
+    correlation: Any = None
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    in_msg_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    dtype: Any = None
+    input_dims: Any = msgspec.field(default=None, name="Input Dims")
+    input_type: Any = msgspec.field(default=None, name="Input type")
+    group: Any = msgspec.field(default=None, name="Process Group Name")
+
+    def to_dict(self) -> dict:
+        """As the trace wrote them (args it did not write stay out)."""
+        return {name: value for name, value in zip(_ARG_NAMES, msgspec.structs.astuple(self))
+                if value is not None}
+
+
+_ARG_NAMES = ("stream", "correlation", "Collective name", "In msg nelems", "dtype", "Input Dims",
+              "Input type", "Process Group Name")
+
+
+class _Event(msgspec.Struct):
+    """The fields of a trace event that TraceScan reads, with `dict.get`'s defaults."""
+
+    ph: Any = None
+    cat: Any = ""
+    name: Any = None
+    ts: Any = None
+    dur: Any = 0
+    tid: Any = ""
+    id: Any = None
+    args: _Args | None = None
+
+
+_BATCH = msgspec.json.Decoder(list[_Event])
 
 
 # --- one file, streamed -------------------------------------------------------------------
@@ -36,6 +77,7 @@ class _Stream:
     def __init__(self, text: io.TextIOBase, path: Path):
         self.text, self.path = text, path
         self.buf, self.pos, self.done, self.eof = "", 0, 0, False   # done: chars dropped before buf
+        self.slow_until = 0     # a batch failed before this character: read one at a time
 
     def _more(self) -> bool:
         """Append a chunk (at least as long as what is buffered, so re-decoding stays linear)."""
@@ -81,14 +123,49 @@ class _Stream:
                     raise self.error(err.msg) from None
             self._more()
 
+    def batch(self) -> list[_Event] | None:
+        """Decode every whole event already buffered in one call, with the typed decoder.
+
+        The batch is cut after the last '}' followed by ',': if that cut is inside a string
+        or a nested value, '[' + batch + ']' is not valid JSON (a string or the event's own
+        '{' stays open), so a batch that decodes is exactly a run of whole events. None when
+        no cut is buffered yet or the batch does not decode (an odd event: the caller reads
+        it one value at a time, which counts what is malformed and names what is corrupt).
+        """
+        if self.done + self.pos < self.slow_until:
+            return None
+        cut = self.buf.rfind("}", self.pos)
+        while cut >= 0:
+            after = _WS.match(self.buf, cut + 1).end()
+            if after < len(self.buf) and self.buf[after] == ",":
+                break
+            cut = self.buf.rfind("}", self.pos, cut)
+        if cut < 0:
+            return None
+        try:
+            events = _BATCH.decode("[" + self.buf[self.pos:cut + 1] + "]")
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            self.slow_until = cut + 1 + self.done     # that stretch goes value by value
+            return None
+        self.pos = cut + 1
+        return events
+
     def error(self, message: str) -> TraceError:
         return TraceError(f"{self.path} is not a valid trace file: {message} at character "
                           f"{self.done + self.pos:,} (truncated or corrupt?)")
 
 
-def stream_events(path: str | os.PathLike, sink: Callable[[Any], None]) -> dict:
+Batch = Callable[[list[_Event]], None]
+
+
+def stream_events(path: str | os.PathLike, sink: Callable[[Any], None],
+                  batch: Batch | None = None) -> dict:
     """Feed every entry of the trace's `traceEvents` to `sink`; return the other top-level
     fields (`distributedInfo`, `baseTimeNanoseconds`, ...), wherever they sit in the file.
+
+    With `batch`, runs of whole events are decoded a buffer at a time by a typed decoder
+    (only the fields dpviz reads, ~4x faster than json) and handed to `batch`; events that
+    do not fit its types still go one by one to `sink`. Memory stays a chunk's worth.
 
     Gzip is recognised by its magic bytes, not the name. Every way the file can be broken
     (missing, truncated, not JSON, not a trace) is a TraceError naming the file.
@@ -102,16 +179,16 @@ def stream_events(path: str | os.PathLike, sink: Callable[[Any], None]) -> dict:
             raw.seek(0)
             binary = gzip.GzipFile(fileobj=raw) if gzipped else raw
             with io.TextIOWrapper(binary, encoding="utf-8") as text:
-                return _read_top_level(_Stream(text, path), sink)
+                return _read_top_level(_Stream(text, path), sink, batch)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
         raise TraceError(f"{path} cannot be read ({type(err).__name__}: {err})") from None
 
 
-def _read_top_level(stream: _Stream, sink: Callable[[Any], None]) -> dict:
+def _read_top_level(stream: _Stream, sink: Callable[[Any], None], batch: Batch | None) -> dict:
     first = stream.expect("{[", "a trace object '{' (or an event array '[')")
     header: dict = {}
     if first == "[":          # the bare "JSON array" form of a chrome trace
-        _read_array(stream, sink)
+        _read_array(stream, sink, batch)
     else:
         seen_events = False
         if stream.peek() == "}":
@@ -124,7 +201,7 @@ def _read_top_level(stream: _Stream, sink: Callable[[Any], None]) -> dict:
                 stream.expect(":", "':'")
                 if key == "traceEvents":
                     stream.expect("[", "the traceEvents list '['")
-                    _read_array(stream, sink)
+                    _read_array(stream, sink, batch)
                     seen_events = True
                 else:
                     header[key] = stream.value()
@@ -137,12 +214,16 @@ def _read_top_level(stream: _Stream, sink: Callable[[Any], None]) -> dict:
     return header
 
 
-def _read_array(stream: _Stream, sink: Callable[[Any], None]) -> None:
+def _read_array(stream: _Stream, sink: Callable[[Any], None], batch: Batch | None) -> None:
     if stream.peek() == "]":
         stream.pos += 1
         return
     while True:
-        sink(stream.value())
+        events = stream.batch() if batch is not None else None
+        if events is not None:
+            batch(events)
+        else:
+            sink(stream.value())
         if stream.expect(",]", "',' or ']' between events") == "]":
             return
 
@@ -159,6 +240,7 @@ class LoadedRank:
     world_size: int | None
     backend: str | None
     base_ns: int | None       # baseTimeNanoseconds: the file's clock origin, if written
+    node: dict | None         # dpvizNode: {"node", "local_rank"}, in traces dpviz.torchrun_entry wrote
     scan: TraceScan
     megabytes: float
     seconds: float
@@ -172,7 +254,7 @@ def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
     """
     path = Path(path)
     scan, t0 = TraceScan(), time.perf_counter()
-    header = stream_events(path, scan.add)
+    header = stream_events(path, scan.add, batch=lambda events: _feed(scan, events))
     seconds = time.perf_counter() - t0
     info = header.get("distributedInfo")
     info = info if isinstance(info, dict) else {}
@@ -189,8 +271,25 @@ def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
     return LoadedRank(path=path, rank=found, rank_source=source,
                       world_size=_int(info.get("world_size")),
                       backend=backend if isinstance(backend, str) else None,
-                      base_ns=_int(header.get("baseTimeNanoseconds")), scan=scan,
+                      base_ns=_int(header.get("baseTimeNanoseconds")),
+                      node=_node(header.get(NODE_FIELD)), scan=scan,
                       megabytes=path.stat().st_size / 1e6, seconds=seconds)
+
+
+def node_label(rank: int, node: dict) -> str:
+    """'node:local (rank R)', e.g. '1:0 (rank 2)': where a rank ran in a multi-node job."""
+    return f"{node['node']}:{node['local_rank']} (rank {rank})"
+
+
+def _node(value) -> dict | None:
+    ok = isinstance(value, dict) and all(_int(value.get(k)) is not None for k in ("node", "local_rank"))
+    return value if ok else None
+
+
+def _feed(scan: TraceScan, events: list[_Event]) -> None:
+    add = scan.add_fields
+    for e in events:
+        add(e.ph, e.cat, e.name, e.ts, e.dur, e.tid, e.id, e.args)
 
 
 def _int(value) -> int | None:
@@ -222,11 +321,14 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
     origin = min(s.start_us for s in spans if s.kind == "step")
     return RunRecord(
         config={"source": "trace", "paths": [str(f.path) for f in loaded], "backend": backend,
-                "world_size": world_size, "ranks": [f.rank for f in loaded]},
+                "world_size": world_size, "ranks": [f.rank for f in loaded],
+                "clock_origin_us": origin},
         world_size=world_size,
         spans=tuple(sorted(shift(spans, origin), key=lambda s: (s.rank, s.start_us))),
         buckets=(), micro_steps=(), losses={}, checks=(), ddp_logging={},
-        notes=tuple(notes))
+        notes=tuple(notes),
+        rank_labels=({f.rank: node_label(f.rank, f.node) for f in loaded}
+                     if all(f.node for f in loaded) else {}))
 
 
 def _check_distinct(loaded: list[LoadedRank]) -> None:
@@ -283,8 +385,8 @@ def _job_facts(loaded: list[LoadedRank], spans: list[Span]) -> tuple[int, str, l
     else:
         backend = _backend_from_events(spans)
         notes.append(f"backend {backend} inferred from the events (no distributedInfo)")
-    if not any(s.kind == "allreduce" for s in spans):
-        notes.append("no all-reduce found: a single process, or a GPU job profiled without "
+    if not any(s.kind in COMM_KINDS for s in spans):
+        notes.append("no communication found: a single process, or a GPU job profiled without "
                      "ProfilerActivity.CUDA (NCCL's kernels are then missing)")
     missing = sorted(set(range(world_size)) - {f.rank for f in loaded})
     if missing:
@@ -293,7 +395,7 @@ def _job_facts(loaded: list[LoadedRank], spans: list[Span]) -> tuple[int, str, l
 
 
 def _backend_from_events(spans: list[Span]) -> str:
-    names = {s.name for s in spans if s.kind in ("allreduce", "collective", "allreduce_launch")}
+    names = {s.name for s in spans if s.kind in (*COMM_KINDS, "allreduce_launch")}
     if any(n.startswith(("nccl", "ncclKernel", "ncclDevKernel")) for n in names):
         return "nccl"
     return "gloo" if any(n.startswith("gloo:") for n in names) else "unknown"

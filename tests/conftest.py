@@ -15,8 +15,13 @@ def cluster2():
 
 
 def rank_processes() -> set[int]:
-    """Live spawned rank processes of this test process (not multiprocessing's helpers)."""
-    return {pid for pid in children_of(os.getpid()) if "spawn_main" in _cmdline(pid)}
+    """Live rank processes of this test process: spawned children, or children of its
+    forkserver (dpviz forks ranks from one), not multiprocessing's other helpers."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver._forkserver_pid
+    spawned = {pid for pid in children_of(os.getpid()) if "spawn_main" in _cmdline(pid)}
+    return spawned | (set(children_of(server)) if server and alive(server) else set())
 
 
 def _cmdline(pid: int) -> str:

@@ -44,6 +44,34 @@ def report_pid_then_wait_in_collective(ctx, pid_file: str) -> float:
     return hang_in_collective_on(ctx, 1)
 
 
+def fsdp2_trace(ctx, out_dir: str, steps: int = 2) -> str:
+    """Train dpviz's MLP under FSDP2 (fully_shard per Linear, as dpviz.zero does) with the
+    profiler on; write this rank's chrome trace into `out_dir`, as a user's job would."""
+    from pathlib import Path
+
+    import torch
+    import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from dpviz.config import RunConfig
+    from dpviz.trace import STEP_PREFIX
+    from dpviz.workloads import build_mlp, loss_fn, rank_batch
+    from dpviz.zero import _wrap
+
+    cfg = RunConfig(world_size=ctx.world_size, steps=steps)
+    module, opt = _wrap(build_mlp(cfg), "fsdp", dist.group.WORLD)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        for step in range(steps):
+            with record_function(f"{STEP_PREFIX}{step}"):
+                x, y = rank_batch(cfg, step, 0, ctx.rank)
+                loss_fn(module(x), y).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+    path = Path(out_dir) / f"fsdp-rank{ctx.rank}.json"
+    prof.export_chrome_trace(str(path))
+    return str(path)
+
+
 def profile_and_warn(ctx, fail_rank: int) -> int:
     """Start and stop torch.profiler (kineto logs its USDT lines to fd 2), write a real warning
     to fd 2 as C++ code would, and on `fail_rank` also Python last words, then raise."""

@@ -1,7 +1,9 @@
 """A real browser: JupyterLab on 127.0.0.1 in headless Debian chromium, a dpviz notebook run
 through the UI, a widget slider moved, and the figure checked to have really changed (pixels).
+The bucket-cap slider's key press → new figure image is measured and logged (not asserted:
+speed is measured, a timed test would fail under load).
 
-Screenshots are kept in tests/artifacts/ (ignored by git) for a person to look at.
+Screenshots and the latency log are kept in tests/artifacts/ (ignored by git).
 """
 from __future__ import annotations
 
@@ -26,7 +28,8 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 NOTEBOOK = "01_ddp_from_scratch.ipynb"
-FIGURE = ".widget-output img"  # the stepper's figure, inside its Output widget
+CAP_NOTEBOOK = "cap_slider.ipynb"  # written by the fixture: 2 warm ranks, the bucket-cap slider
+FIGURE = "img.widget-image"  # the stepper's figure: an Image widget redrawn in place
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian chromium")]
@@ -43,6 +46,7 @@ def lab(tmp_path_factory):
     """JupyterLab serving a copy of the notebooks, bound to 127.0.0.1 with a random token."""
     root = tmp_path_factory.mktemp("lab")
     shutil.copy(ROOT / "notebooks" / NOTEBOOK, root / NOTEBOOK)
+    _write_cap_notebook(root / CAP_NOTEBOOK)
     port, token = _free_port(), secrets.token_hex(16)
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip", "127.0.0.1",
            f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
@@ -61,6 +65,17 @@ def lab(tmp_path_factory):
             server.wait(15)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+def _write_cap_notebook(path: Path) -> None:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import dpviz\nfrom dpviz.widgets.buckets import bucket_cap_slider\n"
+                                          "cluster = dpviz.Cluster(2)"),
+                nbformat.v4.new_code_cell("bucket_cap_slider(cluster)")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
 
 
 def _wait_for(probe, timeout_s: float):
@@ -90,6 +105,18 @@ def _accept_kernel_dialog(page) -> None:
     select.click()
 
 
+def _run_all(page, url: str, token: str, notebook: str) -> None:
+    """Open `notebook` in JupyterLab, Run All Cells, wait until the last cell has run."""
+    page.goto(f"{url}/lab/tree/{notebook}?token={token}")
+    page.locator(".jp-Notebook").wait_for(timeout=90_000)
+    _accept_kernel_dialog(page)
+    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_text("Run All Cells", exact=True).click()
+    # every cell done: the last cell shows its execution number, e.g. "[12]:"
+    page.locator(".jp-Cell").last.locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).wait_for(timeout=600_000)
+
+
 def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab):
     from playwright.sync_api import sync_playwright
 
@@ -99,15 +126,7 @@ def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            page.goto(f"{url}/lab/tree/{NOTEBOOK}?token={token}")
-            page.locator(".jp-Notebook").wait_for(timeout=90_000)
-            _accept_kernel_dialog(page)
-            page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.get_by_text("Run All Cells", exact=True).click()
-
-            # every cell done: the last cell shows its execution number, e.g. "[12]:"
-            page.locator(".jp-Cell").last.locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).wait_for(timeout=600_000)
+            _run_all(page, url, token, NOTEBOOK)
             slider = page.locator(".widget-slider .noUi-handle").first
             slider.wait_for(timeout=60_000)
             figure = page.locator(FIGURE).first
@@ -137,3 +156,54 @@ def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab):
     h, w = min(a.shape[0], b.shape[0]), min(a.shape[1], b.shape[1])
     changed = np.any(np.abs(a[:h, :w] - b[:h, :w]) > 30, axis=-1).mean()
     assert changed > 0.01, f"only {changed:.2%} of the figure's pixels changed"
+
+
+# In the page: the time of the last key press, and of the last new figure image loaded.
+_LATENCY_PROBE = """() => {
+  window.__dpviz = {key: null, loaded: []};
+  document.addEventListener('keydown', () => { window.__dpviz.key = performance.now(); }, true);
+  document.querySelector('%s').addEventListener('load', () => {
+    window.__dpviz.loaded.push(performance.now()); });
+}""" % FIGURE
+
+
+def test_cap_slider_key_press_to_new_figure_is_measured(lab):
+    """Arrow keys on the bucket-cap slider; each press must bring a new image (asserted); the
+    time from key press to the image loaded is logged to tests/artifacts/browser-knob-latency.txt
+    beside the kernel-side time the panel's status label reports."""
+    from playwright.sync_api import sync_playwright
+
+    url, token = lab
+    ARTIFACTS.mkdir(exist_ok=True)
+    lines = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            _run_all(page, url, token, CAP_NOTEBOOK)
+            figure = page.locator(FIGURE).first
+            figure.wait_for(timeout=120_000)
+            page.evaluate(_LATENCY_PROBE)
+            slider = page.locator(".widget-slider .noUi-handle").first
+            status = page.locator(".widget-label").filter(has_text="re-ran live").first
+            for i, key in enumerate(["ArrowRight", "ArrowLeft"] * 4):  # 1.0 ↔ 2.0 MiB
+                before = figure.get_attribute("src")
+                slider.focus()
+                page.keyboard.press(key)
+                page.wait_for_function("(n) => window.__dpviz.loaded.length > n", arg=i, timeout=120_000)
+                assert figure.get_attribute("src") != before, f"move {i}: the figure did not change"
+                ms = page.evaluate("() => window.__dpviz.loaded.at(-1) - window.__dpviz.key")
+                lines.append(f"move {i} ({key}): key press -> new figure image {ms / 1e3:.3f} s; "
+                             f"kernel: {status.text_content()}")
+            figure.screenshot(path=str(ARTIFACTS / "browser-cap-slider.png"))
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "browser-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+    moves = [float(re.search(r"image ([\d.]+) s", line).group(1)) for line in lines[1:]]  # after warm-up
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    lines.append(f"median after the first move: {sorted(moves)[len(moves) // 2]:.3f} s "
+                 f"(load average {load})")
+    (ARTIFACTS / "browser-knob-latency.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))

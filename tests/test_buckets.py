@@ -190,7 +190,8 @@ def test_cli_sweep_writes_sweep_json(tmp_path, capsys):
                  "--layers", "4", "--width", "128", "--batch", "8", "--out", str(out)]) == 0
     result = load(out / "sweep.json", expect=BucketSweep)
     assert [r.bucket_cap_mb for r in result.rows] == [0.1, 4.0]
-    assert (out / "sweep.png").stat().st_size > 0
+    assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "sweep.pdf").read_bytes()[:5] == b"%PDF-" and (out / "sweep.svg").stat().st_size > 0
     assert set(SweepRow.__dataclass_fields__) >= {"bucket_cap_mb", "n_buckets", "step_ms", "comm_ms",
                                                   "exposed_comm_ms", "overlap_fraction"}
 
@@ -236,9 +237,13 @@ def test_slider_reruns_live_on_release(cluster2):
     panel = bucket_cap_slider(cluster2, RunConfig(steps=2, **{k: v for k, v in SMALL.items() if k != "steps"}),
                               caps=(0.1, 4.0), value=0.1)
     slider, status = panel.children[0].children
+    image = panel.children[1]
     assert "bucket_cap_mb=0.1: re-ran live" in status.value
+    before = bytes(image.value)
     slider.value = 4.0
     assert "bucket_cap_mb=4.0: re-ran live" in status.value
+    assert before[:4] == bytes(image.value)[:4] == b"\x89PNG"
+    assert bytes(image.value) != before  # the figure was redrawn for the new cap
 
 
 @pytest.mark.manim

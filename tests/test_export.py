@@ -37,3 +37,22 @@ def test_animate_all_renders_every_scene_from_fresh_runs_with_progress(tmp_path)
         assert (tmp_path / name / SCENES[name].record_file).is_file()   # beside its record
         assert f"{name}: recorded in" in out.stdout + out.stderr
     assert "scene/s" in out.stderr or "s/scene" in out.stderr        # tqdm's progress bar
+
+
+@pytest.mark.manim
+def test_png_format_writes_one_still_per_section_for_slides(tmp_path):
+    """Ring on 2 ranks: inputs, reduce-scatter, all-gather, result = four sections, four PNGs."""
+    import numpy as np
+    from PIL import Image
+
+    from dpviz.animate import render
+    from dpviz.collectives.execute import record_collective
+
+    record_collective("ring", elements=4, world_size=2, out=tmp_path / "run")
+    folder = render("ring", tmp_path / "run" / "ring.json", tmp_path / "slides", fmt="png")
+    stills = sorted(folder.glob("*.png"))
+    assert [p.name[:3] for p in stills] == ["00-", "01-", "02-", "03-"]
+    assert stills[0].name == "00-inputs.png" and stills[-1].name == "03-result.png"
+    frames = [np.asarray(Image.open(p).convert("RGB"), dtype=np.int16) for p in stills]
+    assert frames[0].shape[1] >= 640                                  # a real frame, low quality
+    assert all(np.abs(a - b).max() > 30 for a, b in zip(frames, frames[1:]))  # each step differs

@@ -121,3 +121,29 @@ def test_cores_note_reads_the_cores_from_the_os():
     n = len(os.sched_getaffinity(0))
     assert cores_note(4).startswith(f"{n} CPU core") and "shared by the 4 ranks and with" in cores_note(4)
     assert "ranks" not in cores_note()
+
+
+def test_a_forkserver_that_cannot_start_is_a_rank_error_not_an_eoferror(tmp_path):
+    """A preloaded module that fails on import kills the forkserver; the user sees a RankError
+    naming the rank, and no process is left behind."""
+    import subprocess
+    import sys
+
+    (tmp_path / "boom.py").write_text("raise RuntimeError('boom at import')\n")
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(tmp_path)!r})\n"
+        "import dpviz.launch as launch\n"
+        "from dpviz import Cluster, RankError\n"
+        "if __name__ == '__main__':\n"
+        "    launch.PRELOAD = ['boom']\n"
+        "    try:\n"
+        "        Cluster(2).start()\n"
+        "    except RankError as err:\n"
+        "        print('RankError', err.rank, err)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert out.stdout.startswith("RankError 0 rank 0: could not be started"), out.stdout + out.stderr
+    assert "boom at import" in out.stderr

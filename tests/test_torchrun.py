@@ -81,3 +81,50 @@ def test_config_is_validated_per_node():
     assert cfg.world_size == 64
     with pytest.raises(ValueError, match="CPU ranks"):
         config_for(args, world_size=64, local_world_size=64)     # 64 on this 2-core node: not
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory):
+    """Two torchrun agents on this host as nodes 0 and 1 of a 2×2 job (c10d rendezvous on
+    127.0.0.1): node rank, local rank and global rank differ for real."""
+    from test_browser import _free_port
+
+    out, port = tmp_path_factory.mktemp("two-nodes"), _free_port()
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
+    agents = [subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
+         "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "dpviz-2x2",
+         "--node-rank", str(node), "-m", "dpviz.torchrun_entry", "--backend", "gloo",
+         "--steps", "3", "--out", str(out)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        for node in (0, 1)]
+    try:
+        done = [a.communicate(timeout=300) for a in agents]
+    finally:
+        for a in agents:
+            if a.poll() is None:
+                os.killpg(a.pid, signal.SIGKILL)
+                a.communicate()
+    for a, (_, err) in zip(agents, done):
+        assert a.returncode == 0, err[-3000:]
+    return out
+
+
+def test_two_nodes_on_one_host_label_ranks_node_local(two_nodes, tmp_path):
+    from dpviz.cli import main as cli
+    from dpviz.trace_files import load_trace
+
+    record = load(two_nodes / "record.json", RunRecord)
+    labels = record.rank_labels
+    assert record.world_size == 4 and sorted(labels) == [0, 1, 2, 3]
+    where = {r: tuple(map(int, label.split(" ")[0].split(":"))) for r, label in labels.items()}
+    assert sorted(where.values()) == [(0, 0), (0, 1), (1, 0), (1, 1)]      # 2 nodes × 2 local ranks
+    assert {node for node, _ in where.values()} == {0, 1}
+    assert any(rank != local for rank, (_, local) in where.items())      # global ≠ local for real
+    assert all(c.max_diff_across_ranks == 0.0 for c in record.checks)
+    # the four per-rank traces load back into one record, labelled the same
+    loaded = load_trace(sorted(two_nodes.glob("trace-rank[0-9].json")))
+    assert loaded.rank_labels == labels and loaded.world_size == 4
+    assert cli(["report", str(two_nodes), "--out", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text()
+    assert all(label in page for label in labels.values())

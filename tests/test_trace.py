@@ -185,3 +185,41 @@ def test_short_kernel_name_drops_only_the_parameter_list():
     name = "void at::native::(anonymous namespace)::f<float>(int (*)(int), float*)"
     assert short_kernel_name(name) == "void at::native::(anonymous namespace)::f<float>"
     assert short_kernel_name("volta_sgemm_128x64_nn") == "volta_sgemm_128x64_nn"
+
+
+# Kernel names as NCCL 2.x writes them (old `ncclKernel_*`, 2.19+ `ncclDevKernel_*`), with the
+# `Collective name` arg PyTorch's profiler adds; gloo's annotations.
+@pytest.mark.parametrize("name, collective, op", [
+    ("ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)", None, "all_reduce"),
+    ("ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", None, "all_gather"),
+    ("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", None,
+     "reduce_scatter"),
+    ("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", None, "broadcast"),
+    ("ncclDevKernel_Reduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", None, "reduce"),
+    ("ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", None, "send_recv"),
+    ("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)", "all_to_all", "all_to_all"),
+    ("ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)", "send", "send_recv"),
+    ("ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "_allgather_base",
+     "all_gather"),
+    ("gloo:all_reduce", None, "all_reduce"), ("gloo:all_gather", None, "all_gather"),
+    ("gloo:reduce_scatter", None, "reduce_scatter"), ("gloo:broadcast", None, "broadcast"),
+    ("gloo:send", None, "send_recv"), ("gloo:recv", None, "send_recv"),
+    ("gloo:all_to_all", None, "all_to_all"), ("gloo:barrier", None, "barrier"),
+])
+def test_every_collective_is_communication_with_its_op(name, collective, op):
+    from dpviz.timeline import summarize_step
+    from dpviz.trace import COMM_KINDS
+
+    gpu = name.startswith("nccl")
+    scan = TraceScan()
+    scan.add({"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "ts": 0, "dur": 100, "tid": 1})
+    args = {"stream": 20, "In msg nelems": 256, "dtype": "float",
+            **({"Collective name": collective} if collective else {})}
+    scan.add({"ph": "X", "cat": "kernel" if gpu else "user_annotation", "name": name, "ts": 10,
+              "dur": 40, "tid": 20 if gpu else 2, "args": args if gpu else {}})
+    (span,) = [s for s in scan.spans(0) if s.kind in COMM_KINDS]
+    assert span.op == op and span.kind == ("allreduce" if op == "all_reduce" else "collective")
+    if gpu:
+        assert span.bytes == 256 * 4
+    row = summarize_step(scan.spans(0), rank=0, step=3)
+    assert row.comm_ms == 0.04 and row.comm_ms_by_op == {op: 0.04} and row.n_collectives == 1

@@ -8,14 +8,15 @@ from __future__ import annotations
 from ..animate import FORMATS, QUALITIES, SCENES, render
 
 NAME = "animate"
-HELP = "render a manim animation (mp4 or gif) from a recorded run, or all of them from fresh runs"
+HELP = ("render a manim animation (mp4, gif, or png: one still per section for slides) from a "
+        "recorded run, or all of them from fresh runs")
 
 
 def add_arguments(p) -> None:
     p.add_argument("scene", choices=sorted(SCENES) + ["all"], help="which animation ('all': every one, from fresh live runs)")
     p.add_argument("--record", help="record file written by a dpviz command (not with 'all')")
-    p.add_argument("--out", help="output file, e.g. ring.mp4 or ring.gif; a folder with 'all'")
-    p.add_argument("--format", choices=FORMATS, help="default: from --out's suffix, else mp4")
+    p.add_argument("--out", help="output file, e.g. ring.mp4 or ring.gif; a folder with 'all' or --format png")
+    p.add_argument("--format", choices=FORMATS, help="mp4, gif, or png (a folder of NN-section.png stills); default: from --out's suffix, else mp4")
     p.add_argument("--quality", choices=QUALITIES, default="low")
     p.add_argument("--dry-run", action="store_true", help="build every frame's objects, write nothing")
 
@@ -33,5 +34,6 @@ def main(args) -> int:
         raise ValueError(f"give the record to draw: dpviz animate {args.scene} --record FILE --out FILE")
     fmt = args.format or (args.out.rsplit(".", 1)[-1] if args.out and args.out.endswith(FORMATS) else "mp4")
     path = render(args.scene, args.record, args.out, fmt=fmt, quality=args.quality, dry_run=args.dry_run)
-    print(f"{args.scene}: scene builds (dry run)" if path is None else f"wrote {path}")
+    print(f"{args.scene}: scene builds (dry run)" if path is None else f"wrote {path}"
+          + (f"/ ({len(list(path.glob('*.png')))} stills)" if fmt == "png" else ""))
     return 0

@@ -4,7 +4,9 @@ from __future__ import annotations
 from ..config import writable_dir
 from ..trace_files import load_trace
 from ..record import save
+from ..summary import write_summary
 from ..timeline import describe, record_ranks, steady_steps
+from ..trace import COMM_KINDS
 from ._args import comma_list
 
 NAME = "load-trace"
@@ -15,7 +17,8 @@ def add_arguments(p) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH", help="one trace file per rank")
     p.add_argument("--ranks", type=comma_list(int), help="rank of each file, in order, for "
                    "traces without distributedInfo (e.g. 0,1)")
-    p.add_argument("--out", help="folder for record.json, timeline.png and allreduce-sizes.png")
+    p.add_argument("--out", help="folder for record.json, summary.json, and the timeline and "
+                   "allreduce-sizes figures (PNG, SVG, PDF)")
 
 
 def main(args) -> int:
@@ -24,9 +27,11 @@ def main(args) -> int:
     print("\n".join(record.notes))
     print(describe(record))
     step, rank = steady_steps(record)[-1], record_ranks(record)[0]
-    for s in sorted(record.spans_of(rank=rank, kind="allreduce", step=step), key=lambda s: s.start_us):
+    for s in sorted((s for s in record.spans_of(rank=rank, step=step) if s.kind in COMM_KINDS),
+                    key=lambda s: s.start_us):
         size = "size not recorded" if s.bytes is None else f"{s.bytes / 2**20:7.2f} MiB"
-        print(f"step {step} rank {rank} bucket {s.bucket}: {size} in {s.dur_us / 1e3:.2f} ms")
+        what = f"{s.op} bucket {s.bucket}" if s.bucket is not None else s.op
+        print(f"step {step} rank {rank} {what}: {size} in {s.dur_us / 1e3:.2f} ms")
     if out is not None:
         _write(record, out)
     return 0
@@ -37,11 +42,14 @@ def _write(record, out) -> None:
 
     matplotlib.use("Agg")   # a CLI writes files; no window
     from ..plots.allreduce_sizes import plot_allreduce_sizes
+    from ..plots.files import save_figure
     from ..plots.timeline import plot_timeline
 
     save(record, out / "record.json")
-    plot_timeline(record).figure.savefig(out / "timeline.png", dpi=120)
-    if record.spans_of(kind="allreduce"):
-        plot_allreduce_sizes(record).figure.savefig(out / "allreduce-sizes.png", dpi=120)
-    print(f"wrote {out}/record.json, timeline.png"
-          + (", allreduce-sizes.png" if record.spans_of(kind="allreduce") else ""))
+    write_summary(record, out / "summary.json")
+    save_figure(plot_timeline(record).figure, out / "timeline")
+    has_comm = any(s.kind in COMM_KINDS for s in record.spans)
+    if has_comm:
+        save_figure(plot_allreduce_sizes(record).figure, out / "allreduce-sizes")
+    print(f"wrote {out}/record.json, summary.json, timeline.png|svg|pdf"
+          + (", allreduce-sizes.png|svg|pdf" if has_comm else ""))

@@ -1,8 +1,11 @@
 """`dpviz run`: one live DDP run → record.json, per-rank traces, a merged trace."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..config import NO_SYNC_SCOPES, RunConfig
 from ..ddp_run import run
+from ..summary import write_summary
 from ..timeline import describe
 from ._args import non_negative_int, positive_float, positive_int
 
@@ -32,6 +35,10 @@ def add_arguments(p) -> None:
     p.add_argument("--batch", type=positive_int, default=d.batch_per_rank, help="samples per rank per micro-step")
     p.add_argument("--backend", default=d.backend, help="gloo (CPU) or nccl (one GPU per rank)")
     p.add_argument("--timeout", type=positive_float, default=d.timeout_s, help="seconds before a silent rank is an error")
+    p.add_argument("--slow-rank", type=non_negative_int, default=None,
+                   help="make this rank a straggler: it sleeps --delay-ms in every forward")
+    p.add_argument("--delay-ms", type=positive_float, default=0.0,
+                   help="how long the --slow-rank sleeps per forward (ms)")
     p.add_argument("--out", required=True, help="folder for record.json and the traces")
 
 
@@ -40,8 +47,11 @@ def main(args) -> int:
                     accum_steps=args.accum_steps, no_sync=args.no_sync,
                     scale_loss=not args.no_loss_scaling, checkpoint_every=args.checkpoint_every,
                     layers=args.layers, width=args.width,
-                    batch_per_rank=args.batch, backend=args.backend, timeout_s=args.timeout)
+                    batch_per_rank=args.batch, backend=args.backend, timeout_s=args.timeout,
+                    slow_rank=args.slow_rank, delay_ms=args.delay_ms)
     record = run(cfg, out=args.out)
+    write_summary(record, Path(args.out) / "summary.json")
     print(describe(record))
-    print(f"wrote {args.out}/record.json, trace-rank{{0..{record.world_size - 1}}}.json, trace-merged.json")
+    print(f"wrote {args.out}/record.json, summary.json, trace-rank{{0..{record.world_size - 1}}}.json, "
+          "trace-merged.json")
     return 0

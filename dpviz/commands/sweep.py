@@ -23,7 +23,7 @@ def add_arguments(p) -> None:
     p.add_argument("--layers", type=positive_int, default=d.layers, help="Linear+ReLU blocks (default %(default)s)")
     p.add_argument("--width", type=positive_int, default=d.width, help="hidden width (default %(default)s)")
     p.add_argument("--batch", type=positive_int, default=d.batch_per_rank, help="samples per rank per step (default %(default)s)")
-    p.add_argument("--out", required=True, help="folder for sweep.json and sweep.png")
+    p.add_argument("--out", required=True, help="folder for sweep.json and sweep.png|svg|pdf")
 
 
 def main(args) -> int:
@@ -34,7 +34,7 @@ def main(args) -> int:
     save(result, out / "sweep.json")
     _figure(result, out / "sweep.png")
     print(format_sweep(result))
-    print(f"wrote {out / 'sweep.json'} and {out / 'sweep.png'}")
+    print(f"wrote {out / 'sweep.json'} and {out / 'sweep'}.png|svg|pdf")
     return 0
 
 
@@ -45,7 +45,8 @@ def _figure(result, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     from ..plots.buckets import plot_sweep
+    from ..plots.files import save_figure
 
     ax = plot_sweep(result)
-    ax.figure.savefig(path, dpi=120)
+    save_figure(ax.figure, path.with_suffix(""))
     plt.close(ax.figure)

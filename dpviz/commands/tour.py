@@ -6,13 +6,12 @@ executing. A notebook that fails stops the tour with its name and the error.
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from ..config import writable_dir
+from ..notebooks import NOTEBOOKS
 
 NAME = "tour"
 HELP = "execute every notebook headless and write HTML pages (the tour, without a browser)"
-NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 
 
 def add_arguments(p) -> None:
@@ -22,23 +21,18 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    import nbformat
-    from nbclient import NotebookClient
     from nbconvert import HTMLExporter
     from tqdm import tqdm
 
-    folder = Path(args.notebooks)
-    paths = sorted(folder.glob("*.ipynb"))
-    if not paths:
-        raise FileNotFoundError(f"no notebooks in {folder}")
+    from ..notebooks import execute, notebook_paths
+
+    paths = notebook_paths(args.notebooks)
     out = writable_dir(args.out)
     exporter = HTMLExporter()
     for path in (bar := tqdm(paths, unit="notebook")):
         bar.set_description(path.stem)
-        notebook = nbformat.read(path, as_version=4)
         t0 = time.perf_counter()
-        NotebookClient(notebook, timeout=args.timeout, resources={"metadata": {"path": str(folder)}}).execute()
-        html, _ = exporter.from_notebook_node(notebook)
+        html, _ = exporter.from_notebook_node(execute(path, args.timeout))
         (out / f"{path.stem}.html").write_text(html)
         bar.write(f"{path.stem}: {time.perf_counter() - t0:.1f} s")
     print(f"wrote {len(paths)} pages to {out}/ — open {out}/00_tour.html")

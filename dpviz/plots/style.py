@@ -20,6 +20,11 @@ KIND_COLORS = {
     "other": "#CCCCCC",
 }
 BUCKET_COLORS = ("#8172B3", "#64B5CD", "#CCB974", "#B07AA1", "#76B7B2", "#9C755F", "#FF9DA7", "#5F4B8B")
+# Collectives other than DDP's bucketed all-reduces, coloured by op (trace.COMM_OPS' values).
+OP_COLORS = {"all_reduce": "#8172B3", "all_gather": "#2A9D8F", "reduce_scatter": "#E76F51",
+             "broadcast": "#937860", "reduce": "#6D597A", "all_to_all": "#E9C46A",
+             "send_recv": "#264653", "barrier": "#B5B5B5", "gather": "#43AA8B",
+             "scatter": "#F3722C", "other": "#CCCCCC"}
 BACKGROUND = "#FFFFFF"
 TEXT = "#222222"
 MUTED = "#9E9E9E"
@@ -31,6 +36,17 @@ def rank_color(rank: int) -> str:
 
 def bucket_color(index: int | None) -> str:
     return KIND_COLORS["allreduce"] if index is None else BUCKET_COLORS[index % len(BUCKET_COLORS)]
+
+
+def op_color(op: str | None) -> str:
+    return OP_COLORS.get(op or "other", OP_COLORS["other"])
+
+
+def comm_color(span) -> str:
+    """A bucketed all-reduce by its bucket, every other collective by its op."""
+    if span.kind == "allreduce" and span.bucket is not None:
+        return bucket_color(span.bucket)
+    return op_color(span.op)
 
 
 def kind_color(kind: str) -> str:

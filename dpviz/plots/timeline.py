@@ -6,18 +6,20 @@ from collections import defaultdict
 from matplotlib.patches import Patch
 
 from ..record import RunRecord
-from ..timeline import record_ranks, steady_steps, summarize_step
+from ..timeline import COMPUTE_KINDS, record_ranks, steady_steps, summarize_step
+from ..trace import COMM_KINDS
 from . import style
 
-LANE_KINDS = {"compute": ("forward", "backward", "recompute", "optimizer", "compute"),
-              "comm": ("allreduce",)}
+LANE_KINDS = {"compute": COMPUTE_KINDS, "comm": COMM_KINDS}
 
 
-def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=None):
-    """One step of every rank on the common clock: compute above, all-reduces below.
+def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=None,
+                  labels: dict[int, str] | None = None):
+    """One step of every rank on the common clock: compute above, collectives below.
 
-    All-reduce bars are coloured by bucket; the title gives the overlap fraction (time the
-    all-reduces run while backward computes ÷ all-reduce time), averaged over ranks.
+    DDP's all-reduces are coloured by bucket, every other collective by its op; the title
+    gives both overlap figures (communication under any compute, and under backward),
+    averaged over ranks. `labels` names ranks (e.g. "node 1:0") instead of "rank N".
     """
     ranks = record_ranks(record) if ranks is None else list(ranks)
     ax = style.new_axes(ax, figsize=(11, 1.1 + 0.9 * len(ranks)))
@@ -37,22 +39,29 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
             height = 1.0 / max(1, len(tids))
             bars = defaultdict(list)  # one collection per (sub-lane, colour): a GPU step has ~1000 kernels
             for s in mine:
-                color = style.bucket_color(s.bucket) if name == "comm" else style.kind_color(s.kind)
+                color = style.comm_color(s) if name == "comm" else style.kind_color(s.kind)
                 bars[(s.tid, color)].append(((s.start_us - t0) / 1e3, s.dur_us / 1e3))
             for (tid, color), xranges in bars.items():  # white edges would hide thin kernels
                 ax.broken_barh(xranges, (y + tids.index(tid) * height, height * 0.92), facecolors=color,
                                edgecolor="white", linewidth=0.3 if len(mine) < 300 else 0)
             yticks.append(y + 0.5)
-            ylabels.append(f"rank {rank} {'compute' if name == 'compute' else 'all-reduce'}")
+            who = (labels or {}).get(rank, f"rank {rank}")
+            ylabels.append(f"{who} {'compute' if name == 'compute' else 'comm'}")
     ax.set_yticks(yticks, ylabels)
     ax.set_xlabel(f"time in step {step} (ms, common clock)")
     style.tidy(ax)
-    fractions = [summarize_step(spans, r, step).overlap_fraction for r in ranks]
-    ax.set_title(f"step {step}: all-reduce overlaps backward {100 * sum(fractions) / len(fractions):.0f}% "
-                 "of its time", loc="left")
-    buckets = sorted({s.bucket for s in spans if s.kind == "allreduce" and s.bucket is not None})
+    rows = [summarize_step(spans, r, step) for r in ranks]
+    mean = lambda xs: 100 * sum(xs) / len(xs)
+    ax.set_title(f"step {step}: communication overlaps compute "
+                 f"{mean([r.overlap_fraction for r in rows]):.0f}% of its time, backward "
+                 f"{mean([r.backward_overlap_fraction for r in rows]):.0f}%", loc="left")
+    comm = [s for s in spans if s.kind in COMM_KINDS]
+    buckets = sorted({s.bucket for s in comm if s.kind == "allreduce" and s.bucket is not None})
+    ops = sorted({s.op for s in comm if not (s.kind == "allreduce" and s.bucket is not None)},
+                 key=str)
     handles = [Patch(color=style.kind_color(k), label=k) for k in ("forward", "backward", "optimizer")]
-    handles += [Patch(color=style.bucket_color(b), label=f"bucket {b}") for b in buckets]
+    handles += [Patch(color=style.bucket_color(b), label=f"all-reduce bucket {b}") for b in buckets]
+    handles += [Patch(color=style.op_color(op), label=op or "collective") for op in ops]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     style.tag(ax, style.source_of(record), note=style.adjustment_of(record))
     return ax

@@ -10,6 +10,10 @@ from ..launch import Cluster
 from ..plots.accumulation import plot_schedule
 from .slider import rerun
 
+# A move re-runs DDP's bucket-rebuild step and the one steady step the figure draws, no more:
+# a shorter wait per move (benchmarks/knob_latency.py), the same figure.
+LIVE_STEPS = 2
+
 
 def k_slider(cluster: Cluster, cfg: RunConfig | None = None,
              values: Sequence[int] = tuple(range(1, 9)), value: int = 4):
@@ -21,6 +25,7 @@ def k_slider(cluster: Cluster, cfg: RunConfig | None = None,
     cfg = validate(cfg or DEMO_CONFIG)
     if value not in values:
         raise ValueError(f"start value K={value} is not among the slider's values {list(values)}")
-    return rerun(values, lambda k: run(cfg, cluster, accum_steps=k),
+    live = cfg.replace(steps=min(cfg.steps, LIVE_STEPS))
+    return rerun(values, lambda k: run(live, cluster, accum_steps=k),
                  lambda ax, record: plot_schedule(record, ax=ax), label="K", value=value,
                  figsize=(11, 1.4 + 1.2 * cfg.world_size))

@@ -5,28 +5,51 @@ Widgets hold no torch code: `rerun` takes a callable that returns a record (usua
 """
 from __future__ import annotations
 
+import io
 import time
 from typing import Any, Callable, Sequence
 
 import ipywidgets as w
-import matplotlib.pyplot as plt
-from IPython.display import display
+import numpy as np
+
+DPI = 100
 
 
 class _Figure:
-    """An Output area redrawn by a `draw(ax, value)` function."""
+    """One matplotlib figure, redrawn in place by `draw(ax, value)` and shown as PNG bytes
+    in an Image widget.
+
+    Why not a new pyplot figure per move displayed in an Output: that path creates a figure,
+    lays it out, draws it twice (the inline backend's tight bounding box) and re-sends the
+    whole output; benchmarks/knob_latency.py measures both side by side.
+    """
 
     def __init__(self, draw: Callable[[Any, Any], None], figsize: tuple[float, float]):
-        self.draw, self.figsize = draw, figsize
-        self.out = w.Output(layout=w.Layout(min_height=f"{int(figsize[1] * 72)}px"))
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        self.draw = draw
+        self.figure = Figure(figsize=figsize, dpi=DPI, layout="constrained")
+        FigureCanvasAgg(self.figure)  # no pyplot: nothing to close, no global state
+        self.widget = w.Image(format="png", layout=w.Layout(width=f"{int(figsize[0] * DPI)}px"))
+
+    def redraw(self, value: Any) -> None:
+        """Clear the figure, draw `value` on a fresh axes and rasterize it (once)."""
+        self.figure.clear()
+        self.draw(self.figure.add_subplot(), value)
+        self.figure.canvas.draw()
+
+    def png(self) -> bytes:
+        """The last rasterized frame as PNG bytes (no second draw, unlike savefig)."""
+        from PIL import Image
+
+        buf = io.BytesIO()
+        Image.fromarray(np.asarray(self.figure.canvas.buffer_rgba())).save(buf, format="png")
+        return buf.getvalue()
 
     def show(self, value: Any) -> None:
-        with self.out:
-            self.out.clear_output(wait=True)
-            fig, ax = plt.subplots(figsize=self.figsize, layout="constrained")
-            self.draw(ax, value)
-            display(fig)  # works under any backend (plt.show(fig) does not)
-            plt.close(fig)
+        self.redraw(value)
+        self.widget.value = self.png()
 
 
 def stepper(n: int, draw: Callable[[Any, int], None], label: str = "step",
@@ -40,7 +63,7 @@ def stepper(n: int, draw: Callable[[Any, int], None], label: str = "step",
     w.jslink((play, "value"), (slider, "value"))
     slider.observe(lambda change: figure.show(change["new"]), names="value")
     figure.show(0)
-    return w.VBox([w.HBox([play, slider]), figure.out])
+    return w.VBox([w.HBox([play, slider]), figure.widget])
 
 
 def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any, Any], None],
@@ -59,9 +82,11 @@ def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any,
         except Exception as err:  # a failed run is shown, not swallowed: the panel says why
             status.value = f"{label}={choice}: {type(err).__name__}: {err}"
             raise
-        status.value = f"{label}={choice}: re-ran live in {time.perf_counter() - t0:.2f} s"
+        t1 = time.perf_counter()
         figure.show(record)
+        status.value = (f"{label}={choice}: re-ran live in {t1 - t0:.2f} s, "
+                        f"drawn in {time.perf_counter() - t1:.2f} s")
 
     slider.observe(lambda change: update(change["new"]), names="value")
     update(slider.value)
-    return w.VBox([w.HBox([slider, status]), figure.out])
+    return w.VBox([w.HBox([slider, status]), figure.widget])

@@ -1,0 +1,185 @@
+"""Knob → figure: how long a notebook slider takes to show a new figure, warm and cold.
+
+Measured side by side in one process on the same warm 2-rank cluster, medians of moves:
+  now     = the widget as shipped: slider.value set → ranks re-run → record → figure redrawn in
+            place → PNG bytes in the Image widget (the observer runs synchronously)
+  before  = the figure path the widgets used to take: the same run, then a new pyplot figure
+            drawn and encoded as the inline backend does (bbox_inches="tight": two draws).
+            (The run itself is today's for both: the single-process reference the equality
+            check needs is now cached per rank, and the K slider runs 2 steps, not 4.)
+  cold    = the cell re-run from nothing: 2 ranks started, the widget built (one run + draw)
+Then one move of each DDP slider by parts (the slowest rank's parts, then the parent's).
+Timings on a loaded machine are inflated: the load average is printed with every table.
+Usage: python benchmarks/knob_latency.py [--moves 8] [--cold 2]
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import statistics
+import time
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from dpviz import Cluster  # noqa: E402
+from dpviz.accumulation import DEMO_CONFIG  # noqa: E402
+from dpviz.averaging import compare_averaging  # noqa: E402
+from dpviz.buckets import sweep_config  # noqa: E402
+from dpviz.ddp_run import assemble, run, train_rank  # noqa: E402
+from dpviz.plots.accumulation import plot_schedule  # noqa: E402
+from dpviz.plots.averaging import plot_drift  # noqa: E402
+from dpviz.plots.buckets import plot_bucket_timeline  # noqa: E402
+from dpviz.widgets.accumulation import LIVE_STEPS, k_slider  # noqa: E402
+from dpviz.widgets.averaging import period_slider  # noqa: E402
+from dpviz.widgets.buckets import bucket_cap_slider  # noqa: E402
+from dpviz.widgets.slider import _Figure  # noqa: E402
+
+
+def load() -> str:
+    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def _old_figure(draw, figsize, record) -> bytes:
+    """The old figure path: a new pyplot figure, PNG as matplotlib_inline makes it."""
+    fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+    draw(ax, record)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+# name → (build the widget on a cluster, two values to move between, old run, draw, figsize)
+BUCKETS = sweep_config(steps=2)
+WIDGETS = {
+    "bucket_cap_mb (nb 03)": (
+        lambda c: bucket_cap_slider(c, value=1.0), (1.0, 2.0),
+        lambda c, cap: run(BUCKETS.replace(bucket_cap_mb=cap), c),
+        lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8)),
+    "accumulation K (nb 04)": (
+        lambda c: k_slider(c, DEMO_CONFIG, value=4), (4, 5),
+        lambda c, k: run(DEMO_CONFIG.replace(accum_steps=k, steps=LIVE_STEPS), c),
+        lambda ax, r: plot_schedule(r, ax=ax), (11, 1.4 + 1.2 * DEMO_CONFIG.world_size)),
+    "averaging H (nb 07)": (
+        lambda c: period_slider(c, value=8), (8, 16),
+        lambda c, h: compare_averaging(c, periods=(h,), steps=32),
+        lambda ax, r: plot_drift(r, ax), (9, 3.2)),
+}
+
+
+def moves(panel, values, n: int) -> list[float]:
+    slider = panel.children[0].children[0]
+    times = []
+    for i in range(n):
+        target = values[(i + 1) % 2] if slider.value == values[0] else values[0]
+        times.append(timed(lambda: setattr(slider, "value", target)))
+    return times
+
+
+def old_moves(cluster, old_run, draw, figsize, values, n: int) -> list[float]:
+    return [timed(lambda: _old_figure(draw, figsize, old_run(cluster, values[i % 2]))) for i in range(n)]
+
+
+def knob_table(cluster, n_moves: int, n_cold: int) -> None:
+    rows = []
+    for name, (build, values, old_run, draw, figsize) in WIDGETS.items():
+        panel = build(cluster)          # the first run on this workload warms the ranks
+        now, before = [], []
+        for _ in range(n_moves // 2):   # interleaved, so drifting load hits both alike
+            now += moves(panel, values, 2)
+            before += old_moves(cluster, old_run, draw, figsize, values, 2)
+        cold = []
+        for _ in range(n_cold):
+            def cold_cell():
+                with Cluster(2) as fresh:
+                    build(fresh)
+            cold.append(timed(cold_cell))
+        rows.append((name, statistics.median(before), statistics.median(now),
+                     min(now), max(now), statistics.median(cold)))
+    print(f"\nknob → figure in the kernel, 2 warm gloo ranks, median of {n_moves} moves ({load()})")
+    print("| widget | before (s) | now (s) | now min–max (s) | cold re-run (s) | cold / now | before / now |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for name, b, n, lo, hi, c in rows:
+        print(f"| {name} | {b:.3f} | {n:.3f} | {lo:.2f}–{hi:.2f} | {c:.2f} | {c / n:.1f}x | {b / n:.1f}x |")
+
+
+def parts_table(cluster, name: str, cfg, n: int) -> None:
+    """One move of a DDP widget by parts: the run and record, then both figure paths."""
+    draw, figsize = WIDGETS[name][3:]
+    figure = _Figure(draw, figsize)
+    run(cfg, cluster)
+    parts: dict[str, list[float]] = {}
+
+    def add(key, ms):
+        parts.setdefault(key, []).append(ms)
+
+    for _ in range(n):
+        bare = cluster.run_task(train_rank, cfg.replace(profile=False))
+        add("ranks: train, bare DDP (no profiler)", max(r["parts_ms"]["train"] for r in bare))
+        t0 = time.perf_counter()
+        results = cluster.run_task(train_rank, cfg)
+        t1 = time.perf_counter()
+        record = assemble(cfg, results)
+        t2 = time.perf_counter()
+        slow = max(results, key=lambda r: sum(r["parts_ms"].values()))["parts_ms"]
+        add("ranks: train under the profiler", slow["train"])
+        add("ranks: trace export (chrome JSON)", slow["export"])
+        add("ranks: equality checks (all_gather + cached reference)", slow["checks"])
+        add("parent: task round trip beyond the slowest rank", (t1 - t0) * 1e3 - sum(slow.values()))
+        add("parent: trace read + parse + record", (t2 - t1) * 1e3)
+        fig, ax = plt.subplots(figsize=figsize, layout="constrained")
+        t3 = time.perf_counter()
+        draw(ax, record)
+        t4 = time.perf_counter()
+        fig.savefig(io.BytesIO(), format="png", bbox_inches="tight")
+        t5 = time.perf_counter()
+        plt.close(fig)
+        add("old figure: new pyplot figure + plot calls", (t4 - t3) * 1e3)
+        add("old figure: tight bbox, two draws + PNG encode", (t5 - t4) * 1e3)
+        t3 = time.perf_counter()
+        figure.redraw(record)
+        t4 = time.perf_counter()
+        figure.png()
+        t5 = time.perf_counter()
+        add("new figure: clear + plot calls + one draw", (t4 - t3) * 1e3)
+        add("new figure: PNG encode", (t5 - t4) * 1e3)
+    print(f"\none {name} move by parts ({cfg.layers}x{cfg.width} MLP, batch {cfg.batch_per_rank}"
+          f"/rank, {cfg.steps} steps of {cfg.accum_steps} micro-steps, 2 ranks), median of {n} "
+          f"({load()})")
+    print("| part | ms |")
+    print("|---|---:|")
+    med = {key: statistics.median(values) for key, values in parts.items()}
+    for key, ms in med.items():
+        print(f"| {key} | {ms:.0f} |")
+    common = sum(ms for key, ms in med.items() if key.startswith(("ranks: train under", "ranks: trace",
+                                                                 "ranks: equality", "parent")))
+    for tag in ("old", "new"):
+        total = common + sum(ms for key, ms in med.items() if key.startswith(f"{tag} figure"))
+        print(f"| **run + record + {tag} figure** | **{total:.0f}** |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--moves", type=int, default=8)
+    parser.add_argument("--cold", type=int, default=2)
+    args = parser.parse_args()
+    n_parts = max(3, args.moves // 2)
+    with Cluster(2) as cluster:
+        knob_table(cluster, args.moves, args.cold)
+        parts_table(cluster, "bucket_cap_mb (nb 03)", BUCKETS.replace(bucket_cap_mb=1.0), n_parts)
+        parts_table(cluster, "accumulation K (nb 04)", DEMO_CONFIG.replace(accum_steps=4, steps=LIVE_STEPS),
+                    n_parts)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,45 @@
+"""`dpviz report DIR|TRACE... --out report.html`: one offline HTML page for a run or traces."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..record import RecordError, RunRecord, load
+from ..report import write_report
+from ..trace_files import load_trace
+from ._args import comma_list
+
+NAME = "report"
+HELP = "one self-contained HTML page (figures inline) for a dpviz run folder or per-rank traces"
+NOT_TRACES = {"record.json", "summary.json", "trace-merged.json"}
+
+
+def add_arguments(p) -> None:
+    p.add_argument("inputs", nargs="+", metavar="DIR|TRACE",
+                   help="a folder written by `dpviz run`/`load-trace` (its record.json), a folder "
+                        "of per-rank traces, or the trace files themselves")
+    p.add_argument("--ranks", type=comma_list(int), help="rank of each trace file, in order, for "
+                   "traces without distributedInfo")
+    p.add_argument("--out", required=True, help="the HTML file to write")
+
+
+def read_inputs(inputs: list[str], ranks=None) -> RunRecord:
+    """A folder's record.json, else the traces in it or given."""
+    paths = [Path(p) for p in inputs]
+    if len(paths) == 1 and paths[0].is_dir():
+        if (paths[0] / "record.json").is_file():
+            return load(paths[0] / "record.json", expect=RunRecord)
+        paths = sorted(p for p in paths[0].iterdir()
+                       if p.name.endswith((".json", ".json.gz")) and p.name not in NOT_TRACES)
+        if not paths:
+            raise RecordError(f"{inputs[0]} holds no record.json and no trace files")
+    return load_trace(paths, ranks=ranks)
+
+
+def main(args) -> int:
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        raise ValueError(f"cannot write {out}: folder {out.parent} does not exist")
+    record = read_inputs(args.inputs, args.ranks)
+    write_report(record, out, title=f"dpviz report: {', '.join(args.inputs)}")
+    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, self-contained)")
+    return 0

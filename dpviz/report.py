@@ -1,0 +1,153 @@
+"""One self-contained HTML page for a run or a set of traces: nothing to serve, nothing
+fetched — every figure is inline (base64 PNG), every number comes from the record.
+
+Sections: every rank's timeline on the common clock, the per-step table (summary.json's
+rows), both overlap figures, HTA's temporal breakdown, the collectives by op and size
+(DDP's buckets), and the cross-rank analysis (arrival skew, waiting, stragglers).
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+from pathlib import Path
+
+from .record import RunRecord
+from .stragglers import MatchError, collective_instances, straggler_ranking
+from .summary import summary
+from .timeline import record_ranks, steady_steps
+from .trace import COMM_KINDS
+
+
+def rank_labels(record: RunRecord) -> dict[int, str]:
+    """'node:local (rank R)' per rank when the record knows its nodes, else 'rank R'."""
+    return {r: record.rank_labels.get(r, f"rank {r}") for r in record_ranks(record)}
+
+
+def render_report(record: RunRecord, title: str = "dpviz report") -> str:
+    """The page as one HTML string."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from .plots.allreduce_sizes import plot_allreduce_sizes
+    from .plots.timeline import plot_timeline
+
+    data, labels = summary(record), rank_labels(record)
+    step = steady_steps(record)[-1]
+    live = record.config.get("source") != "trace"
+    parts = [f"<h1>{_e(title)}</h1>",
+             f"<p>{'Live run' if live else 'Loaded traces'}: {record.world_size} ranks in the job, "
+             f"{len(labels)} shown ({', '.join(labels.values())}); steps {record.steps}; "
+             f"figures below are drawn from this record, {'measured live' if live else 'as the traces recorded them'}.</p>",
+             _notes(record),
+             "<h2>Every rank's timeline (common clock)</h2>",
+             _figure(plot_timeline(record, step=step, labels=labels), f"timeline of step {step}")]
+    if any(s.kind in COMM_KINDS for s in record.spans):
+        parts += ["<h2>Collectives by op and size (DDP's all-reduces are its buckets)</h2>",
+                  _figure(plot_allreduce_sizes(record, step=step), f"collectives of step {step}"),
+                  _buckets_table(record, step)]
+    parts += ["<h2>Per step</h2>", _rows_table(data["rows"], labels),
+              "<h2>Overlap and temporal breakdown (as HTA defines them)</h2>",
+              "<p>Overlap = |communication ∩ compute| / |communication| over the analysed steps "
+              f"{data['analysed_steps']}; breakdown over each rank's window from its first to its "
+              "last busy span.</p>", _breakdown_table(data, labels),
+              "<h2>Across ranks: skew, waiting and stragglers</h2>", _stragglers(record, labels)]
+    body = "\n".join(parts)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
+            f"<style>{_CSS}</style></head><body>{body}</body></html>")
+
+
+def write_report(record: RunRecord, path: str | os.PathLike, title: str = "dpviz report") -> Path:
+    path = Path(path)
+    path.write_text(render_report(record, title), encoding="utf-8")
+    return path
+
+
+_CSS = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+        "table{border-collapse:collapse;font-size:13px;margin:.5em 0}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+        "th{background:#f3f3f3}img{max-width:100%}figcaption{color:#666;font-size:12px}")
+
+
+def _e(text) -> str:
+    return html.escape(str(text))
+
+
+def _figure(ax, caption: str) -> str:
+    import matplotlib.pyplot as plt
+
+    fig = ax.figure
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    plt.close(fig)
+    src = base64.b64encode(buf.getvalue()).decode("ascii")
+    return (f"<figure><img alt='{_e(caption)}' src='data:image/png;base64,{src}'>"
+            f"<figcaption>{_e(caption)}</figcaption></figure>")
+
+
+def _table(header: list[str], rows: list[list]) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _notes(record: RunRecord) -> str:
+    if not record.notes:
+        return ""
+    items = "".join(f"<li>{_e(n)}</li>" for n in record.notes)
+    return f"<details><summary>What was read and inferred ({len(record.notes)} notes)</summary><ul>{items}</ul></details>"
+
+
+def _rows_table(rows: list[dict], labels: dict[int, str]) -> str:
+    ops = sorted({op for r in rows for op in r["comm_ms_by_op"]})
+    header = ["rank", "step", "step ms", "compute ms", "comm ms", "overlap", "with backward",
+              "idle ms"] + [f"{op} ms" for op in ops]
+    return _table(header, [[labels.get(r["rank"], r["rank"]), r["step"], f"{r['step_ms']:.2f}",
+                            f"{r['compute_ms']:.2f}", f"{r['comm_ms']:.2f}",
+                            f"{r['overlap_fraction']:.2f}", f"{r['backward_overlap_fraction']:.2f}",
+                            f"{r['idle_ms']:.2f}"]
+                           + [f"{r['comm_ms_by_op'].get(op, 0.0):.2f}" for op in ops] for r in rows])
+
+
+def _buckets_table(record: RunRecord, step: int) -> str:
+    """The buckets DDP handed the comm hook (live runs only: a trace has no comm hook)."""
+    rank = record_ranks(record)[0]
+    mine = sorted((b for b in record.buckets if b.rank == rank and b.step == step),
+                  key=lambda b: (b.micro_step, b.index))
+    if not mine:
+        return ""
+    return (f"<p>Buckets as DDP's comm hook saw them (rank {rank}, step {step}):</p>"
+            + _table(["micro-step", "bucket", "MiB", "parameters", "first … last"],
+                     [[b.micro_step, b.index, f"{b.bytes / 2**20:.2f}", len(b.params),
+                       f"{b.params[0]} … {b.params[-1]}" if b.params else ""] for b in mine]))
+
+
+def _breakdown_table(data: dict, labels: dict[int, str]) -> str:
+    overlap = {o["rank"]: o["overlap_fraction"] for o in data["overlap"]}
+    return _table(["rank", "overlap %", "window ms", "idle %", "compute %", "non-compute %"],
+                  [[labels.get(b["rank"], b["rank"]),
+                    "n/a" if overlap.get(b["rank"]) is None else f"{100 * overlap[b['rank']]:.2f}",
+                    f"{b['window_ms']:.2f}", b["idle_pct"], b["compute_pct"], b["non_compute_pct"]]
+                   for b in data["breakdown"]])
+
+
+def _stragglers(record: RunRecord, labels: dict[int, str]) -> str:
+    if len(labels) < 2:
+        return "<p>One rank only: load every rank's trace to compare them.</p>"
+    try:
+        ranking, instances = straggler_ranking(record), collective_instances(record)
+    except MatchError as err:
+        return f"<p>Collectives not matched across ranks: {_e(err)}</p>"
+    ranks = sorted(labels)
+    out = [_table(["step", "straggler", "ranking (latest first)"]
+                  + [f"{labels[r]} waited ms" for r in ranks],
+                  [[s.step, labels[s.straggler], ", ".join(labels[r] for r in s.ranking)]
+                   + [f"{s.waited_ms[r]:.2f}" for r in ranks] for s in ranking])]
+    out.append(_table(["step", "#", "op", "MiB", "skew ms", "last to arrive"]
+                      + [f"{labels[r]} waits / moves ms" for r in ranks],
+                      [[c.step, c.index, c.op, "" if c.bytes is None else f"{c.bytes / 2**20:.2f}",
+                        f"{c.skew_ms:.2f}", labels[c.last_rank]]
+                       + [f"{c.wait_ms[r]:.2f} / {c.move_ms[r]:.2f}" for r in ranks]
+                       for c in instances]))
+    return "\n".join(out)

@@ -1,0 +1,51 @@
+"""summary.json: a run's or a trace's per-step numbers as data, for scripts and CI.
+
+`rows`: one per (rank, step) — step, compute, communication and idle time (ms), the
+HTA-style overlap fraction beside the overlap with backward, and communication by op.
+`breakdown`: HTA's temporal breakdown per rank (see timeline.temporal_breakdown).
+`overlap`: HTA's comm/comp overlap per rank, over the steps HTA analyses.
+`stragglers`: per step, ranks latest first (see stragglers.straggler_ranking); several ranks only.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+from .record import RunRecord
+from .stragglers import MatchError, straggler_ranking
+from .timeline import (analysed_steps, comm_compute_overlap, record_ranks, summarize,
+                       temporal_breakdown)
+
+
+def summary(record: RunRecord) -> dict:
+    """The record's numbers as plain JSON-ready data (ms, fractions in 0..1, percents)."""
+    rows = [{"rank": r.rank, "step": r.step, "step_ms": r.step_ms, "compute_ms": r.compute_ms,
+             "comm_ms": r.comm_ms, "overlap_fraction": r.overlap_fraction,
+             "backward_overlap_fraction": r.backward_overlap_fraction,
+             "exposed_comm_ms": r.exposed_comm_ms, "idle_ms": r.idle_ms,
+             "n_collectives": r.n_collectives, "comm_ms_by_op": r.comm_ms_by_op}
+            for r in summarize(record)]
+    return {"source": record.config.get("source", "live run"), "world_size": record.world_size,
+            "ranks": record_ranks(record), "steps": record.steps,
+            "analysed_steps": analysed_steps(record),
+            "overlap": [{"rank": rank, "overlap_fraction": comm_compute_overlap(record, rank)}
+                        for rank in record_ranks(record)],
+            "breakdown": [asdict(b) for b in temporal_breakdown(record)],
+            "stragglers": _stragglers(record), "rows": rows}
+
+
+def _stragglers(record: RunRecord) -> list[dict] | str:
+    if len(record_ranks(record)) < 2:
+        return []
+    try:
+        return [asdict(s) | {"straggler": s.straggler} for s in straggler_ranking(record)]
+    except MatchError as err:   # summary.json still gets written; it says why there is none
+        return f"not matched: {err}"
+
+
+def write_summary(record: RunRecord, path: str | os.PathLike) -> Path:
+    path = Path(path)
+    path.write_text(json.dumps(summary(record), indent=1))
+    return path
