@@ -63,7 +63,11 @@ class LineFilter:
 
 
 def _to_sys_stderr(data: bytes) -> None:
-    """Write to whatever sys.stderr is now: the terminal, or a notebook cell's stream."""
+    """Write to whatever sys.stderr is now: the terminal, or a notebook cell's stream (fd 2
+    itself once the interpreter is shutting down and sys.stderr is gone)."""
+    if sys.stderr is None:
+        os.write(2, data)
+        return
     sys.stderr.write(data.decode(errors="replace"))
     sys.stderr.flush()
 
