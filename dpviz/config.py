@@ -86,7 +86,9 @@ def validate_world_size(world_size, backend: str = "gloo", minimum: int = 1) -> 
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if backend == "nccl":
         _require_int("ranks", world_size, minimum)
-        gpus = _cuda_device_count()
+        from .launch import cuda_device_count  # asking the hardware is the run layer's job
+
+        gpus = cuda_device_count()
         if world_size > gpus:
             raise ValueError(
                 f"backend nccl needs one GPU per rank: asked for {world_size} ranks, "
@@ -97,12 +99,6 @@ def validate_world_size(world_size, backend: str = "gloo", minimum: int = 1) -> 
         _require_int("ranks", world_size, minimum, cap,
                      f" (this machine has {os.cpu_count()} cores; at most {cap} CPU ranks)")
     return world_size
-
-
-def _cuda_device_count() -> int:
-    import torch  # local: config must stay importable without torch for renderers
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def validate(cfg: RunConfig) -> RunConfig:

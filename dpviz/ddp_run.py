@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .config import RunConfig, validate, writable_dir
 from .launch import Cluster, RankContext
-from .link import LinkThread
+from .link_thread import LinkThread
 from .record import Bucket, MicroStep, RunRecord, Span, StepCheck, save
 from .trace import CLOCK_MARK, HOOK_PREFIX, LINK_ALLREDUCE_PREFIX, LINK_PREFIX, MICRO_PREFIX, STEP_PREFIX, merge_traces, \
     read_trace, shift, spans_from_trace, write_json

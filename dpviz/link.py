@@ -12,15 +12,13 @@ wire_bytes is what a ring all-reduce puts on each rank's link: 2(N−1)/N of the
 Emulation is approximate on one point: each rank's link starts when its own bucket is ready,
 not when every rank's is (the real all-reduce after it still waits for every rank).
 
-This module imports torch only inside the rank-side `LinkThread`: records load without it.
+No torch here: records and renderers read links without it. The rank side, the thread that
+plays the wire during a run, is `dpviz.link_thread`.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
-import queue
-import threading
-import time
 from dataclasses import dataclass
 
 # Preset links: (Gb/s, one-transfer latency µs). Round numbers of the right order, quoted for
@@ -147,64 +145,3 @@ def link_note(config: dict) -> str:
     """What carried a record's all-reduces, from its config; '' for records that do not say
     (a loaded trace: dpviz cannot know its interconnect)."""
     return describe_link(config["link"]) if "link" in config else ""
-
-
-# --- rank side ----------------------------------------------------------------------------
-
-class LinkThread:
-    """The FIFO wire of one rank: `send(buf)` returns a future at once; a thread waits the
-    transfer time (sleeping: no CPU), then issues the real all-reduce, which completes it.
-
-    Buckets leave in the order they were handed over, on every rank the same (DDP hands
-    them in index order), so the collectives keep the same order on every rank.
-    """
-
-    def __init__(self, link: Link, world_size: int):
-        self.link, self.world_size = link, world_size
-        self.spans: list[tuple[int, float, float]] = []   # (bucket, start, end) perf_counter s
-        # The real all-reduces after each transfer: (bucket, numel, issued, done). Issued from
-        # this thread, gloo's own events escape the profiler (it records the main thread's
-        # work only), so their times are kept here; `done` is when gloo's callback ran.
-        self.reduces: list[tuple[int, int, float, float]] = []
-        self._queue: queue.Queue = queue.Queue()
-        self._thread = threading.Thread(target=self._serve, name="dpviz-link", daemon=True)
-        self._thread.start()
-
-    def send(self, index: int, buf):
-        """Queue one bucket (already divided by the world size); a future of the reduced one."""
-        import torch
-
-        done = torch.futures.Future()
-        self._queue.put((index, buf, done))
-        return done
-
-    def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
-
-    def _serve(self) -> None:
-        import torch.distributed as dist
-
-        free_at = 0.0
-        while (item := self._queue.get()) is not None:
-            index, buf, done = item
-            try:
-                start = max(time.perf_counter(), free_at)
-                end = start + self.link.transfer_ms(buf.numel() * buf.element_size(),
-                                                    self.world_size) / 1e3
-                while (left := end - time.perf_counter()) > 0:
-                    time.sleep(left)
-                free_at = time.perf_counter()
-                self.spans.append((index, start, free_at))
-                dist.all_reduce(buf, async_op=True).get_future().then(
-                    lambda f, i=index, n=buf.numel(), t=free_at, done=done: self._complete(i, n, t, done, f))
-            except Exception as err:  # surfaces in DDP's backward, naming the cause
-                done.set_exception(err)
-
-    def _complete(self, index: int, numel: int, issued: float, done, reduced) -> None:
-        """Note the real all-reduce's end and hand its result (or error) to DDP's future."""
-        self.reduces.append((index, numel, issued, time.perf_counter()))
-        try:
-            done.set_result(reduced.value()[0])
-        except Exception as err:
-            done.set_exception(err)

@@ -47,7 +47,7 @@ NOT_YET_SEPARATED = {
     "dpviz.plots.checkpointing", "dpviz.plots.collectives", "dpviz.plots.descent",
     "dpviz.plots.exercises", "dpviz.plots.experts", "dpviz.plots.lifecycle", "dpviz.plots.memory",
     "dpviz.plots.pipeline", "dpviz.plots.precision", "dpviz.plots.tensor_parallel",
-    "dpviz.plots.timeline", "dpviz.plots.zero",
+    "dpviz.plots.zero",
     "dpviz.widgets.accumulation", "dpviz.widgets.averaging", "dpviz.widgets.buckets",
     "dpviz.widgets.checkpointing", "dpviz.widgets.collectives", "dpviz.widgets.zero",
     "buckets", "checkpointing", "ring",
