@@ -7,48 +7,18 @@ momentum one, plain SGD none), activations from saved-tensor hooks (exactly the 
 autograd keeps for backward; process RSS is useless on CPU because glibc keeps freed pages).
 
 Runs in the calling process (no ranks): one replica's memory is the same on every rank.
-torch is imported inside functions so a saved record loads without it.
+torch is imported inside functions; the record and its parts live in `memory_records`
+(no torch), which renderers import.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Iterable
 
 from .config import RunConfig, validate
-from .record import record_kind
-
-PARTS = ("params", "grads", "optimizer", "activations")
-OPTIMIZERS = ("sgd", "momentum", "adam")
-
-
-@record_kind("memory_breakdown")
-@dataclass(frozen=True)
-class MemoryBreakdown:
-    """Bytes one replica holds at the peak of a training step (after forward, before backward
-    frees the activations; gradients and optimizer state as they are after the step)."""
-
-    config: dict
-    optimizer: str
-    n_params: int
-    params: int
-    grads: int
-    optimizer_state: int
-    activations: int
-    state_by_key: dict[str, int]     # e.g. exp_avg → bytes, exp_avg_sq → bytes, step → bytes
-
-    def part(self, name: str) -> int:
-        """Bytes of one of PARTS."""
-        if name not in PARTS:
-            raise ValueError(f"unknown part {name!r}; choose one of {', '.join(PARTS)}")
-        return self.optimizer_state if name == "optimizer" else getattr(self, name)
-
-    @property
-    def total(self) -> int:
-        return sum(self.part(p) for p in PARTS)
-
+from .memory_records import OPTIMIZERS, MemoryBreakdown
 
 # --- measuring tensors ----------------------------------------------------------------------
 

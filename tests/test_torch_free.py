@@ -45,7 +45,7 @@ CHECKED = sorted({*RENDERERS, *RECORDS})
 NOT_YET_SEPARATED = {
     "dpviz.plots.accumulation", "dpviz.plots.anatomy", "dpviz.plots.averaging", "dpviz.plots.buckets",
     "dpviz.plots.checkpointing", "dpviz.plots.collectives", "dpviz.plots.descent",
-    "dpviz.plots.exercises", "dpviz.plots.experts", "dpviz.plots.lifecycle", "dpviz.plots.memory",
+    "dpviz.plots.exercises", "dpviz.plots.experts", "dpviz.plots.lifecycle",
     "dpviz.plots.pipeline", "dpviz.plots.precision", "dpviz.plots.tensor_parallel",
     "dpviz.plots.zero",
     "dpviz.widgets.accumulation", "dpviz.widgets.averaging", "dpviz.widgets.buckets",
@@ -53,7 +53,7 @@ NOT_YET_SEPARATED = {
     "buckets", "checkpointing", "ring",
     "dpviz.accumulation", "dpviz.anatomy", "dpviz.buckets", "dpviz.checkpointing",
     "dpviz.collectives.bandwidth", "dpviz.collectives.record", "dpviz.dp_vs_ddp",
-    "dpviz.exercises.records", "dpviz.experts", "dpviz.memory", "dpviz.pipeline", "dpviz.precision",
+    "dpviz.exercises.records", "dpviz.experts", "dpviz.pipeline", "dpviz.precision",
     "dpviz.tensor_parallel", "dpviz.zero",
 }
 

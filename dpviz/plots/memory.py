@@ -1,7 +1,7 @@
 """Where one replica's memory goes: stacked bars of params / grads / optimizer / activations."""
 from __future__ import annotations
 
-from ..memory import PARTS, MemoryBreakdown
+from ..memory_records import PARTS, MemoryBreakdown
 from . import style
 
 # One colour per part, shared with the ZeRO figures; taken from the palette's span kinds.
