@@ -15,7 +15,7 @@ from manim import (DOWN, LEFT, RIGHT, UP, AnimationGroup, Axes, Create, FadeIn, 
                    LaggedStart, Rectangle, Square, Succession, Text, VGroup, VMobject, Write,
                    linear)
 
-from dpviz.checkpointing import MemoryRecord, MemoryRow, segments
+from dpviz.checkpointing_records import MemoryRecord, MemoryRow, segments
 from dpviz.plots import style
 
 MB = 2 ** 20

@@ -263,7 +263,7 @@ def rank_spans(cfg: RunConfig, trace: dict, rank: int) -> list[Span]:
 
 def _recompute(trace: dict, rank: int, spans: list[Span]) -> list[Span]:
     """Recomputed forwards inside backward: found by nesting, which no event name tells."""
-    from .checkpointing import recompute_spans
+    from .checkpointing_records import recompute_spans
 
     main = next(s.tid for s in spans if s.rank == rank and s.kind == "forward")
     windows = [s for s in spans if s.rank == rank and s.kind == "step"]

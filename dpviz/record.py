@@ -28,7 +28,7 @@ RECORD_MODULES = {
     "bench": "dpviz.collectives.bandwidth",
     "bucket_sweep": "dpviz.buckets",
     "accumulation_sweep": "dpviz.accumulation",
-    "memory": "dpviz.checkpointing",
+    "memory": "dpviz.checkpointing_records",
     "memory_breakdown": "dpviz.memory_records", "zero_sweep": "dpviz.zero", "precision_run": "dpviz.precision",
     "pipeline_sweep": "dpviz.pipeline",
     "expert_parallel": "dpviz.experts",

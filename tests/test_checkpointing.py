@@ -10,8 +10,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import dpviz
-from dpviz.checkpointing import (BACKWARD_NODE, FORWARD_MARK, BlockBytes, MemoryRecord, measure,
-                                 memory_curve, model_sweep, predict, recompute_spans, segments)
+from dpviz.checkpointing import measure
+from dpviz.checkpointing_records import (BACKWARD_NODE, FORWARD_MARK, BlockBytes, MemoryRecord,
+                                         memory_curve, model_sweep, predict, recompute_spans, segments)
 from dpviz.cli import main as cli_main
 from dpviz.config import RunConfig
 from dpviz.record import load

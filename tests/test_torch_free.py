@@ -44,14 +44,14 @@ CHECKED = sorted({*RENDERERS, *RECORDS})
 # Still beside rank code (module: the torch-importing modules importing it loads). Issue 15.
 NOT_YET_SEPARATED = {
     "dpviz.plots.accumulation", "dpviz.plots.anatomy", "dpviz.plots.averaging", "dpviz.plots.buckets",
-    "dpviz.plots.checkpointing", "dpviz.plots.collectives", "dpviz.plots.descent",
+    "dpviz.plots.collectives", "dpviz.plots.descent",
     "dpviz.plots.exercises", "dpviz.plots.experts", "dpviz.plots.lifecycle",
     "dpviz.plots.pipeline", "dpviz.plots.precision", "dpviz.plots.tensor_parallel",
     "dpviz.plots.zero",
     "dpviz.widgets.accumulation", "dpviz.widgets.averaging", "dpviz.widgets.buckets",
-    "dpviz.widgets.checkpointing", "dpviz.widgets.collectives", "dpviz.widgets.zero",
-    "buckets", "checkpointing", "ring",
-    "dpviz.accumulation", "dpviz.anatomy", "dpviz.buckets", "dpviz.checkpointing",
+    "dpviz.widgets.collectives", "dpviz.widgets.zero",
+    "buckets", "ring",
+    "dpviz.accumulation", "dpviz.anatomy", "dpviz.buckets",
     "dpviz.collectives.bandwidth", "dpviz.collectives.record", "dpviz.dp_vs_ddp",
     "dpviz.exercises.records", "dpviz.experts", "dpviz.pipeline", "dpviz.precision",
     "dpviz.tensor_parallel", "dpviz.zero",

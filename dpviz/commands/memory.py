@@ -18,7 +18,8 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    from ..checkpointing import describe, measure
+    from ..checkpointing import measure
+    from ..checkpointing_records import describe
 
     record = measure(layers=args.layers, width=args.width, batch=args.batch,
                      checkpoint_every=args.checkpoint_every, seed=args.seed, out=args.out)

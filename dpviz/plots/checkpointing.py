@@ -5,7 +5,7 @@ import math
 
 from matplotlib.patches import Patch
 
-from ..checkpointing import MemoryRecord
+from ..checkpointing_records import MemoryRecord
 from . import style
 
 MB = 2 ** 20

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ipywidgets as w
 
-from ..checkpointing import MemoryRecord
+from ..checkpointing_records import MemoryRecord
 from ..plots.checkpointing import plot_memory_curve
 from .slider import _Figure
 

@@ -1,0 +1,211 @@
+"""Activation checkpointing, the data side: the record, the √n model and the trace analysis.
+
+Forward keeps every block's activations for backward (seed 000 §2.1). Checkpointing every
+k blocks keeps only each segment's input and re-runs the segment's forward inside backward
+(§4.4): memory falls from n blocks to about n/k inputs + one segment, for one extra forward.
+The model (Chen et al. 2016) predicts each k's peak from per-block bytes; the trace analysis
+reads the allocator curve and the recomputed forwards from a profiler trace.
+
+No torch: renderers and `load()` import this. The live step on a rank is `dpviz.checkpointing`.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from .record import record_kind
+
+FORWARD_MARK = "dpviz:forward"
+BACKWARD_MARK = "dpviz:backward"
+BACKWARD_NODE = "autograd::engine::evaluate_function: "
+
+
+# --- the record ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CurvePoint:
+    t_ms: float   # since the forward started (profiler clock)
+    bytes: int
+
+
+@dataclass(frozen=True)
+class BlockBytes:
+    """What one Linear+ReLU block hands autograd when nothing is checkpointed."""
+
+    input_bytes: int   # the tensor entering the block (a segment boundary if checkpointed)
+    saved_bytes: int   # tensors it saves besides its input (here: the ReLU output)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    checkpoint_every: int
+    held_after_forward_bytes: int  # what autograd keeps between forward and backward
+    peak_bytes: int                # the highest point of the whole step
+    recomputed_blocks: int         # extra block forwards run inside backward
+
+
+@dataclass(frozen=True)
+class MemoryRow:
+    """One measured step with a checkpoint every `checkpoint_every` blocks (0 = none)."""
+
+    checkpoint_every: int
+    peak_activation_bytes: int       # max of `curve` (allocator, baseline-corrected)
+    held_after_forward_bytes: int    # saved-tensor ledger at the end of forward
+    step_ms: float                   # forward + backward
+    forward_ms: float
+    backward_ms: float
+    recompute_ms: float              # sum of `recompute_spans`
+    recompute_spans: tuple[tuple[float, float], ...]  # (start, end) ms, inside backward
+    curve: tuple[CurvePoint, ...]        # allocator bytes over the step
+    saved_curve: tuple[CurvePoint, ...]  # ledger bytes over the step
+    prediction: Prediction
+
+
+@record_kind("memory")
+@dataclass(frozen=True)
+class MemoryRecord:
+    layers: int
+    width: int
+    batch: int
+    seed: int
+    blocks: tuple[BlockBytes, ...]   # measured with no checkpointing
+    head_input_bytes: int
+    tail_bytes: int                  # saved by the head and the loss besides the head's input
+    rows: tuple[MemoryRow, ...]
+    model: tuple[Prediction, ...]    # every k from 0 to layers
+    notes: tuple[str, ...] = ()
+
+    def row(self, checkpoint_every: int) -> MemoryRow:
+        for r in self.rows:
+            if r.checkpoint_every == checkpoint_every:
+                return r
+        raise ValueError(f"no row for checkpoint_every={checkpoint_every}; measured: "
+                         f"{[r.checkpoint_every for r in self.rows]}")
+
+    @property
+    def best_ks(self) -> tuple[int, ...]:
+        """The k (often two, tied) with the lowest predicted peak (Chen et al.: near √n)."""
+        chosen = [p for p in self.model if p.checkpoint_every]
+        low = min(p.peak_bytes for p in chosen)
+        return tuple(p.checkpoint_every for p in chosen if p.peak_bytes == low)
+
+
+# --- the model ------------------------------------------------------------------------------
+
+def segments(layers: int, k: int) -> list[range]:
+    """Block indices of each checkpointed segment (the last one may be shorter)."""
+    return [range(s, min(s + k, layers)) for s in range(0, layers, k)] if k else [range(layers)]
+
+
+def predict(blocks: Sequence[BlockBytes], head_input_bytes: int, tail_bytes: int, k: int) -> Prediction:
+    """Peak bytes of one step from per-block bytes, assuming each block saves its output.
+
+    Forward with k: autograd keeps each segment's input, the head's input and the loss's
+    tensors. Backward through segment j (last to first) holds the inputs of segments 0..j,
+    that segment's recomputed activations, and the gradient in flight (≈ two block
+    outputs: the incoming and the outgoing gradient). With k = 0 every block's
+    activations stay from forward until its own backward.
+    """
+    n = len(blocks)
+    grads = 2 * max([head_input_bytes] + [b.saved_bytes for b in blocks])
+    if k == 0:
+        held = blocks[0].input_bytes + sum(b.saved_bytes for b in blocks) + tail_bytes
+        return Prediction(0, held, held + grads, 0)
+    segs = segments(n, k)
+    inputs = [blocks[s.start].input_bytes for s in segs]
+    held = sum(inputs) + head_input_bytes + tail_bytes
+    peak = max(sum(inputs[:j + 1]) + sum(blocks[i].saved_bytes for i in s) + grads
+               for j, s in enumerate(segs))
+    return Prediction(k, held, max(peak, held), n)
+
+
+def model_sweep(blocks: Sequence[BlockBytes], head_input_bytes: int, tail_bytes: int) -> list[Prediction]:
+    return [predict(blocks, head_input_bytes, tail_bytes, k) for k in range(len(blocks) + 1)]
+
+
+# --- the trace: memory curve and recomputed forwards (pure, no torch) ----------------------
+
+def mark_window(events: list[dict], name: str) -> dict:
+    """The trace event of dpviz's `name` annotation: the forward or backward it timed."""
+    found = [e for e in events if e.get("ph") == "X" and e.get("name") == name]
+    if not found:
+        raise ValueError(f"trace has no {name!r} annotation: it was not recorded by dpviz.checkpointing")
+    return found[0]
+
+
+def memory_curve(trace: dict, t0_us: float, t1_us: float) -> list[CurvePoint]:
+    """Allocator bytes over [t0, t1] from `[memory]` events, relative to before the profile.
+
+    `Total Allocated` counts from the profiler's start; the first event tells the offset
+    (its total minus its own bytes), which we subtract.
+    """
+    mem = sorted((e for e in trace["traceEvents"] if e.get("name") == "[memory]"
+                  and e.get("args", {}).get("Device Type", 0) == 0), key=lambda e: e["ts"])
+    if not mem:
+        raise ValueError("trace has no [memory] events: profile with profile_memory=True")
+    base = mem[0]["args"]["Total Allocated"] - mem[0]["args"]["Bytes"]
+    before = [e for e in mem if e["ts"] < t0_us]
+    points = [CurvePoint(0.0, int(before[-1]["args"]["Total Allocated"] - base) if before else 0)]
+    points += [CurvePoint((e["ts"] - t0_us) / 1e3, int(e["args"]["Total Allocated"] - base))
+               for e in mem if t0_us <= e["ts"] <= t1_us]
+    return points
+
+
+def _parents(events: list[dict]) -> list[int | None]:
+    """Index of each event's enclosing event on the same thread (events sorted by start)."""
+    parents: list[int | None] = []
+    stacks: dict = {}
+    for i, e in enumerate(events):
+        stack = stacks.setdefault(e.get("tid"), [])
+        while stack and e["ts"] >= events[stack[-1]]["ts"] + events[stack[-1]]["dur"]:
+            stack.pop()
+        parents.append(stack[-1] if stack else None)
+        stack.append(i)
+    return parents
+
+
+def recompute_spans(trace: dict, forward_mark: str = FORWARD_MARK) -> list[tuple[float, float]]:
+    """(start, end) µs of each recomputed forward: forward ops nested inside a backward node.
+
+    The ops the forward ran at top level (aten::linear, aten::relu, …) never appear inside
+    a backward node in plain backward, which uses their derivatives (aten::mm,
+    aten::threshold_backward). Under non-reentrant checkpointing they re-run when backward
+    first unpacks a segment's saved tensor: `evaluate_function: ReluBackward0 → ReluBackward0
+    → aten::linear …`. One span per backward node that triggered a recompute. `forward_mark`
+    names the event whose direct children are the forward ops (DDP's own forward in a run).
+    """
+    events = sorted((e for e in trace["traceEvents"] if e.get("ph") == "X" and "dur" in e),
+                    key=lambda e: (e["ts"], -e["dur"]))
+    parents = _parents(events)
+    fwd = events.index(mark_window(events, forward_mark))
+    forward_ops = {e["name"] for e, p in zip(events, parents) if p == fwd}
+    by_node: dict[int, list[dict]] = {}
+    for i, e in enumerate(events):
+        if e["name"] not in forward_ops:
+            continue
+        node, p = None, parents[i]
+        while p is not None:
+            if events[p]["name"] in forward_ops:
+                break           # nested in another recomputed op: counted with its parent
+            if events[p]["name"].startswith(BACKWARD_NODE):
+                node = p
+                break
+            p = parents[p]
+        if node is not None:
+            by_node.setdefault(node, []).append(e)
+    return [(min(e["ts"] for e in ops), max(e["ts"] + e["dur"] for e in ops))
+            for _, ops in sorted(by_node.items())]
+
+
+def describe(record: MemoryRecord) -> str:
+    """A table for the CLI and notebooks: measured vs predicted peak, time, recompute."""
+    mb = lambda b: b / 2 ** 20
+    lines = [f"{record.layers} blocks of Linear({record.width})+ReLU, batch {record.batch}; "
+             f"model optimum k = {', '.join(map(str, record.best_ks))} (√n = {math.sqrt(record.layers):.1f})",
+             "   k  peak MB  predicted MB  held-after-fwd MB  step ms  recompute ms"]
+    for r in record.rows:
+        lines.append(f"{r.checkpoint_every:4d} {mb(r.peak_activation_bytes):8.1f} "
+                     f"{mb(r.prediction.peak_bytes):13.1f} {mb(r.held_after_forward_bytes):18.1f} "
+                     f"{r.step_ms:8.1f} {r.recompute_ms:13.1f}")
+    return "\n".join(lines)
