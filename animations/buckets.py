@@ -13,7 +13,7 @@ from __future__ import annotations
 from common import FONT_SIZE, RecordScene
 from manim import DOWN, LEFT, UP, FadeIn, Line, Rectangle, Text, ValueTracker, VGroup, linear
 
-from dpviz.buckets import StepTimeline, step_timeline
+from dpviz.buckets_records import StepTimeline, step_timeline
 from dpviz.plots import style
 from dpviz.record import RunRecord
 

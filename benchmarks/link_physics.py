@@ -12,8 +12,9 @@ import os
 import statistics
 
 from dpviz import Cluster, accumulation, run
-from dpviz.buckets import (ONE_BUCKET_CAP_MB, BucketSweep, describe_overlap, format_sweep,
-                           link_predictions, sweep_config, sweep_row)
+from dpviz.buckets import sweep_config
+from dpviz.buckets_records import (ONE_BUCKET_CAP_MB, BucketSweep, describe_overlap, format_sweep,
+                                   link_predictions, sweep_row)
 from dpviz.link import describe_link
 
 CAPS = (0.25, 1.0, 4.0, ONE_BUCKET_CAP_MB)

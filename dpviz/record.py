@@ -26,7 +26,7 @@ RECORD_MODULES = {
     "collective": "dpviz.collectives.record",
     "primitives": "dpviz.collectives.record",
     "bench": "dpviz.collectives.bandwidth",
-    "bucket_sweep": "dpviz.buckets",
+    "bucket_sweep": "dpviz.buckets_records",
     "accumulation_sweep": "dpviz.accumulation",
     "memory": "dpviz.checkpointing_records",
     "memory_breakdown": "dpviz.memory_records", "zero_sweep": "dpviz.zero", "precision_run": "dpviz.precision",

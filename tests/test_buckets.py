@@ -7,9 +7,11 @@ import random
 import pytest
 
 from dpviz import RunConfig, load, run, save
-from dpviz.buckets import (FIRST_BUCKET_BYTES, ONE_BUCKET_CAP_MB, BucketSweep, SweepRow, assign_buckets,
-                           cap_limits, format_sweep, logged_layout, minus, modelled_layout, predictions, step_buckets,
-                           step_timeline, sweep, sweep_config, sweep_row, torch_assignment)
+from dpviz.buckets import sweep, sweep_config, torch_assignment
+from dpviz.buckets_records import (FIRST_BUCKET_BYTES, ONE_BUCKET_CAP_MB, BucketSweep, SweepRow,
+                                   assign_buckets, cap_limits, format_sweep, logged_layout, minus,
+                                   modelled_layout, predictions, step_buckets, step_timeline,
+                                   sweep_row)
 from dpviz.record import Bucket, RunRecord, Span
 from dpviz.timeline import steady_steps
 

@@ -10,7 +10,8 @@ import pytest
 
 from dpviz import accumulation, run
 from dpviz.link import as_link
-from dpviz.buckets import ONE_BUCKET_CAP_MB, BucketSweep, sweep_config, sweep_row
+from dpviz.buckets import sweep_config
+from dpviz.buckets_records import ONE_BUCKET_CAP_MB, BucketSweep, sweep_row
 from dpviz.plots.accumulation import plot_schedule, plot_sweep_bytes, plot_sweep_time
 from dpviz.plots.buckets import plot_bucket_timeline, plot_contrast, plot_layout, plot_sweep
 from dpviz.plots.legibility import overlapping_texts

@@ -8,7 +8,8 @@ import statistics
 import pytest
 
 from dpviz import accumulation, run
-from dpviz.buckets import ONE_BUCKET_CAP_MB, link_predictions, step_timeline, sweep_config, sweep_row
+from dpviz.buckets import sweep_config
+from dpviz.buckets_records import ONE_BUCKET_CAP_MB, link_predictions, step_timeline, sweep_row
 from dpviz.cli import main as cli_main
 from dpviz.config import RunConfig
 from dpviz.link import PRESETS, Link, as_link, link_from_options, preset

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..buckets import format_sweep, sweep, sweep_config
+from ..buckets import sweep, sweep_config
+from ..buckets_records import format_sweep
 from ..config import writable_dir
 from ..record import save
 from ._args import add_link_arguments, comma_list, link_of, positive_float, positive_int

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..buckets import MIB, assign_buckets as model_assign, cap_limits, torch_assignment
+from ..buckets import torch_assignment
+from ..buckets_records import MIB, assign_buckets as model_assign, cap_limits
 from ..launch import Cluster
 from .core import Verdict, choose, not_written
 from .records import BucketCase, BucketsCheck

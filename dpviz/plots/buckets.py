@@ -1,12 +1,13 @@
 """Figures of DDP's gradient buckets: their layout, one step's timeline, the cap sweep.
 
-Data comes from `dpviz.buckets` (pure functions of records); these functions only draw.
+Data comes from `dpviz.buckets_records` (pure functions of records); these functions only draw.
 """
 from __future__ import annotations
 
 from matplotlib.patches import Patch, Rectangle
 
-from ..buckets import ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap_limits, step_buckets, step_timeline
+from ..buckets_records import (ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap_limits,
+                               step_buckets, step_timeline)
 from ..link import link_note
 from .legibility import hide_colliding
 from ..record import RunRecord

@@ -5,7 +5,8 @@ from __future__ import annotations
 from functools import partial
 from typing import Sequence
 
-from ..buckets import ONE_BUCKET_CAP_MB, sweep_config
+from ..buckets import sweep_config
+from ..buckets_records import ONE_BUCKET_CAP_MB
 from ..ddp_run import run
 from ..plots.buckets import cap_label, plot_bucket_timeline
 from .slider import rerun
