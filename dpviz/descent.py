@@ -9,58 +9,15 @@ so the noise falls like 1/b — and a data-parallel step over N ranks is one min
 N·b samples: data parallelism buys a less noisy gradient, not a different algorithm.
 
 The problem is the workload of every live run (`dpviz.workloads`: the MLP and its synthetic
-regression data). Single process: nothing here needs ranks.
+regression data). Single process: nothing here needs ranks. What it returns, and the maths
+of it (no torch), is `dpviz.descent_records`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .config import RunConfig, validate
+from .descent_records import DescentComparison, DescentCurve, GradientNoise, NoisePoint, predicted_variance
 
 DEFAULT = RunConfig(world_size=1, layers=2, width=16, batch_per_rank=256, lr=0.1)
-
-
-@dataclass(frozen=True)
-class NoisePoint:
-    batch: int
-    variance: float       # measured: mean over draws of ‖g_b − g‖²
-    predicted: float      # σ²/b · (N − b)/(N − 1)
-    draws: int
-
-
-@dataclass(frozen=True)
-class GradientNoise:
-    config: dict
-    dataset_size: int
-    per_sample_variance: float   # σ²
-    full_grad_sq_norm: float     # ‖g‖², for scale: noise above it means the sign is unreliable
-    points: tuple[NoisePoint, ...]
-
-
-@dataclass(frozen=True)
-class DescentCurve:
-    name: str                    # "batch", "stochastic", "mini-batch"
-    batch: int
-    samples: tuple[int, ...]     # samples processed so far (gradient evaluations)
-    updates: tuple[int, ...]     # parameter updates so far
-    loss: tuple[float, ...]      # loss over the whole dataset after that update
-
-
-@dataclass(frozen=True)
-class DescentComparison:
-    config: dict
-    dataset_size: int
-    epochs: int
-    curves: tuple[DescentCurve, ...]
-
-
-def predicted_variance(per_sample_variance: float, batch: int, dataset_size: int) -> float:
-    """Variance of the mean of `batch` of `dataset_size` values drawn without replacement."""
-    if not 1 <= batch <= dataset_size:
-        raise ValueError(f"batch must be between 1 and the dataset size {dataset_size}, got {batch}")
-    if dataset_size == 1:
-        return 0.0
-    return per_sample_variance / batch * (dataset_size - batch) / (dataset_size - 1)
 
 
 def _problem(cfg: RunConfig):
@@ -148,18 +105,3 @@ def compare_descent(epochs: int = 8, minibatch: int = 16, cfg: RunConfig | None 
     curves = tuple(_descend(name, b, cfg, epochs, seed)
                    for name, b in (("batch", n), ("stochastic", 1), ("mini-batch", minibatch)))
     return DescentComparison(config=cfg.to_dict(), dataset_size=n, epochs=epochs, curves=curves)
-
-
-def noise_slope(noise: GradientNoise) -> float:
-    """Least-squares slope of log variance against log batch (−1 means noise ∝ 1/b).
-
-    Uses batches up to N/4, where the without-replacement factor (N − b)/(N − 1) stays near 1.
-    """
-    import math
-
-    pts = [p for p in noise.points if p.batch <= noise.dataset_size // 4 and p.variance > 0]
-    if len(pts) < 2:
-        raise ValueError("need at least two batch sizes up to a quarter of the dataset to fit a slope")
-    xs, ys = [math.log(p.batch) for p in pts], [math.log(p.variance) for p in pts]
-    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-    return sum((a - mx) * (b - my) for a, b in zip(xs, ys)) / sum((a - mx) ** 2 for a in xs)

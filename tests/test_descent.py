@@ -4,17 +4,18 @@ from __future__ import annotations
 import pytest
 
 from dpviz import descent as D
+from dpviz.descent_records import noise_slope, predicted_variance
 from dpviz.config import RunConfig
 
 CFG = RunConfig(world_size=1, layers=2, width=16, batch_per_rank=128, lr=0.05)
 
 
 def test_predicted_variance():
-    assert D.predicted_variance(4.0, 1, 100) == 4.0
-    assert D.predicted_variance(4.0, 100, 100) == 0.0          # the whole dataset: no noise
-    assert D.predicted_variance(4.0, 2, 3) == pytest.approx(4.0 / 2 * 1 / 2)
+    assert predicted_variance(4.0, 1, 100) == 4.0
+    assert predicted_variance(4.0, 100, 100) == 0.0          # the whole dataset: no noise
+    assert predicted_variance(4.0, 2, 3) == pytest.approx(4.0 / 2 * 1 / 2)
     with pytest.raises(ValueError):
-        D.predicted_variance(1.0, 0, 10)
+        predicted_variance(1.0, 0, 10)
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def noise():
 def test_gradient_noise_falls_like_one_over_batch(noise):
     v = [p.variance for p in noise.points]
     assert v == sorted(v, reverse=True)
-    assert -1.3 < D.noise_slope(noise) < -0.7
+    assert -1.3 < noise_slope(noise) < -0.7
     for p in noise.points[:-1]:
         assert 0.5 < p.variance / p.predicted < 2.0
     assert noise.points[-1].variance < 1e-10                   # b = N is the full gradient

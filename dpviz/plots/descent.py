@@ -1,7 +1,7 @@
 """Gradient noise against batch size, and the three descent variants' loss curves."""
 from __future__ import annotations
 
-from ..descent import DescentComparison, GradientNoise, noise_slope
+from ..descent_records import DescentComparison, GradientNoise, noise_slope
 from . import style
 
 VARIANT_COLORS = {"batch": "#0072B2", "stochastic": "#D55E00", "mini-batch": "#009E73"}
