@@ -6,38 +6,19 @@ under CPU autocast (`torch.autocast("cpu", dtype=float16 | bfloat16)`), dynamic 
 from `torch.amp.GradScaler("cpu")`. Parameters stay FP32 throughout (the master weights):
 autocast only runs the matmuls in 16 bits, and the optimizer updates the FP32 copy.
 
-Runs in the calling process (no ranks). torch is imported inside functions so a saved
-record loads without it.
+Runs in the calling process (no ranks). torch is imported inside functions; what they return
+(formats, underflow, scaling, training records) lives in `dpviz.precision_records`, no torch.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from .config import RunConfig, validate
 from .memory import single_threaded
-from .record import record_kind
-
-FORMATS = ("float32", "float16", "bfloat16")
-MODES = ("fp32", "bf16", "fp16")            # training modes: fp16 runs with a GradScaler
-LOG10_BINS = tuple(range(-16, 3))            # histogram edges for log10 |gradient|
-
+from .precision_records import (FORMATS, LOG10_BINS, MODES, FloatFormat, FormatTable, PrecisionRun,
+                                ScalingRun, Underflow)
 
 # --- formats ------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class FloatFormat:
-    """One floating-point format as torch.finfo describes it."""
-
-    name: str
-    bits: int
-    exponent_bits: int
-    mantissa_bits: int           # stored fraction bits (the leading 1 is implicit)
-    max: float
-    smallest_normal: float
-    smallest_subnormal: float    # smallest_normal · eps: below half of it a value becomes 0
-    eps: float                   # gap between 1 and the next representable number
-
 
 def _dtype(name: str):
     import torch
@@ -70,6 +51,12 @@ def bit_fields(value: float, name: str) -> tuple[str, str, str]:
     return bits[0], bits[1:1 + fmt.exponent_bits], bits[1 + fmt.exponent_bits:]
 
 
+def format_table(value: float = math.pi, formats: tuple[str, ...] = FORMATS) -> FormatTable:
+    """Every format's layout and range, and `value`'s bits in each, read from torch."""
+    return FormatTable(value=value, formats=tuple(float_format(n) for n in formats),
+                       bits=tuple(bit_fields(value, n) for n in formats))
+
+
 def cast(values: list[float], name: str) -> list[float]:
     """What each value becomes after a round trip through format `name` (inf on overflow,
     0 on underflow, rounded otherwise)."""
@@ -84,18 +71,6 @@ def cast_table(values: list[float]) -> dict[str, list[float]]:
 
 
 # --- underflow and loss scaling -----------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Underflow:
-    """Weight gradients of one backward pass, FP32 vs FP16 autocast, with and without scaling."""
-
-    loss_weight: float
-    scale: float
-    zero_fraction: dict[str, float]    # fp32 / fp16 / fp16_scaled → share of gradient entries == 0
-    rel_error: dict[str, float]        # fp16 / fp16_scaled → ‖g − g_fp32‖ / ‖g_fp32‖
-    hist_fp32: tuple[int, ...]         # counts of log10 |g_fp32| in LOG10_BINS
-    hist_scaled: tuple[int, ...]       # counts of log10 |scale · g_fp32|
-
 
 def _weight_grads(cfg: RunConfig, loss_weight: float, dtype, scale: float = 1.0):
     """Flat parameter gradients of one backward of the workload (autocast when dtype given)."""
@@ -136,7 +111,8 @@ def gradient_underflow(cfg: RunConfig | None = None, loss_weight: float = 2.0 **
         zero_fraction={k: float((g == 0).float().mean()) for k, g in
                        (("fp32", ref), ("fp16", plain), ("fp16_scaled", scaled))},
         rel_error={"fp16": rel(plain), "fp16_scaled": rel(scaled)},
-        hist_fp32=log10_histogram(ref), hist_scaled=log10_histogram(ref * scale))
+        hist_fp32=log10_histogram(ref), hist_scaled=log10_histogram(ref * scale),
+        fp16=float_format("float16"))
 
 
 def log10_histogram(values) -> tuple[int, ...]:
@@ -146,15 +122,6 @@ def log10_histogram(values) -> tuple[int, ...]:
     logs = values[values != 0].abs().double().log10().clamp(LOG10_BINS[0], LOG10_BINS[-1] - 1e-9)
     edges = torch.tensor(LOG10_BINS, dtype=torch.float64)
     return tuple(int(c) for c in torch.histogram(logs, bins=edges).hist.tolist())
-
-
-@dataclass(frozen=True)
-class ScalingRun:
-    """torch.amp.GradScaler on CPU, step by step: the scale and whether the step was skipped."""
-
-    scales: tuple[float, ...]      # scale used for each step's backward
-    skipped: tuple[bool, ...]      # inf/nan found in the gradients: optimizer step skipped
-    losses: tuple[float, ...]
 
 
 @single_threaded
@@ -192,18 +159,6 @@ def dynamic_scaling(cfg: RunConfig | None = None, steps: int = 20, init_scale: f
 
 # --- mixed-precision training -------------------------------------------------------------------
 
-@record_kind("precision_run")
-@dataclass(frozen=True)
-class PrecisionRun:
-    """The same training run in several precisions: loss curves and the dtypes actually used."""
-
-    config: dict
-    lr: float
-    losses: dict[str, tuple[float, ...]]        # mode → loss per step
-    param_dtype: dict[str, str]                  # mode → dtype of the parameters (master weights)
-    activation_dtype: dict[str, str]             # mode → dtype of the model's output
-
-
 @single_threaded
 def train_precision(cfg: RunConfig | None = None, steps: int = 40, modes: tuple[str, ...] = ("fp32", "bf16"),
                     lr: float = 1e-3) -> PrecisionRun:
@@ -238,13 +193,3 @@ def train_precision(cfg: RunConfig | None = None, steps: int = 40, modes: tuple[
         act_dtype[mode] = str(out.dtype).removeprefix("torch.")
     return PrecisionRun(config=cfg.to_dict(), lr=lr, losses=losses, param_dtype=param_dtype,
                         activation_dtype=act_dtype)
-
-
-def final_gap(run: PrecisionRun, mode: str, reference: str = "fp32", last: int = 5) -> float:
-    """Relative gap of the mean loss over the last steps: |mode − reference| / reference."""
-    for m in (mode, reference):
-        if m not in run.losses:
-            raise ValueError(f"mode {m!r} is not in this run (modes: {sorted(run.losses)})")
-    a = sum(run.losses[mode][-last:]) / last
-    b = sum(run.losses[reference][-last:]) / last
-    return abs(a - b) / b

@@ -29,7 +29,7 @@ RECORD_MODULES = {
     "bucket_sweep": "dpviz.buckets_records",
     "accumulation_sweep": "dpviz.accumulation",
     "memory": "dpviz.checkpointing_records",
-    "memory_breakdown": "dpviz.memory_records", "zero_sweep": "dpviz.zero", "precision_run": "dpviz.precision",
+    "memory_breakdown": "dpviz.memory_records", "zero_sweep": "dpviz.zero", "precision_run": "dpviz.precision_records",
     "pipeline_sweep": "dpviz.pipeline",
     "expert_parallel": "dpviz.experts",
     "tensor_parallel": "dpviz.tensor_parallel",

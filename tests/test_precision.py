@@ -7,7 +7,8 @@ import pytest
 
 from dpviz.config import RunConfig
 from dpviz.precision import (FORMATS, PrecisionRun, bit_fields, cast, cast_table, dynamic_scaling,
-                             final_gap, float_format, gradient_underflow, train_precision)
+                             float_format, format_table, gradient_underflow, train_precision)
+from dpviz.precision_records import final_gap
 from dpviz.record import load, save
 
 CFG = RunConfig(world_size=1, layers=4, width=128, batch_per_rank=64)
@@ -35,6 +36,12 @@ def test_bit_fields():
     assert bit_fields(0.15625, "bfloat16") == ("0", "01111100", "0100000")
 
 
+def test_format_table_records_what_torch_reports_so_figures_draw_without_it():
+    table = format_table(-2.0, ("float16", "bfloat16"))
+    assert table.formats == (float_format("float16"), float_format("bfloat16"))
+    assert table.bits == (("1", "10000", "0" * 10), ("1", "10000000", "0" * 7))
+
+
 def test_fp16_overflows_and_underflows_where_bf16_does_not():
     table = cast_table([70000.0, 1e-8])
     assert table["float16"] == [math.inf, 0.0]
@@ -48,6 +55,7 @@ def test_loss_scaling_rescues_underflowing_gradients():
     assert abs(z["fp16_scaled"] - z["fp32"]) < 0.01
     assert u.rel_error["fp16_scaled"] < 0.01 < u.rel_error["fp16"]
     assert sum(u.hist_fp32) == sum(u.hist_scaled) > 0
+    assert u.fp16 == float_format("float16")    # the floor the figure marks, kept in the result
 
 
 def test_grad_scaler_backs_off_from_overflow_then_settles():

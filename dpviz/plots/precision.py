@@ -5,26 +5,26 @@ import math
 
 from matplotlib.patches import Rectangle
 
-from ..precision import FORMATS, LOG10_BINS, PrecisionRun, ScalingRun, Underflow, bit_fields, float_format
+from ..precision_records import LOG10_BINS, FormatTable, PrecisionRun, ScalingRun, Underflow
 from . import style
 
 FIELD_COLORS = {"sign": style.RANK_COLORS[5], "exponent": style.RANK_COLORS[0],
                 "mantissa": style.RANK_COLORS[2]}
 
 
-def plot_bit_layouts(value: float = math.pi, formats=FORMATS, ax=None):
-    """One row of bit boxes per format holding `value`: sign, exponent, mantissa fields."""
+def plot_bit_layouts(table: FormatTable, ax=None):
+    """One row of bit boxes per format holding the table's value: sign, exponent, mantissa."""
+    formats = table.formats
     ax = style.new_axes(ax, figsize=(11, 0.9 + 0.8 * len(formats)))
-    for row, name in enumerate(formats):
+    for row, (fmt, fields) in enumerate(zip(formats, table.bits)):
         y = len(formats) - 1 - row
-        fmt = float_format(name)
         x = 0
-        for field, bits in zip(("sign", "exponent", "mantissa"), bit_fields(value, name)):
+        for field, bits in zip(("sign", "exponent", "mantissa"), fields):
             for b in bits:
                 ax.add_patch(Rectangle((x, y), 0.95, 0.7, color=FIELD_COLORS[field]))
                 ax.text(x + 0.47, y + 0.35, b, ha="center", va="center", color="white", fontsize=7)
                 x += 1
-        ax.text(-0.5, y + 0.35, f"{name}\n1+{fmt.exponent_bits}+{fmt.mantissa_bits}", ha="right",
+        ax.text(-0.5, y + 0.35, f"{fmt.name}\n1+{fmt.exponent_bits}+{fmt.mantissa_bits}", ha="right",
                 va="center", fontsize=8)
         ax.text(33, y + 0.35, f"max {fmt.max:.3g}   min normal {fmt.smallest_normal:.3g}   "
                               f"eps {fmt.eps:.3g}", va="center", fontsize=8)
@@ -34,16 +34,16 @@ def plot_bit_layouts(value: float = math.pi, formats=FORMATS, ax=None):
     ax.set_ylim(-0.2, len(formats))
     ax.axis("off")
     ax.legend(loc="upper center", ncol=3, fontsize=8, frameon=False, bbox_to_anchor=(0.5, 0.0))
-    ax.set_title(f"{value:g} as each format stores it (bits read back from torch)", loc="left")
+    ax.set_title(f"{table.value:g} as each format stores it (bits read back from torch)", loc="left")
     style.tag(ax, "live")
     return ax
 
 
-def plot_ranges(formats=FORMATS, marks: dict[str, float] | None = None, ax=None):
+def plot_ranges(table: FormatTable, marks: dict[str, float] | None = None, ax=None):
     """log10 of the representable magnitudes: subnormal, normal range and max, per format."""
+    formats = table.formats
     ax = style.new_axes(ax, figsize=(9, 2.6))
-    for row, name in enumerate(formats):
-        fmt = float_format(name)
+    for row, fmt in enumerate(formats):
         y = len(formats) - 1 - row
         lo, mid, hi = (math.log10(v) for v in (fmt.smallest_subnormal, fmt.smallest_normal, fmt.max))
         ax.barh(y, mid - lo, left=lo, color=style.rank_color(row), alpha=0.35, height=0.5)
@@ -52,7 +52,7 @@ def plot_ranges(formats=FORMATS, marks: dict[str, float] | None = None, ax=None)
     for label, v in (marks or {}).items():
         ax.axvline(math.log10(v), color=style.MUTED, ls="--", lw=1)
         ax.text(math.log10(v), len(formats) - 0.4, label, rotation=90, fontsize=7, va="top", ha="right")
-    ax.set_yticks(range(len(formats)), list(reversed(formats)))
+    ax.set_yticks(range(len(formats)), [fmt.name for fmt in reversed(formats)])
     ax.set_xlabel("log10 |value|  (pale: subnormal, losing precision; solid: normal)")
     style.tidy(ax)
     style.tag(ax, "live")
@@ -67,7 +67,7 @@ def plot_underflow(result: Underflow, ax=None):
            label="gradients (FP32 reference)")
     ax.bar(centers, result.hist_scaled, width=0.9, color=style.kind_color("optimizer"), alpha=0.6,
            label=f"× loss scale {result.scale:g}")
-    fp16 = float_format("float16")
+    fp16 = result.fp16
     for v, text in ((fp16.smallest_subnormal, "fp16 smallest subnormal"),
                     (fp16.smallest_normal, "fp16 smallest normal"), (fp16.max, "fp16 max")):
         ax.axvline(math.log10(v), color=style.TEXT, ls="--", lw=1)
