@@ -31,7 +31,7 @@ RECORD_MODULES = {
     "memory": "dpviz.checkpointing_records",
     "memory_breakdown": "dpviz.memory_records", "zero_sweep": "dpviz.zero", "precision_run": "dpviz.precision_records",
     "pipeline_sweep": "dpviz.pipeline",
-    "expert_parallel": "dpviz.experts",
+    "expert_parallel": "dpviz.experts_records",
     "tensor_parallel": "dpviz.tensor_parallel",
     "step_anatomy": "dpviz.anatomy",
     "dp_vs_ddp": "dpviz.dp_vs_ddp",

@@ -46,7 +46,7 @@ CHECKED = sorted({*RENDERERS, *RECORDS})
 NOT_YET_SEPARATED = {
     "dpviz.plots.accumulation", "dpviz.plots.anatomy", "dpviz.plots.averaging",
     "dpviz.plots.collectives",
-    "dpviz.plots.exercises", "dpviz.plots.experts", "dpviz.plots.lifecycle",
+    "dpviz.plots.exercises", "dpviz.plots.lifecycle",
     "dpviz.plots.pipeline", "dpviz.plots.tensor_parallel",
     "dpviz.plots.zero",
     "dpviz.widgets.accumulation", "dpviz.widgets.averaging", "dpviz.widgets.buckets",
@@ -54,7 +54,7 @@ NOT_YET_SEPARATED = {
     "ring",
     "dpviz.accumulation", "dpviz.anatomy",
     "dpviz.collectives.bandwidth", "dpviz.collectives.record", "dpviz.dp_vs_ddp",
-    "dpviz.exercises.records", "dpviz.experts", "dpviz.pipeline",
+    "dpviz.exercises.records", "dpviz.pipeline",
     "dpviz.tensor_parallel", "dpviz.zero",
 }
 

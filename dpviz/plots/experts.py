@@ -1,7 +1,7 @@
 """Expert parallelism drawn from its record: tokens per expert, bytes per rank."""
 from __future__ import annotations
 
-from ..experts import ExpertParallelRecord
+from ..experts_records import ExpertParallelRecord
 from . import style
 
 
