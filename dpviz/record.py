@@ -32,7 +32,7 @@ RECORD_MODULES = {
     "memory_breakdown": "dpviz.memory_records", "zero_sweep": "dpviz.zero", "precision_run": "dpviz.precision_records",
     "pipeline_sweep": "dpviz.pipeline",
     "expert_parallel": "dpviz.experts_records",
-    "tensor_parallel": "dpviz.tensor_parallel",
+    "tensor_parallel": "dpviz.tensor_parallel_records",
     "step_anatomy": "dpviz.anatomy",
     "dp_vs_ddp": "dpviz.dp_vs_ddp",
     "ring_exercise": "dpviz.exercises.records", "hook_exercise": "dpviz.exercises.records",

@@ -6,6 +6,7 @@ import pytest
 
 from dpviz import record as R
 from dpviz import tensor_parallel as T
+from dpviz.tensor_parallel_records import expected
 
 CFG = dict(seq=16, batch=2, d_model=32, hidden=128, seed=0)
 
@@ -40,7 +41,7 @@ def test_every_rank_reports(rec):
 def test_parameters_split_one_over_n(rec):
     for mode in T.MODES:
         for n in (1, 2):
-            want = T.expected(CFG, n, mode)
+            want = expected(CFG, n, mode)
             for r in rec.rows(mode, n):
                 assert r.param_shapes["fc1.weight"] == (128 // n, 32)      # rows: hidden units
                 assert r.param_shapes["fc2.weight"] == (32, 128 // n)      # columns: hidden units
@@ -53,7 +54,7 @@ def test_parameters_split_one_over_n(rec):
 def test_activation_bytes(rec):
     for n in (1, 2):
         for mode in T.MODES:
-            want = T.expected(CFG, n, mode)
+            want = expected(CFG, n, mode)
             for r in rec.rows(mode, n):
                 assert r.saved_bytes("mlp", hidden_only=True) == want["hidden activation bytes"]
                 assert r.saved_bytes("layernorm") == want["layernorm activation bytes"]
@@ -81,8 +82,8 @@ def test_sp_swaps_each_all_reduce_for_gather_and_scatter_at_equal_bytes(rec):
             ("all_reduce", "grad sync", 3 * 32 * 4, 3 * 32 * 4)]
     tp, sp = rec.rows("tp", 2)[0], rec.rows("tp+sp", 2)[0]
     # ring: all-reduce = reduce-scatter + all-gather, 2·(N−1)/N of the tensor per rank
-    assert tp.comm_bytes() == sp.comm_bytes() == T.expected(CFG, 2, "tp")["ring bytes per step"] == 4 * (2 - 1) / 2 * act
-    assert sp.comm_bytes(phases=("grad sync",)) == T.expected(CFG, 2, "tp+sp")["grad sync ring bytes"]
+    assert tp.comm_bytes() == sp.comm_bytes() == expected(CFG, 2, "tp")["ring bytes per step"] == 4 * (2 - 1) / 2 * act
+    assert sp.comm_bytes(phases=("grad sync",)) == expected(CFG, 2, "tp+sp")["grad sync ring bytes"]
     assert tp.collectives[0].ring_bytes(2) == sum(c.ring_bytes(2) for c in sp.collectives[:2])
 
 

@@ -47,7 +47,7 @@ NOT_YET_SEPARATED = {
     "dpviz.plots.accumulation", "dpviz.plots.anatomy", "dpviz.plots.averaging",
     "dpviz.plots.collectives",
     "dpviz.plots.exercises", "dpviz.plots.lifecycle",
-    "dpviz.plots.pipeline", "dpviz.plots.tensor_parallel",
+    "dpviz.plots.pipeline",
     "dpviz.plots.zero",
     "dpviz.widgets.accumulation", "dpviz.widgets.averaging", "dpviz.widgets.buckets",
     "dpviz.widgets.collectives", "dpviz.widgets.zero",
@@ -55,7 +55,7 @@ NOT_YET_SEPARATED = {
     "dpviz.accumulation", "dpviz.anatomy",
     "dpviz.collectives.bandwidth", "dpviz.collectives.record", "dpviz.dp_vs_ddp",
     "dpviz.exercises.records", "dpviz.pipeline",
-    "dpviz.tensor_parallel", "dpviz.zero",
+    "dpviz.zero",
 }
 
 BLOCK_TORCH = """

@@ -1,7 +1,7 @@
 """Tensor / sequence parallelism: who holds which weights, bytes per rank, bytes on the wire."""
 from __future__ import annotations
 
-from ..tensor_parallel import TensorParallelRecord
+from ..tensor_parallel_records import TensorParallelRecord
 from . import style
 
 KIB = 1024
