@@ -33,7 +33,7 @@ RECORD_MODULES = {
     "pipeline_sweep": "dpviz.pipeline",
     "expert_parallel": "dpviz.experts_records",
     "tensor_parallel": "dpviz.tensor_parallel_records",
-    "step_anatomy": "dpviz.anatomy",
+    "step_anatomy": "dpviz.anatomy_records",
     "dp_vs_ddp": "dpviz.dp_vs_ddp",
     "ring_exercise": "dpviz.exercises.records", "hook_exercise": "dpviz.exercises.records",
     "buckets_exercise": "dpviz.exercises.records", "accumulation_exercise": "dpviz.exercises.records",

@@ -1,7 +1,7 @@
 """One training step, layer by layer: forward vs backward, backward split into B and W."""
 from __future__ import annotations
 
-from ..anatomy import StepAnatomy
+from ..anatomy_records import StepAnatomy
 from . import style
 
 # B (input gradient) is on the critical path to the layer below; W can wait: distinct hues.
