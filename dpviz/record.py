@@ -30,7 +30,7 @@ RECORD_MODULES = {
     "accumulation_sweep": "dpviz.accumulation",
     "memory": "dpviz.checkpointing_records",
     "memory_breakdown": "dpviz.memory_records", "zero_sweep": "dpviz.zero", "precision_run": "dpviz.precision_records",
-    "pipeline_sweep": "dpviz.pipeline",
+    "pipeline_sweep": "dpviz.pipeline_records",
     "expert_parallel": "dpviz.experts_records",
     "tensor_parallel": "dpviz.tensor_parallel_records",
     "step_anatomy": "dpviz.anatomy_records",

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from dpviz import pipeline as P
+from dpviz.pipeline_records import gpipe_formula
 from dpviz.config import RunConfig
 from dpviz.record import load, save
 
@@ -29,7 +30,7 @@ def test_schedules_run_every_op_once_in_dependency_order():
     assert P.schedule_ops("1f1b", 0, 2, 3) == [("F", 0), ("F", 1), ("B", 0), ("F", 2), ("B", 1), ("B", 2)]
     assert P.schedule_ops("gpipe", 1, 2, 2) == [("F", 0), ("F", 1), ("B", 1), ("B", 0)]
     assert [len(b) for b in P.stage_blocks(5, 2)] == [3, 2]
-    assert P.gpipe_formula(2, 1) == 0.5 and P.gpipe_formula(4, 5) == pytest.approx(3 / 8)
+    assert gpipe_formula(2, 1) == 0.5 and gpipe_formula(4, 5) == pytest.approx(3 / 8)
 
 
 @pytest.mark.numeric

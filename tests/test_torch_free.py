@@ -44,18 +44,13 @@ CHECKED = sorted({*RENDERERS, *RECORDS})
 # Modules whose import still loads torch code: their records share a file with rank code, or
 # they are live widgets that run ranks. Issue 15; the list only shrinks.
 NOT_YET_SEPARATED = {
-    "dpviz.plots.accumulation", "dpviz.plots.averaging",
-    "dpviz.plots.collectives",
-    "dpviz.plots.exercises", "dpviz.plots.lifecycle",
-    "dpviz.plots.pipeline",
-    "dpviz.plots.zero",
+    "dpviz.plots.accumulation", "dpviz.plots.averaging", "dpviz.plots.collectives",
+    "dpviz.plots.exercises", "dpviz.plots.lifecycle", "dpviz.plots.zero",
     "dpviz.widgets.accumulation", "dpviz.widgets.averaging", "dpviz.widgets.buckets",
     "dpviz.widgets.collectives", "dpviz.widgets.zero",
     "ring",
-    "dpviz.accumulation",
-    "dpviz.collectives.bandwidth", "dpviz.collectives.record", "dpviz.dp_vs_ddp",
-    "dpviz.exercises.records", "dpviz.pipeline",
-    "dpviz.zero",
+    "dpviz.accumulation", "dpviz.collectives.bandwidth", "dpviz.collectives.record",
+    "dpviz.dp_vs_ddp", "dpviz.exercises.records", "dpviz.zero",
 }
 
 BLOCK_TORCH = """

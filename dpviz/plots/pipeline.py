@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from matplotlib.patches import Patch
 
-from ..pipeline import PipelineRun, PipelineSweep, gpipe_formula
+from ..pipeline_records import PipelineRun, PipelineSweep, gpipe_formula
 from . import style
 
 IDLE = "#EEEEEE"
