@@ -29,7 +29,7 @@ RECORD_MODULES = {
     "bucket_sweep": "dpviz.buckets_records",
     "accumulation_sweep": "dpviz.accumulation",
     "memory": "dpviz.checkpointing_records",
-    "memory_breakdown": "dpviz.memory_records", "zero_sweep": "dpviz.zero", "precision_run": "dpviz.precision_records",
+    "memory_breakdown": "dpviz.memory_records", "zero_sweep": "dpviz.zero_records", "precision_run": "dpviz.precision_records",
     "pipeline_sweep": "dpviz.pipeline_records",
     "expert_parallel": "dpviz.experts_records",
     "tensor_parallel": "dpviz.tensor_parallel_records",

@@ -5,9 +5,10 @@ import pytest
 
 from dpviz.config import RunConfig
 from dpviz.record import load, save
-from dpviz.zero import (ADAM_LR, K_FP32, RECIPES, ZeroSweep, count_collectives, describe_sweep,
-                        model_for, recipe_memory, run_sharded, single_process_adam,
-                        smallest_stage_that_fits, zero_memory)
+from dpviz.zero import run_sharded, single_process_adam
+from dpviz.zero_records import (ADAM_LR, K_FP32, RECIPES, ZeroSweep, count_collectives,
+                                describe_sweep, model_for, recipe_memory, smallest_stage_that_fits,
+                                zero_memory)
 
 GB = 1e9
 

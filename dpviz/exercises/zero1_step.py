@@ -23,7 +23,7 @@ import math
 from typing import Callable
 
 from ..launch import Cluster, RankContext
-from ..zero import ADAM_LR
+from ..zero_records import ADAM_LR
 from .core import Comm, Verdict, resolve, run_attempt
 from .records import Zero1Check, Zero1Run
 

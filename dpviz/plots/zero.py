@@ -1,7 +1,7 @@
 """ZeRO figures: the calculator's per-rank bytes by stage, and live shards against it."""
 from __future__ import annotations
 
-from ..zero import STAGES, ZeroSweep, model_for, zero_memory, K_MIXED
+from ..zero_records import STAGES, ZeroSweep, model_for, zero_memory, K_MIXED
 from . import style
 from .memory import PART_COLORS, PART_LABELS
 

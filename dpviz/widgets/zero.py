@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 from IPython.display import display
 
 from ..plots.zero import GB, plot_zero_stages
-from ..zero import RECIPES, STAGES, zero_memory
+from ..zero_records import RECIPES, STAGES, zero_memory
 
 
 def zero_calculator(psi_billions: float = 7.5, world_size: int = 64, stage: int = 3,
