@@ -111,7 +111,7 @@ def test_period_slider_reruns_live(cluster2):
     try:
         panel = period_slider(cluster2, periods=(2, 4), value=4, steps=4)
         slider, status = panel.children[0].children
-        assert slider.options == (2, 4) and "H=4: re-ran live" in status.value
+        assert [v for _, v in slider.options] == [2, 4] and "H=4: re-ran live" in status.value
         slider.value = 2
         assert "H=2: re-ran live" in status.value
         with pytest.raises(ValueError, match="not one of the periods"):
