@@ -27,7 +27,7 @@ _EXPORTS = {
     "measure_anatomy": "anatomy", "gradient_noise": "descent", "compare_descent": "descent",
     "worked_example": "averaging", "uneven_shards": "averaging", "compare_averaging": "averaging",
     "rank_identities": "lifecycle", "sampler_shards": "lifecycle", "ddp_lifecycle": "lifecycle",
-    "measure_breakdown": "memory", "zero_memory": "zero", "run_sharded": "zero",
+    "measure_breakdown": "memory", "zero_memory": "zero_records", "run_sharded": "zero",
     "train_precision": "precision",
     # bring your own trace; every animation
     "load_trace": "trace_files", "export_all": "export",
