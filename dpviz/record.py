@@ -27,7 +27,7 @@ RECORD_MODULES = {
     "primitives": "dpviz.collectives.record",
     "bench": "dpviz.collectives.bandwidth",
     "bucket_sweep": "dpviz.buckets_records",
-    "accumulation_sweep": "dpviz.accumulation",
+    "accumulation_sweep": "dpviz.accumulation_records",
     "memory": "dpviz.checkpointing_records",
     "memory_breakdown": "dpviz.memory_records", "zero_sweep": "dpviz.zero_records", "precision_run": "dpviz.precision_records",
     "pipeline_sweep": "dpviz.pipeline_records",

@@ -7,9 +7,10 @@ import matplotlib
 import pytest
 
 from dpviz import load, run
-from dpviz.accumulation import (DEMO_CONFIG, AccumulationSweep, check_accum_values, check_gradients,
-                                compare_scopes, describe_scopes, describe_sweep, micro_step_counts,
-                                run_lengths, sweep, sweep_row, with_gradients)
+from dpviz.accumulation import (DEMO_CONFIG, check_accum_values, check_gradients, compare_scopes,
+                                sweep)
+from dpviz.accumulation_records import (AccumulationSweep, describe_scopes, describe_sweep,
+                                        micro_step_counts, run_lengths, sweep_row, with_gradients)
 from dpviz.cli import main as cli
 from dpviz.config import RunConfig
 from dpviz.rounding import gradient_bound, reference_sgd_bound, relative_bound

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..accumulation import (DEMO_CONFIG, check_accum_values, check_gradients, describe_sweep, sweep,
-                            with_gradients)
+from ..accumulation import DEMO_CONFIG, check_accum_values, check_gradients, sweep
+from ..accumulation_records import describe_sweep, with_gradients
 from ..config import writable_dir
 from ..launch import Cluster
 from ..record import save

@@ -6,7 +6,8 @@ from typing import Iterable
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
-from ..accumulation import AccumulationSweep, GradientCheck, micro_step_counts, run_lengths, sweep_row
+from ..accumulation_records import (AccumulationSweep, GradientCheck, micro_step_counts,
+                                    run_lengths, sweep_row)
 from ..link import link_note
 from .legibility import hide_colliding
 from ..record import RunRecord
