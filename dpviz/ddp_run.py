@@ -16,6 +16,7 @@ from pathlib import Path
 from .config import RunConfig, validate, writable_dir
 from .launch import Cluster, RankContext
 from .link_thread import LinkThread
+from .profile_events import as_traces, reduce_profile
 from .record import Bucket, MicroStep, RunRecord, Span, StepCheck, save
 from .trace import CLOCK_MARK, HOOK_PREFIX, LINK_ALLREDUCE_PREFIX, LINK_PREFIX, MICRO_PREFIX, STEP_PREFIX, merge_traces, \
     read_trace, shift, spans_from_trace, write_json
@@ -81,9 +82,13 @@ def _train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: _BucketLog, ste
     return total
 
 
-def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
+def train_rank(ctx: RankContext, cfg: RunConfig, export_trace: bool = False) -> dict:
     """Train `cfg.steps` optimizer steps under the profiler; return what this rank saw.
 
+    The profile comes back as the few events the record reads (`dpviz.profile_events`),
+    not as a trace file: a knob's move skips writing and re-reading chrome JSON. The full
+    chrome trace is written when `export_trace` asks for it (`run(..., out=...)`), and
+    always on GPUs and with checkpointing, whose spans are read from every event.
     `parts_ms` says where the rank's time went (benchmarks/knob_latency.py prints it).
     """
     import torch
@@ -125,10 +130,15 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
         if link is not None:
             link.close()
     t_trained = time.perf_counter()
-    trace_path = None
+    trace_path, events = None, None
     if prof is not None:
-        trace_path = str(Path(ctx.workdir) / f"trace-rank{ctx.rank}.json")
-        prof.export_chrome_trace(trace_path)
+        full = device.type == "cuda" or bool(cfg.checkpoint_every)   # spans need every event
+        if export_trace or full:
+            trace_path = str(Path(ctx.workdir) / f"trace-rank{ctx.rank}.json")
+            prof.export_chrome_trace(trace_path)
+        if not full:
+            events = reduce_profile(prof)
+        del prof    # the profiler's events are not kept from one re-run to the next
     t_exported = time.perf_counter()
 
     # The checks run after profiling, so their collectives stay out of the trace.
@@ -147,9 +157,9 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
                                rounding_bound=sgd_bound(cfg, param_max, steps=step + 1)))
     logging = {k: v for k, v in ddp._get_ddp_logging_data().items()
                if isinstance(v, (int, float, str, bool))}
-    parts_ms = {"train": t_trained - t_start, "export": t_exported - t_trained,
+    parts_ms = {"train": t_trained - t_start, "events": t_exported - t_trained,
                 "checks": time.perf_counter() - t_exported}
-    return dict(trace_path=trace_path, buckets=log.seen,
+    return dict(trace_path=trace_path, events=events, buckets=log.seen,
                 parts_ms={k: v * 1e3 for k, v in parts_ms.items()}, losses=losses, checks=checks,
                 link_events=_link_events(link, clock) if link is not None else [],
                 step_wall_ms=wall_ms,
@@ -210,15 +220,21 @@ def run(cfg: RunConfig | None = None, cluster: Cluster | None = None,
     if (cluster.world_size, cluster.backend) != (cfg.world_size, cfg.backend):
         raise ValueError(f"this cluster has {cluster.world_size} {cluster.backend} ranks but the "
                          f"config asks for {cfg.world_size} {cfg.backend} ranks: start a new Cluster")
-    results = cluster.run_task(train_rank, cfg, timeout_s=cfg.timeout_s)
+    results = cluster.run_task(train_rank, cfg, out_dir is not None, timeout_s=cfg.timeout_s)
     return assemble(cfg, results, out_dir)
 
 
 def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -> RunRecord:
-    """Turn per-rank results and their traces into one record (and files, with `out_dir`)."""
-    traces = {r: _with_link(read_trace(res["trace_path"]), res.get("link_events", []))
-              for r, res in enumerate(results) if res["trace_path"]}
-    spans = [s for r, t in traces.items() for s in rank_spans(cfg, t, r)]
+    """Turn per-rank results and their profiles into one record (and files, with `out_dir`).
+
+    Spans come from a rank's reduced events when it sent them, else from its trace file."""
+    reduced = as_traces({r: res["events"] for r, res in enumerate(results)
+                         if res.get("events") is not None})
+    files = {r: _with_link(read_trace(res["trace_path"]), res.get("link_events", []))
+             for r, res in enumerate(results) if res["trace_path"]}
+    traces = {**files, **{r: _with_link(t, results[r].get("link_events", []))
+                          for r, t in reduced.items()}}
+    spans = [s for r, t in sorted(traces.items()) for s in rank_spans(cfg, t, r)]
     steps = [s.start_us for s in spans if s.kind == "step"]
     spans = shift(spans, min(steps)) if steps else spans
     record = RunRecord(
@@ -233,9 +249,9 @@ def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -
         param_names=tuple(results[0]["param_names"]),
         param_bytes=tuple(results[0]["param_bytes"]))
     if out_dir is not None:
-        for rank, trace in traces.items():
+        for rank, trace in files.items():
             write_json(trace, out_dir / f"trace-rank{rank}.json")
-        write_json(merge_traces(traces), out_dir / "trace-merged.json")
+        write_json(merge_traces(files), out_dir / "trace-merged.json")
         save(record, out_dir / "record.json")
     for res in results:
         if res["trace_path"]:
