@@ -6,6 +6,7 @@ the drawn figure (matplotlib's own text extents) catches collisions no fixed lay
 from __future__ import annotations
 
 from matplotlib.figure import Figure
+from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from matplotlib.text import Text
 
 
@@ -43,7 +44,11 @@ def hide_colliding(texts: list[Text]) -> list[Text]:
     if not texts:
         return []
     fig = texts[0].figure
-    fig.canvas.draw()   # lay the figure out first (constrained layout moves the axes)
+    if isinstance(fig.get_layout_engine(), (type(None), PlaceHolderLayoutEngine)):
+        for ax in fig.axes:   # the axes stay where they are: only the pending autoscaling
+            ax.get_xlim(), ax.get_ylim()   # moves data-placed labels, and reading limits applies it
+    else:   # lay the figure out first (constrained layout moves the axes); no pixels needed
+        fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
     kept, hidden = [], []
     for text in texts:
