@@ -99,8 +99,10 @@ def train_rank(ctx: RankContext, cfg: RunConfig, export_trace: bool = False) -> 
     from .rounding import max_abs, sgd_bound
     from .workloads import build_mlp, flat_params
 
+    t_called = time.perf_counter()
     device = torch.device(ctx.device)
     model = build_mlp(cfg).to(device)
+    initial = flat_params(model).cpu() if ctx.rank == 0 else None   # bounds the rounding check
     names = {p.data_ptr(): n for n, p in model.named_parameters()}
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb,
               device_ids=[device.index] if device.type == "cuda" else None)
@@ -148,7 +150,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig, export_trace: bool = False) -> 
     checks = []
     if ctx.rank == 0:
         reference = _reference(cfg.replace(bucket_cap_mb=None, profile=True))
-        param_max = max_abs([flat_params(build_mlp(cfg)), *reference])
+        param_max = max_abs([initial, *reference])
         for step in range(cfg.steps):
             across = max(float((e[step].cpu() - mine[step]).abs().max()) for e in everyone)
             single = float((reference[step] - mine[step]).abs().max())
@@ -157,7 +159,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig, export_trace: bool = False) -> 
                                rounding_bound=sgd_bound(cfg, param_max, steps=step + 1)))
     logging = {k: v for k, v in ddp._get_ddp_logging_data().items()
                if isinstance(v, (int, float, str, bool))}
-    parts_ms = {"train": t_trained - t_start, "events": t_exported - t_trained,
+    parts_ms = {"setup": t_start - t_called, "train": t_trained - t_start, "events": t_exported - t_trained,
                 "checks": time.perf_counter() - t_exported}
     return dict(trace_path=trace_path, events=events, buckets=log.seen,
                 parts_ms={k: v * 1e3 for k, v in parts_ms.items()}, losses=losses, checks=checks,
