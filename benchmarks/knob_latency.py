@@ -32,7 +32,7 @@ from dpviz import Cluster  # noqa: E402
 from dpviz.accumulation import DEMO_CONFIG  # noqa: E402
 from dpviz.averaging import compare_averaging  # noqa: E402
 from dpviz.buckets import sweep_config  # noqa: E402
-from dpviz.ddp_run import assemble, rank_spans, run, train_rank  # noqa: E402
+from dpviz.ddp_run import assemble_run, rank_spans, run, train_rank  # noqa: E402
 from dpviz.plots.accumulation import plot_schedule  # noqa: E402
 from dpviz.plots.averaging import plot_drift  # noqa: E402
 from dpviz.plots.buckets import plot_bucket_timeline  # noqa: E402
@@ -68,11 +68,11 @@ BUCKETS = sweep_config(steps=2)
 WIDGETS = {
     "bucket_cap_mb (nb 03)": (
         lambda c: bucket_cap_slider(c, value=1.0), (1.0, 2.0),
-        lambda c, cap: run(BUCKETS.replace(bucket_cap_mb=cap), c),
+        lambda c, cap: run(BUCKETS.replace(bucket_cap_mb=cap), cluster=c),
         lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8)),
     "accumulation K (nb 04)": (
         lambda c: k_slider(c, DEMO_CONFIG, value=4), (4, 5),
-        lambda c, k: run(DEMO_CONFIG.replace(accum_steps=k, steps=LIVE_STEPS), c),
+        lambda c, k: run(DEMO_CONFIG.replace(accum_steps=k, steps=LIVE_STEPS), cluster=c),
         lambda ax, r: plot_schedule(r, ax=ax), (11, 1.4 + 1.2 * DEMO_CONFIG.world_size)),
     "averaging H (nb 07)": (
         lambda c: period_slider(c, value=8), (8, 16),
@@ -121,7 +121,7 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
     """One move of a DDP widget by parts: the run and record, then both figure paths."""
     draw, figsize = WIDGETS[name][3:]
     figure = _Figure(draw, figsize)
-    figure.show(run(cfg, cluster))   # the first value lays the figure out; moves keep it
+    figure.show(run(cfg, cluster=cluster))   # the first value lays the figure out; moves keep it
     parts: dict[str, list[float]] = {}
 
     def add(key, ms):
@@ -133,7 +133,7 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
         t0 = time.perf_counter()
         results = cluster.run_task(train_rank, cfg)
         t1 = time.perf_counter()
-        record = assemble(cfg, results)
+        record = assemble_run(cfg, results)
         t2 = time.perf_counter()
         slow = max(results, key=lambda r: sum(r["parts_ms"].values()))["parts_ms"]
         add("ranks: model + DDP construction (a new cap needs a new DDP)", slow["setup"])
@@ -150,7 +150,7 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
             rank_spans(cfg, read_trace(res["trace_path"]), rank)
         add("old path, parent: chrome JSON read + parse (before the record)",
             (time.perf_counter() - t6) * 1e3)
-        assemble(cfg, full)   # (removes the trace files)
+        assemble_run(cfg, full)   # (removes the trace files)
         fig, ax = plt.subplots(figsize=figsize, layout="constrained")
         t3 = time.perf_counter()
         draw(ax, record)

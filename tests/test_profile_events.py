@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpviz.ddp_run import assemble, rank_spans, train_rank
+from dpviz.ddp_run import assemble_run, rank_spans, train_rank
 from dpviz.profile_events import as_traces
 from dpviz.trace import read_trace, shift
 from dpviz.accumulation import DEMO_CONFIG
@@ -42,7 +42,7 @@ def test_reduced_events_give_the_spans_of_the_full_trace(cluster2, cfg):
     for x, y in zip(a, b):
         assert _fields(x, tids_a) == _fields(y, tids_b)
         assert abs(x.start_us - y.start_us) <= TS_TOL_US and abs(x.end_us - y.end_us) <= TS_TOL_US
-    record = assemble(cfg, results)
+    record = assemble_run(cfg, results)
     assert len(record.spans) == len(b) and record.buckets
 
 
