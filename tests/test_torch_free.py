@@ -44,13 +44,9 @@ CHECKED = sorted({*RENDERERS, *RECORDS})
 # Modules whose import still loads torch code: their records share a file with rank code, or
 # they are live widgets that run ranks. Issue 15; the list only shrinks.
 NOT_YET_SEPARATED = {
-    "dpviz.plots.averaging", "dpviz.plots.collectives",
-    "dpviz.plots.exercises", "dpviz.plots.lifecycle",
+    "dpviz.plots.averaging", "dpviz.plots.lifecycle",
     "dpviz.widgets.accumulation", "dpviz.widgets.averaging", "dpviz.widgets.buckets",
-    "dpviz.widgets.collectives",
-    "ring",
-    "dpviz.collectives.bandwidth", "dpviz.collectives.record",
-    "dpviz.dp_vs_ddp", "dpviz.exercises.records",
+    "dpviz.dp_vs_ddp",
 }
 
 BLOCK_TORCH = """
