@@ -34,7 +34,7 @@ from dpviz.plots.accumulation import plot_schedule  # noqa: E402
 from dpviz.plots.averaging import plot_drift  # noqa: E402
 from dpviz.plots.buckets import plot_bucket_timeline  # noqa: E402
 from dpviz.widgets.accumulation import LIVE_STEPS, k_slider  # noqa: E402
-from dpviz.widgets.averaging import period_slider  # noqa: E402
+from dpviz.averaging import period_slider  # noqa: E402
 from dpviz.widgets.buckets import bucket_cap_slider  # noqa: E402
 from dpviz.widgets.slider import _Figure  # noqa: E402
 
