@@ -44,9 +44,7 @@ CHECKED = sorted({*RENDERERS, *RECORDS})
 # Modules whose import still loads torch code: their records share a file with rank code, or
 # they are live widgets that run ranks. Issue 15; the list only shrinks.
 NOT_YET_SEPARATED = {
-    "dpviz.plots.averaging", "dpviz.plots.lifecycle",
-    "dpviz.widgets.accumulation", "dpviz.widgets.averaging", "dpviz.widgets.buckets",
-    "dpviz.dp_vs_ddp",
+    "dpviz.widgets.accumulation", "dpviz.widgets.buckets",
 }
 
 BLOCK_TORCH = """
