@@ -29,6 +29,9 @@ _EXPORTS = {
     "rank_identities": "lifecycle", "sampler_shards": "lifecycle", "ddp_lifecycle": "lifecycle",
     "measure_breakdown": "memory", "zero_memory": "zero_records", "run_sharded": "zero",
     "train_precision": "precision",
+    # live sliders: each re-runs its verb on warm ranks (the panels in dpviz.widgets hold no torch)
+    "bucket_cap_slider": "buckets", "link_bandwidth_slider": "buckets", "k_slider": "accumulation",
+    "period_slider": "averaging",
     # bring your own trace; every animation
     "load_trace": "trace_files", "export_all": "export",
 }
