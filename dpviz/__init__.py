@@ -26,6 +26,7 @@ _EXPORTS = {
     # the rest of the syllabus
     "measure_anatomy": "anatomy", "gradient_noise": "descent", "compare_descent": "descent",
     "worked_example": "averaging", "uneven_shards": "averaging", "compare_averaging": "averaging",
+    "compare_hooks": "averaging",
     "rank_identities": "lifecycle", "sampler_shards": "lifecycle", "ddp_lifecycle": "lifecycle",
     "measure_breakdown": "memory", "zero_memory": "zero_records", "run_sharded": "zero",
     "train_precision": "precision",
