@@ -141,7 +141,7 @@ def uneven_shards(cfg: RunConfig | None = None, *, cluster: Cluster | None = Non
     n = cluster.world_size if cluster is not None else len(sizes)
     if len(sizes) != n or min(sizes) < 1:
         raise ValueError(f"give one shard size >= 1 per rank ({n} ranks), got {list(sizes)}")
-    with using_cluster(cluster, n) as ranks:
+    with using_cluster(cluster, n, cfg.backend, cfg.timeout_s) as ranks:
         results = ranks.run_task(uneven_shards_rank, cfg, sizes)
     head = results[0]
     return UnevenShards(sizes=sizes, full_grad_norm=head["full_norm"],
@@ -223,7 +223,7 @@ def compare_averaging(cfg: RunConfig | None = None, *, cluster: Cluster | None =
         raise ValueError("the earlier comparison ran another config or step count: run both afresh")
     runs = [gradient.runs[0]] if gradient is not None else []
     todo = [("parameter", h) for h in periods]
-    with using_cluster(cluster, cfg.world_size) as ranks:
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
         for mode, period in todo if gradient is not None else [("gradient", 1)] + todo:
             res = ranks.run_task(averaging_rank, cfg, mode, period, steps)[0]
             runs.append(AveragingRun(mode=mode, period=period, **_tupled(res)))
@@ -305,7 +305,7 @@ def compare_hooks(cfg: RunConfig | None = None, *, cluster: Cluster | None = Non
         raise ValueError(f"need steps >= 2 (the weight hook first changes weights in step 1), got {steps}")
     cfg = cfg.replace(world_size=cluster.world_size if cluster is not None else cfg.world_size,
                       steps=steps)
-    with using_cluster(cluster, cfg.world_size) as ranks:
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
         results = [ranks.run_task(hook_rank, cfg, mode)[0] for mode in HOOK_MODES]
     runs = [HookRun(mode=mode, **_tupled(res)) for mode, res in zip(HOOK_MODES, results)]
     return HookComparison(config=cfg.to_dict(), runs=tuple(runs))

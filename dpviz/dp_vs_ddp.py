@@ -143,7 +143,7 @@ def dp_vs_ddp(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
                          f"ranks, got {list(world_sizes)}: start a larger Cluster")
     if any(r < 1 for r in replicas):
         raise ValueError(f"replica counts must be >= 1, got {list(replicas)}")
-    with using_cluster(cluster, largest) as ranks:
+    with using_cluster(cluster, largest, cfg.backend, cfg.timeout_s) as ranks:
         res = ranks.run_task(dp_vs_ddp_rank, cfg, steps, world_sizes)
     points = [StepTraffic(pattern=p, world_size=n, rank=r, **res[r][n]["patterns"][p])
               for n in world_sizes for p in RANK_PATTERNS for r in range(n)]
