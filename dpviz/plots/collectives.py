@@ -15,6 +15,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
 from ..collectives.bandwidth import BenchRecord, fit_alpha_beta
+from ..link import describe_link
 from ..collectives.record import CollectiveRecord, PrimitivesRecord, Transfer
 from ..collectives.schedule import holds_per_step
 from . import style
@@ -254,7 +255,8 @@ def plot_alpha_beta(record: BenchRecord, ax=None, ops=None, world_size=None):
     ax.set_yscale("log")
     ax.set_xlabel("message size S (bytes)")
     ax.set_ylabel("time (ms, median)")
-    ax.set_title("measured (points) vs alpha-beta model (lines); dotted: knee α/β", loc="left")
+    ax.set_title("measured (points) vs alpha-beta model (lines); dotted: knee α/β\n"
+                 f"{describe_link(record.link)}", loc="left", fontsize=9)
     ax.legend(fontsize=8, frameon=False, loc="upper left")
     style.tag(ax, "live", "model")
     return ax
