@@ -8,7 +8,7 @@ from ..config import RunConfig, validate
 from ..ddp_run import run
 from ..launch import Cluster
 from ..plots.accumulation import plot_schedule
-from .slider import rerun
+from .slider import GBPS, link_slider, rerun
 
 # A move re-runs DDP's bucket-rebuild step and the one steady step the figure draws, no more:
 # a shorter wait per move (benchmarks/knob_latency.py), the same figure.
@@ -26,6 +26,19 @@ def k_slider(cluster: Cluster, cfg: RunConfig | None = None,
     if value not in values:
         raise ValueError(f"start value K={value} is not among the slider's values {list(values)}")
     live = cfg.replace(steps=min(cfg.steps, LIVE_STEPS))
-    return rerun(values, lambda k: run(live, cluster, accum_steps=k),
-                 lambda ax, record: plot_schedule(record, ax=ax), label="K", value=value,
-                 figsize=(11, 1.4 + 1.2 * cfg.world_size))
+    return rerun(values, lambda k: run(live, cluster, accum_steps=k), _draw, label="K", value=value,
+                 figsize=(11, 1.4 + 1.2 * cfg.world_size), cluster=cluster)
+
+
+def _draw(ax, record) -> None:
+    plot_schedule(record, ax=ax)
+
+
+def link_bandwidth_slider(cluster: Cluster, cfg: RunConfig, k: int = 4, gbps: Sequence[float] = GBPS,
+                          value: float | None = None):
+    """Slide the emulated link's bandwidth at K micro-steps: the all-reduces of the last
+    micro-step grow or shrink, the K forwards and backwards do not (`cfg.link` must be set)."""
+    cfg = validate(cfg)
+    live = cfg.replace(steps=min(cfg.steps, LIVE_STEPS))
+    return link_slider(cfg.link, lambda link: run(live.replace(link=link), cluster, accum_steps=k), _draw,
+                       gbps, value, figsize=(11, 1.4 + 1.2 * cfg.world_size), cluster=cluster)

@@ -27,4 +27,5 @@ def period_slider(cluster, periods: Sequence[int] = PERIODS, value: int = 8, ste
     if value not in periods:
         raise ValueError(f"value {value} is not one of the periods {list(periods)}")
     return rerun(list(periods), partial(_run_period, cluster, steps, []),
-                 lambda ax, record: plot_drift(record, ax), label="H", value=value, figsize=(9, 3.2))
+                 lambda ax, record: plot_drift(record, ax), label="H", value=value, figsize=(9, 3.2),
+                 cluster=cluster)

@@ -9,7 +9,7 @@ from ..buckets import sweep_config
 from ..buckets_records import ONE_BUCKET_CAP_MB
 from ..ddp_run import run
 from ..plots.buckets import cap_label, plot_bucket_timeline
-from .slider import rerun
+from .slider import GBPS, link_slider, rerun
 
 CAPS = (0.25, 0.5, 1.0, 2.0, 4.0, 25.0, ONE_BUCKET_CAP_MB)
 
@@ -34,24 +34,15 @@ def bucket_cap_slider(cluster, cfg=None, caps: Sequence[float] = CAPS, value: fl
         raise ValueError(f"value {value} is not one of the caps {list(caps)}")
     return rerun(list(caps), partial(_run_cap, cluster, cfg), partial(_draw, model=model),
                  label="bucket_cap_mb", value=value, figsize=(11, 3.8),
-                 format_value=cap_label)
+                 format_value=cap_label, cluster=cluster)
 
 
-GBPS = (0.25, 0.5, 1.0, 2.0, 4.0, 10.0, 100.0)
-
-
-def _run_gbps(cluster, cfg, gbps: float):
-    return run(cfg.replace(link=cfg.link.with_gbps(gbps)), cluster)
+def _run_link(cluster, cfg, link):
+    return run(cfg.replace(link=link), cluster)
 
 
 def link_bandwidth_slider(cluster, cfg, gbps: Sequence[float] = GBPS, value: float | None = None):
-    """Slider over the emulated link's bandwidth (Gb/s, same latency), re-running `cfg` live:
-    fast links leave little to hide, slow ones more than backward can cover. Starts at
-    `value`, default the link's own bandwidth."""
-    if cfg.link is None:
-        raise ValueError("cfg has no emulated link: pass cfg.replace(link='classroom') or another preset")
-    value = cfg.link.gbps if value is None else value
-    if value not in gbps:
-        raise ValueError(f"value {value} is not one of {list(gbps)}")
-    return rerun(list(gbps), partial(_run_gbps, cluster, cfg), _draw, label="link Gb/s", value=value,
-                 figsize=(11, 3.8), format_value=lambda g: f"{g:g}")
+    """Slider over the emulated link's bandwidth (Gb/s, same latency), re-running `cfg` live
+    and redrawing the bucket timeline. Starts at `value`, default the link's own bandwidth."""
+    return link_slider(cfg.link, partial(_run_link, cluster, cfg), _draw, gbps, value,
+                       figsize=(11, 3.8), cluster=cluster)
