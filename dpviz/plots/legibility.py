@@ -36,21 +36,43 @@ def overlapping_texts(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, str]]
     return out
 
 
-def hide_colliding(texts: list[Text]) -> list[Text]:
-    """Hide every text that would overlap one kept before it (in the given order, so put
-    the most important first); returns the hidden ones. Data decides where labels land:
-    a label that cannot be read is better left out, its value is in the title or table."""
+HIDDEN = "hidden: "   # the label of a text `place_labels` had to hide, followed by why
+
+
+def place_labels(texts: list[Text], why: str, shifts_pt: tuple[tuple[float, float], ...] = ((0, 0),)) -> list[Text]:
+    """Place each text (in the given order, most important first) at the first of `shifts_pt`
+    (offsets in points from where it was put) where it overlaps no text placed before it;
+    a text that fits nowhere is hidden, labelled `HIDDEN + why` so checks can say which and
+    why. Returns the hidden ones. Data decides where labels land, so this runs on the drawn,
+    laid-out figure: moving a label is tried before hiding it."""
+    from matplotlib.transforms import offset_copy
+
     if not texts:
         return []
     fig = texts[0].figure
     fig.canvas.draw()   # lay the figure out first (constrained layout moves the axes)
     renderer = fig.canvas.get_renderer()
-    kept, hidden = [], []
+    placing = set(map(id, texts))   # every other label of the figure is an obstacle too
+    kept = [t.get_window_extent(renderer) for t in visible_texts(fig) if id(t) not in placing]
+    hidden = []
     for text in texts:
-        box = text.get_window_extent(renderer)
-        if any(box.overlaps(other) for other in kept):
-            text.set_visible(False)
-            hidden.append(text)
+        base = text.get_transform()
+        for dx, dy in shifts_pt:
+            if (dx, dy) != (0, 0):
+                text.set_transform(offset_copy(base, fig=fig, x=dx, y=dy, units="points"))
+            box = text.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in kept):
+                kept.append(box)
+                break
         else:
-            kept.append(box)
+            text.set_transform(base)
+            text.set_visible(False)
+            text.set_label(HIDDEN + why)
+            hidden.append(text)
     return hidden
+
+
+def hidden_texts(fig: Figure) -> list[tuple[str, str]]:
+    """(text, why) of every label `place_labels` hid in the figure."""
+    return [(t.get_text(), t.get_label()[len(HIDDEN):]) for t in fig.findobj(Text)
+            if not t.get_visible() and str(t.get_label()).startswith(HIDDEN)]

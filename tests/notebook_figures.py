@@ -1,0 +1,37 @@
+"""Run inside a notebook's kernel by tests/test_notebook_legibility.py (never imported by dpviz):
+every matplotlib Figure made while a cell runs — pyplot's and the widgets' own — is checked
+after the cell with dpviz.plots.legibility, and one JSON line per figure is appended to the
+log named by DPVIZ_FIGURE_LOG: the cell, the figure's titles, overlapping labels, hidden ones."""
+import json
+import os
+
+import matplotlib.figure
+
+_made = []
+_init = matplotlib.figure.Figure.__init__
+
+
+def _remember(self, *args, **kwargs):
+    _init(self, *args, **kwargs)
+    _made.append(self)
+
+
+def _titles(fig):
+    return [t for ax in fig.axes for t in (ax.get_title(loc="left"), ax.get_title()) if t][:2]
+
+
+def _check(result):
+    from dpviz.plots.legibility import hidden_texts, overlapping_texts
+
+    with open(os.environ["DPVIZ_FIGURE_LOG"], "a") as log:
+        for fig in _made:
+            if not fig.axes:
+                continue
+            line = {"cell": result.info.raw_cell.strip().splitlines()[0][:80], "titles": _titles(fig),
+                    "overlaps": overlapping_texts(fig), "hidden": hidden_texts(fig)}
+            log.write(json.dumps(line) + "\n")
+    _made.clear()
+
+
+matplotlib.figure.Figure.__init__ = _remember
+get_ipython().events.register("post_run_cell", _check)  # noqa: F821 (IPython's global)
