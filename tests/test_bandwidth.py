@@ -160,3 +160,12 @@ def test_fit_over_the_link_recovers_its_alpha_and_beta(tmp_path):
     assert pairs[0][1].link is None
     ax = plot_alpha_beta(pairs[0][0])
     assert "emulated link classroom" in ax.get_title(loc="left")
+
+
+def test_cli_bench_refuses_a_link_for_other_ops_with_one_line_exit_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli_main(["bench", "allreduce", "--ranks", "2", "--sizes", "4KB", "--ops", "ring",
+                  "--link", "classroom", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert stop.value.code == 2 and len(err) == 1 and "carries all_reduce only" in err[0]
+    assert not (tmp_path / "out").exists()
