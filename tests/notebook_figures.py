@@ -21,14 +21,22 @@ def _titles(fig):
 
 
 def _check(result):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
     from dpviz.plots.legibility import hidden_texts, overlapping_texts
 
+    cell = result.info.raw_cell.strip().splitlines()[0][:80] if result.info.raw_cell.strip() else ""
     with open(os.environ["DPVIZ_FIGURE_LOG"], "a") as log:
         for fig in _made:
             if not fig.axes:
                 continue
-            line = {"cell": result.info.raw_cell.strip().splitlines()[0][:80], "titles": _titles(fig),
-                    "overlaps": overlapping_texts(fig), "hidden": hidden_texts(fig)}
+            try:
+                if not hasattr(fig.canvas, "get_renderer"):   # closed by pyplot after it was shown
+                    FigureCanvasAgg(fig)
+                line = {"cell": cell, "titles": _titles(fig), "overlaps": overlapping_texts(fig),
+                        "hidden": hidden_texts(fig)}
+            except Exception as err:   # reported by the test, not lost in the kernel
+                line = {"cell": cell, "error": repr(err)}
             log.write(json.dumps(line) + "\n")
     _made.clear()
 

@@ -27,6 +27,7 @@ def test_no_two_labels_overlap_in_the_notebooks_figures(path, tmp_path, monkeypa
     NotebookClient(nb, timeout=900, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     figures = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [f for f in figures if "error" in f] == []   # every figure was measured
     for fig in figures:
         for text, why in fig["hidden"]:   # said, not failed: each was tried in every position first
             print(f"{path.stem}: cell {fig['cell']!r}: label {text!r} hidden ({why})")
