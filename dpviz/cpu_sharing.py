@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from .buckets_records import sweep_row
+from .buckets_records import cap_row
 from .cpu_sharing_records import ALONE, OWN_CORES, SHARED_CORE, CpuSharing, PinnedRow
 
 
@@ -25,23 +25,31 @@ def pin_rank(ctx, cores_by_rank: list[list[int]] | None) -> list[int]:
     return sorted(os.sched_getaffinity(0))
 
 
-def measure_cpu_sharing(cfg, cluster, repeats: int = 3) -> CpuSharing:
-    """Run `cfg` (raw loopback forced, 2 ranks on `cluster`, which should have run once
-    already) pinned three ways, in turn, `repeats` times; a 1-rank cluster is started for the
-    'alone' runs and stopped after. The warm ranks get every core back at the end."""
+def measure_cpu_sharing(cfg=None, *, cluster=None, repeats: int = 3) -> CpuSharing:
+    """Run `cfg` (default: the bucket sweep's workload at 1 MiB buckets, 3 steps; raw loopback
+    forced, 2 ranks) pinned three ways, in turn, `repeats` times, on the warm 2-rank `cluster`
+    (which should have run once already) or fresh ranks; a 1-rank cluster is started for the
+    'alone' runs and stopped after. The ranks get every core back at the end."""
+    from .buckets import sweep_config
     from .config import validate
-    from .ddp_run import run
-    from .launch import Cluster
+    from .launch import using_cluster
 
     if (os.cpu_count() or 1) < 2:
         raise ValueError("pinning two ranks to a core each needs at least 2 cores")
-    if cluster.world_size != 2:
-        raise ValueError(f"the experiment pins 2 ranks, the cluster has {cluster.world_size}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
-    cfg = validate(cfg.replace(link=None, world_size=2))
+    cfg = validate((cfg or sweep_config(steps=3, bucket_cap_mb=1.0)).replace(link=None, world_size=2))
     if cfg.steps < 3:
         raise ValueError(f"needs steps >= 3 (steady steps after the rebuild), got {cfg.steps}")
+    with using_cluster(cluster, 2, cfg.backend, cfg.timeout_s, exact=True) as pair:
+        return _measure(cfg, pair, repeats)
+
+
+def _measure(cfg, cluster, repeats: int) -> CpuSharing:
+    """The settings in turn on `cluster` (2 ranks) and a 1-rank cluster made here."""
+    from .ddp_run import run
+    from .launch import Cluster
+
     plans = {ALONE: (cfg.replace(world_size=1), [[0]]), OWN_CORES: (cfg, [[0], [1]]),
              SHARED_CORE: (cfg, [[0], [0]])}
     runs = {name: [] for name in plans}
@@ -49,11 +57,11 @@ def measure_cpu_sharing(cfg, cluster, repeats: int = 3) -> CpuSharing:
     with Cluster(1, cfg.backend, cfg.timeout_s) as alone:
         ranks = {ALONE: alone, OWN_CORES: cluster, SHARED_CORE: cluster}
         try:
-            run(plans[ALONE][0].replace(steps=2), alone)   # untimed: a new cluster's first run pays one-off costs
+            run(plans[ALONE][0].replace(steps=2), cluster=alone)   # untimed: a new cluster's first run pays one-off costs
             for _ in range(repeats):
                 for name, (config, cores) in plans.items():
                     applied[name] = tuple(map(tuple, ranks[name].run_task(pin_rank, cores)))
-                    runs[name].append(sweep_row(run(config, ranks[name])))
+                    runs[name].append(cap_row(run(config, cluster=ranks[name])))
         finally:
             cluster.run_task(pin_rank, None)   # the warm ranks get every core back
     rows = tuple(PinnedRow(name, plans[name][0].world_size, applied[name],

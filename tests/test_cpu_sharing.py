@@ -22,9 +22,9 @@ def test_pinning_applies_to_every_thread_and_is_undone(cluster2):
 
 def test_bad_requests_fail_before_anything_runs(cluster2):
     with pytest.raises(ValueError, match="repeats"):
-        measure_cpu_sharing(CFG, cluster2, repeats=0)
+        measure_cpu_sharing(CFG, cluster=cluster2, repeats=0)
     with pytest.raises(ValueError, match="steps >= 3"):
-        measure_cpu_sharing(CFG.replace(steps=2), cluster2)
+        measure_cpu_sharing(CFG.replace(steps=2), cluster=cluster2)
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="pins two ranks to a core each")
@@ -33,8 +33,8 @@ def test_backward_slows_when_ranks_share_a_core(cluster2, tmp_path):
     ranks' all-reduces on it: measured 2.8x one rank alone and 1.9x a core each at load 12,
     so 1.3x is asserted. A core each vs alone (1.5x at load 12) is only asserted as an
     ordering of medians: the repeats under load disagree, and the record says so itself."""
-    run(CFG.replace(steps=2), cluster2)   # warm: the ranks' first run pays one-off costs
-    record = measure_cpu_sharing(CFG, cluster2, repeats=3)
+    run(CFG.replace(steps=2), cluster=cluster2)   # warm: the ranks' first run pays one-off costs
+    record = measure_cpu_sharing(CFG, cluster=cluster2, repeats=3)
     alone, own, shared = (record.row(s).median_backward_ms for s in (ALONE, OWN_CORES, SHARED_CORE))
     assert shared > 1.3 * own and shared > 1.3 * alone, record
     assert own > alone, record

@@ -26,7 +26,7 @@ def k_slider(cluster: Cluster, cfg: RunConfig | None = None,
     if value not in values:
         raise ValueError(f"start value K={value} is not among the slider's values {list(values)}")
     live = cfg.replace(steps=min(cfg.steps, LIVE_STEPS))
-    return rerun(values, lambda k: run(live, cluster, accum_steps=k), _draw, label="K", value=value,
+    return rerun(values, lambda k: run(live, cluster=cluster, accum_steps=k), _draw, label="K", value=value,
                  figsize=(11, 1.4 + 1.2 * cfg.world_size), cluster=cluster)
 
 
@@ -40,5 +40,5 @@ def link_bandwidth_slider(cluster: Cluster, cfg: RunConfig, k: int = 4, gbps: Se
     micro-step grow or shrink, the K forwards and backwards do not (`cfg.link` must be set)."""
     cfg = validate(cfg)
     live = cfg.replace(steps=min(cfg.steps, LIVE_STEPS))
-    return link_slider(cfg.link, lambda link: run(live.replace(link=link), cluster, accum_steps=k), _draw,
+    return link_slider(cfg.link, lambda link: run(live.replace(link=link), cluster=cluster, accum_steps=k), _draw,
                        gbps, value, figsize=(11, 1.4 + 1.2 * cfg.world_size), cluster=cluster)

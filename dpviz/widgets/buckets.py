@@ -15,7 +15,7 @@ CAPS = (0.25, 0.5, 1.0, 2.0, 4.0, 25.0, ONE_BUCKET_CAP_MB)
 
 
 def _run_cap(cluster, cfg, cap: float):
-    return run(cfg.replace(bucket_cap_mb=cap), cluster)
+    return run(cfg.replace(bucket_cap_mb=cap), cluster=cluster)
 
 
 def _draw(ax, record, model=None) -> None:
@@ -38,7 +38,7 @@ def bucket_cap_slider(cluster, cfg=None, caps: Sequence[float] = CAPS, value: fl
 
 
 def _run_link(cluster, cfg, link):
-    return run(cfg.replace(link=link), cluster)
+    return run(cfg.replace(link=link), cluster=cluster)
 
 
 def link_bandwidth_slider(cluster, cfg, gbps: Sequence[float] = GBPS, value: float | None = None):
