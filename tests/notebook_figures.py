@@ -35,6 +35,8 @@ def _check(result):
                     FigureCanvasAgg(fig)
                 line = {"cell": cell, "titles": _titles(fig), "overlaps": overlapping_texts(fig),
                         "hidden": hidden_texts(fig)}
+                if line["overlaps"] and os.environ.get("DPVIZ_FIGURE_DIR"):   # to look at
+                    fig.savefig(os.path.join(os.environ["DPVIZ_FIGURE_DIR"], f"{id(fig)}.png"))
             except Exception as err:   # reported by the test, not lost in the kernel
                 line = {"cell": cell, "error": repr(err)}
             log.write(json.dumps(line) + "\n")

@@ -10,10 +10,28 @@ from matplotlib.text import Text
 
 
 def visible_texts(fig: Figure) -> list[Text]:
-    """Every non-empty, visible text of the figure: titles, axis and tick labels, legends,
-    annotations, texts placed in axes."""
+    """Every non-empty text the figure draws: titles, axis and tick labels, legends,
+    annotations, texts placed in axes. Call after a draw: tick labels count only for the
+    ticks drawn (a locator also makes ticks outside the view), and an axes turned off
+    (`ax.axis("off")`) draws none of its axis texts."""
+    undrawn = _undrawn_axis_texts(fig)
     return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()
-            and t.figure is fig and t.get_alpha() != 0]
+            and t.figure is fig and t.get_alpha() != 0 and id(t) not in undrawn]
+
+
+def _undrawn_axis_texts(fig: Figure) -> set[int]:
+    """ids of the axis texts matplotlib keeps but does not draw."""
+    skip: set[int] = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            ticks = axis.majorTicks + axis.minorTicks
+            every = {id(t) for tick in ticks for t in (tick.label1, tick.label2)}
+            if not ax.axison or not axis.get_visible():
+                skip |= every | {id(axis.label), id(axis.offsetText)}
+                continue
+            drawn = {id(t) for tick in axis._update_ticks() for t in (tick.label1, tick.label2)}
+            skip |= every - drawn
+    return skip
 
 
 def overlapping_texts(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, str]]:
