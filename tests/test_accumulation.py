@@ -183,7 +183,7 @@ def test_figures_draw_what_the_records_hold(k3, scopes, cluster2):
 
 
 def test_k_slider_reruns_live(cluster2):
-    from dpviz.widgets.accumulation import k_slider
+    from dpviz import k_slider
 
     matplotlib.use("module://matplotlib_inline.backend_inline")  # the notebook's backend
     try:
@@ -221,7 +221,7 @@ def test_link_slider_says_when_a_move_started_or_restarted_ranks():
     """04's link-bandwidth slider (the same widget code as 03's) re-runs at K micro-steps; its
     status line says when a move had to start ranks, and how long that took."""
     from dpviz.launch import Cluster
-    from dpviz.widgets.accumulation import link_bandwidth_slider
+    from dpviz.accumulation import link_bandwidth_slider
 
     cluster = Cluster(2)   # not started yet: the first draw starts it
     try:

@@ -108,19 +108,12 @@ def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any,
     return w.VBox([w.HBox([slider, status]), figure.widget])
 
 
-GBPS = (0.25, 0.5, 1.0, 2.0, 4.0, 10.0, 100.0)
-
-
-def link_slider(link: Any, run: Callable[[Any], Any], draw: Callable[[Any, Any], None],
-                gbps: Sequence[float] = GBPS, value: float | None = None,
-                figsize: tuple[float, float] = (11, 3.8), cluster: Any = None) -> w.VBox:
-    """A slider over an emulated link's bandwidth (Gb/s, its latency kept): each release calls
-    `run(link)` with that bandwidth and draws the record. Fast links leave little to hide,
-    slow ones more than backward can cover. Starts at `value`, default the link's own."""
-    if link is None:
-        raise ValueError("the run has no emulated link: pass cfg.replace(link='classroom') or another preset")
-    value = link.gbps if value is None else value
+def link_panel(run: Callable[[float], Any], value: float, draw: Callable[[Any, Any], None],
+               gbps: Sequence[float], figsize: tuple[float, float], cluster: Any = None) -> w.VBox:
+    """A slider over an emulated link's bandwidth (Gb/s): each release calls `run(gbps)` and
+    draws its record with `draw`. Every subject's link slider is this one (03's bucket
+    timeline, 04's micro-step schedule)."""
     if value not in gbps:
         raise ValueError(f"value {value} is not one of {list(gbps)}")
-    return rerun(list(gbps), lambda g: run(link.with_gbps(g)), draw, label="link Gb/s", value=value,
-                 figsize=figsize, format_value=lambda g: f"{g:g}", cluster=cluster)
+    return rerun(list(gbps), run, draw, label="link Gb/s", value=value, figsize=figsize,
+                 format_value=lambda g: f"{g:g}", cluster=cluster)
