@@ -177,3 +177,41 @@ def test_scene_renders_from_a_live_record(swept):
 
     _, out = swept
     assert render("memory", out / "memory.json", dry_run=True) is None
+
+
+# --- the GPT: segments of transformer blocks -----------------------------------------------------
+
+GPT_LAYERS = 4
+
+
+@pytest.fixture(scope="module")
+def gpt_swept(cluster):
+    return measure(GPT_LAYERS, 64, 8, checkpoint_every=(2,), cluster=cluster, model="gpt")
+
+
+def test_gpt_record_names_its_layers(gpt_swept):
+    assert gpt_swept.workload.name == "gpt"
+    assert "blocks.3.mlp.fc.weight" in gpt_swept.workload.param_names()
+    assert len(gpt_swept.blocks) == GPT_LAYERS
+
+
+def test_gpt_blocks_save_their_residual_stream_and_the_ledger_matches_the_model(gpt_swept):
+    rec = gpt_swept
+    # each block's LayerNorm is the first to save its input, the residual stream (batch, T, d)
+    assert all(b.saves_input and b.input_bytes == rec.blocks[0].input_bytes for b in rec.blocks)
+    assert rec.head_saves_input                     # ln_f saves the last block's output
+    # a block saves far more than its input: LayerNorm statistics, q/k/v, attention, the MLP's 4d
+    assert all(b.saved_bytes > 4 * b.input_bytes for b in rec.blocks)
+    for row in rec.rows:                              # exact: both count the same storages
+        assert row.held_after_forward_bytes == row.prediction.held_after_forward_bytes
+
+
+def test_gpt_checkpointing_lowers_the_peak_and_recomputes_each_segment(gpt_swept):
+    none, k2 = gpt_swept.row(0), gpt_swept.row(2)
+    assert k2.held_after_forward_bytes < none.held_after_forward_bytes
+    assert k2.peak_activation_bytes < none.peak_activation_bytes
+    assert none.recompute_spans == ()
+    assert len(k2.recompute_spans) == len(segments(GPT_LAYERS, 2))
+    assert all(k2.forward_ms <= a < b <= k2.step_ms for a, b in k2.recompute_spans)
+    for row in gpt_swept.rows:
+        assert row.peak_activation_bytes == pytest.approx(row.prediction.peak_bytes, rel=0.1)
