@@ -57,22 +57,22 @@ def _recording_allreduce(state: _BucketLog, bucket):
     return fut if state.link is not None else fut.then(lambda f: f.value()[0])
 
 
-def _train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: _BucketLog, step: int,
+def _train_step(ctx: RankContext, cfg: RunConfig, workload, ddp, opt, log: _BucketLog, step: int,
                 annotate) -> float:
     """One optimizer step of `accum_steps` micro-steps; returns the step's loss."""
-    from .workloads import loss_fn, rank_batch
+    from .workloads import compute_loss, rank_batch
 
     total = 0.0
     scale = cfg.accum_steps if cfg.scale_loss else 1
     for micro in range(cfg.accum_steps):
         log.micro_step = micro
-        x, y = (t.to(ctx.device) for t in rank_batch(cfg, step, micro, ctx.rank))
+        x, y = (t.to(ctx.device) for t in rank_batch(cfg, workload, step, micro, ctx.rank))
         skip = micro < cfg.accum_steps - 1  # all but the last micro-step skip the all-reduce
         around_all = ddp.no_sync() if skip and cfg.no_sync == "forward_backward" else nullcontext()
         around_backward = ddp.no_sync() if skip and cfg.no_sync == "backward_only" else nullcontext()
         # no_sync must cover forward too: DDP decides in forward whether backward syncs
         with annotate(f"{MICRO_PREFIX}{micro}"), around_all:
-            loss = loss_fn(ddp(x), y) / scale
+            loss = compute_loss(workload, ddp(x), y) / scale
             with around_backward:
                 loss.backward()
         total += loss.item() * scale / cfg.accum_steps
@@ -81,9 +81,10 @@ def _train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: _BucketLog, ste
     return total
 
 
-def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
+def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = ()) -> dict:
     """Train `cfg.steps` optimizer steps under the profiler; return what this rank saw.
 
+    `search_path` is the caller's module path (a user's model imports from it).
     `parts_ms` says where the rank's time went (benchmarks/knob_latency.py prints it).
     """
     import torch
@@ -92,10 +93,14 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from .rounding import max_abs, sgd_bound
-    from .workloads import build_mlp, flat_params
+    from .workloads import addition_chain, build_workload, describe_workload, flat_params, \
+        reference_kind, use_import_path
 
+    use_import_path(list(search_path))
     device = torch.device(ctx.device)
-    model = build_mlp(cfg).to(device)
+    workload = build_workload(cfg)
+    model = workload.model.to(device)
+    initial = flat_params(model).cpu()
     names = {p.data_ptr(): n for n, p in model.named_parameters()}
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb,
               device_ids=[device.index] if device.type == "cuda" else None)
@@ -118,7 +123,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
             for step in range(cfg.steps):
                 log.step, t0 = step, time.perf_counter()
                 with annotate(f"{STEP_PREFIX}{step}"):
-                    losses.append(_train_step(ctx, cfg, ddp, opt, log, step, annotate))
+                    losses.append(_train_step(ctx, cfg, workload, ddp, opt, log, step, annotate))
                 wall_ms.append((time.perf_counter() - t0) * 1e3)
                 snapshots.append(flat_params(model))
     finally:   # a warm rank runs many tasks: never leave a link thread behind
@@ -138,13 +143,14 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
     checks = []
     if ctx.rank == 0:
         reference = _reference(cfg.replace(bucket_cap_mb=None, profile=True))
-        param_max = max_abs([flat_params(build_mlp(cfg)), *reference])
+        param_max, sums = max_abs([initial, *reference]), addition_chain(cfg, workload)
         for step in range(cfg.steps):
             across = max(float((e[step].cpu() - mine[step]).abs().max()) for e in everyone)
             single = float((reference[step] - mine[step]).abs().max())
             checks.append(dict(step=step, max_diff_across_ranks=across,
                                max_diff_vs_single_process=single,
-                               rounding_bound=sgd_bound(cfg, param_max, steps=step + 1)))
+                               rounding_bound=sgd_bound(cfg, param_max, step + 1, sums),
+                               reference=reference_kind(model)))
     logging = {k: v for k, v in ddp._get_ddp_logging_data().items()
                if isinstance(v, (int, float, str, bool))}
     parts_ms = {"train": t_trained - t_start, "export": t_exported - t_trained,
@@ -154,8 +160,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig) -> dict:
                 link_events=_link_events(link, clock) if link is not None else [],
                 step_wall_ms=wall_ms,
                 ddp_logging=logging,
-                param_names=[n for n, _ in model.named_parameters()],
-                param_bytes=[p.numel() * p.element_size() for p in model.parameters()])
+                workload=describe_workload(model, workload.name))
 
 
 def _clock_mark(annotate) -> float:
@@ -200,9 +205,12 @@ def run(cfg: RunConfig | None = None, cluster: Cluster | None = None,
     Pass a warm `cluster` to re-run in a fraction of a cold start; without one, ranks are
     started for this run and stopped after it. Keyword `changes` override config fields.
     """
+    from .workloads import import_path, validate_model_spec
+
     cfg = validate(cfg or RunConfig())
     if changes:
         cfg = cfg.replace(**changes)
+    validate_model_spec(cfg.model, seed=cfg.seed)   # a user's model fails here, before any rank
     out_dir = writable_dir(out) if out is not None else None
     if cluster is None:
         with Cluster(cfg.world_size, cfg.backend, cfg.timeout_s) as fresh:
@@ -210,7 +218,7 @@ def run(cfg: RunConfig | None = None, cluster: Cluster | None = None,
     if (cluster.world_size, cluster.backend) != (cfg.world_size, cfg.backend):
         raise ValueError(f"this cluster has {cluster.world_size} {cluster.backend} ranks but the "
                          f"config asks for {cfg.world_size} {cfg.backend} ranks: start a new Cluster")
-    results = cluster.run_task(train_rank, cfg, timeout_s=cfg.timeout_s)
+    results = cluster.run_task(train_rank, cfg, import_path(), timeout_s=cfg.timeout_s)
     return assemble(cfg, results, out_dir)
 
 
@@ -230,8 +238,9 @@ def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -
         checks=tuple(StepCheck(**c) for c in results[0]["checks"]),
         ddp_logging={r: res["ddp_logging"] for r, res in enumerate(results)},
         step_wall_ms={r: tuple(res["step_wall_ms"]) for r, res in enumerate(results)},
-        param_names=tuple(results[0]["param_names"]),
-        param_bytes=tuple(results[0]["param_bytes"]))
+        param_names=results[0]["workload"].param_names(),
+        param_bytes=tuple(p.bytes for p in results[0]["workload"].params),
+        workload=results[0]["workload"])
     if out_dir is not None:
         for rank, trace in traces.items():
             write_json(trace, out_dir / f"trace-rank{rank}.json")

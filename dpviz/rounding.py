@@ -45,18 +45,30 @@ def mlp_sums(cfg: RunConfig, batch: int | None = None) -> int:
     return 2 * (cfg.layers + 1) * cfg.width + batch
 
 
-def sgd_bound(cfg: RunConfig, param_max: float, steps: int | None = None) -> float:
-    """Largest rounding difference between two SGD trajectories of the MLP after `steps`.
+def network_sums(fans: Iterable[int], positions: int, samples: int) -> int:
+    """`mlp_sums` for any network: the chain behind one gradient entry passes each layer's
+    dot product forward (fan-in) and backward (fan-out) — `fans` holds fan-in + fan-out per
+    parameterised layer — plus, per layer, one parameter-free reduction over a sample's
+    `positions` (attention over tokens, a normalisation's mean), then the weight gradient's
+    sum over every position of every sample in the step."""
+    fans = list(fans)
+    return sum(fans) + len(fans) * positions + samples * positions
+
+
+def sgd_bound(cfg: RunConfig, param_max: float, steps: int | None = None,
+              sums: int | None = None) -> float:
+    """Largest rounding difference between two SGD trajectories after `steps`, for a chain
+    of `sums` additions per gradient entry (default: the MLP's, `mlp_sums(cfg)`).
 
     Each step sets θ ← θ − lr·g. Re-ordered sums change g by at most
-    `sum_order_bound(mlp_sums(cfg), Σ|terms|)`; lr times the absolute gradient terms stays below
+    `sum_order_bound(sums, Σ|terms|)`; lr times the absolute gradient terms stays below
     the parameters' own size here (one SGD step moves a weight by less than the weight), so a
-    step adds at most `sum_order_bound(mlp_sums(cfg), param_max)`, the update's own rounding
+    step adds at most `sum_order_bound(sums, param_max)`, the update's own rounding
     (one ulp of θ) included. Steps add up; at these learning rates a difference is not
     amplified by later steps.
     """
     steps = cfg.steps if steps is None else steps
-    return steps * sum_order_bound(mlp_sums(cfg), param_max)
+    return steps * sum_order_bound(mlp_sums(cfg) if sums is None else sums, param_max)
 
 
 def reference_sgd_bound(cfg: RunConfig) -> float:
