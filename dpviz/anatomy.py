@@ -110,9 +110,11 @@ def linear_rows(cfg: RunConfig) -> dict[str, tuple[int, int, int]]:
     """
     import torch
 
-    from .workloads import build_workload, rank_batch
+    from .workloads import build_workload, rank_batch, validate_model_spec
 
+    validate_model_spec(cfg.model, seed=cfg.seed)
     workload = build_workload(cfg)
+    layers_of(workload.model, workload.name)          # a model without blocks fails here too
     seen: dict[str, tuple[int, int, int]] = {}
 
     def note(name):
@@ -241,15 +243,17 @@ def _forward_windows(trace: dict) -> dict[int, tuple[float, float]]:
             and e.get("name", "").startswith(BLOCK_PREFIX)}
 
 
-def anatomy_rank(ctx: RankContext, cfg: RunConfig, repeats: int) -> dict:
-    """Profile `repeats` forward+backward steps of the workload on this rank."""
+def anatomy_rank(ctx: RankContext, cfg: RunConfig, repeats: int, paths: list[str] = ()) -> dict:
+    """Profile `repeats` forward+backward steps of the workload on this rank (`paths`: the
+    caller's import path, so a user's model imports here as it did there)."""
     import time
 
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from .workloads import build_workload, compute_loss, describe_workload, rank_batch
+    from .workloads import build_workload, compute_loss, describe_workload, rank_batch, use_import_path
 
+    use_import_path(list(paths))
     workload = build_workload(cfg)
     model = workload.model
     layers = layers_of(model, workload.name)
@@ -326,7 +330,9 @@ def measure_anatomy(cfg: RunConfig | None = None, cluster: Cluster | None = None
     if cluster is None:
         with Cluster(1) as fresh:
             return measure_anatomy(cfg, fresh, repeats)
-    res = cluster.run_task(anatomy_rank, cfg, repeats)[0]
+    from .workloads import import_path
+
+    res = cluster.run_task(anatomy_rank, cfg, repeats, import_path())[0]
     return StepAnatomy(config=cfg.to_dict(), batch=res["batch"], repeats=repeats,
                        layers=tuple(LayerAnatomy(**row) for row in res["layers"]),
                        forward_kept_bytes=res["forward_kept_bytes"],

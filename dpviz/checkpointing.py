@@ -116,16 +116,40 @@ def after_blocks(model):
                      "(or `ln_f`) after them, as dpviz's built-in workloads have")
 
 
+def checkpoint_blocks(model, k: int) -> None:
+    """Checkpoint a user's model in segments of k blocks (the built-ins do it themselves,
+    from `cfg.checkpoint_every`): the first block of each segment runs the whole segment
+    under `torch.utils.checkpoint`, the others become identities. Assumes what dpviz asks of
+    a user's model: its forward calls `blocks` in order, each on the previous one's output."""
+    from torch import nn
+    from torch.utils.checkpoint import checkpoint
+
+    class Segment(nn.Module):
+        def __init__(self, blocks):
+            super().__init__()
+            self.inner = nn.Sequential(*blocks)
+
+        def forward(self, x):
+            return checkpoint(self.inner, x, use_reentrant=False)
+
+    blocks = list(model.blocks)
+    model.blocks = nn.ModuleList(Segment(blocks[i:i + k]) if i % k == 0 else nn.Identity()
+                                 for i in range(len(blocks)))
+
+
 def _step(cfg: RunConfig, trace_path: str) -> dict:
     """Warm up, then profile one forward+backward; return the ledger and block sizes."""
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from .workloads import build_workload, compute_loss, describe_workload
+    from .workloads import BUILTIN, build_workload, compute_loss, describe_workload
 
     workload = build_workload(cfg)
     model = workload.model
+    info = describe_workload(model, workload.name)
     blocks = list(model.blocks)
+    if cfg.checkpoint_every and cfg.model not in BUILTIN:
+        checkpoint_blocks(model, cfg.checkpoint_every)
     x_src, y_src = workload.batch(0, 0, cfg.batch_per_rank)
     compute_loss(workload, model(x_src), y_src).backward()   # warm-up; allocates .grad
     for p in model.parameters():
@@ -165,13 +189,17 @@ def _step(cfg: RunConfig, trace_path: str) -> dict:
                 tail_largest_bytes=ledger.largest.get("head", 0),
                 stem_bytes=ledger.new_bytes.get("stem", 0),
                 head_saves_input="head" in ledger.saved_input,
-                workload=describe_workload(model, workload.name))
+                workload=info)
 
 
-def measure_rank(ctx, cfg: RunConfig, ks: list[int]) -> list[dict] | None:
-    """Cluster task: rank 0 measures every k in turn; other ranks wait (no contention)."""
+def measure_rank(ctx, cfg: RunConfig, ks: list[int], paths: list[str] = ()) -> list[dict] | None:
+    """Cluster task: rank 0 measures every k in turn; other ranks wait (no contention).
+    `paths`: the caller's import path, so a user's model imports here as it did there."""
+    from .workloads import use_import_path
+
     if ctx.rank != 0:
         return None
+    use_import_path(list(paths))
     return [_step(cfg.replace(checkpoint_every=k), str(Path(ctx.workdir) / f"memory-k{k}.json"))
             for k in ks]
 
@@ -219,14 +247,31 @@ def measure(layers: int | None = None, width: int | None = None, batch: int | No
     ks = sorted({0, *checkpoint_every})
     for k in ks:
         cfg.replace(checkpoint_every=k)                 # 0 ≤ k ≤ layers, with a clear message
+    check_blocks(cfg)
     out_dir = writable_dir(out) if out is not None else None
     if cluster is None:
         from .launch import Cluster
 
         with Cluster(1) as fresh:
             return measure(cfg.layers, cfg.width, cfg.batch_per_rank, ks, seed, fresh, out_dir, model)
-    results = cluster.run_task(measure_rank, cfg, ks)[0]
+    from .workloads import import_path
+
+    results = cluster.run_task(measure_rank, cfg, ks, import_path())[0]
     return assemble(cfg, results, out_dir)
+
+
+def check_blocks(cfg: RunConfig) -> None:
+    """Before any rank starts: a user's model imports, runs, and has `blocks` and a head."""
+    from .workloads import BUILTIN, build_workload, validate_model_spec
+
+    if cfg.model in BUILTIN:
+        return
+    validate_model_spec(cfg.model, seed=cfg.seed)
+    model = build_workload(cfg).model
+    if len(getattr(model, "blocks", ())) < 1:
+        raise ValueError(f"model {cfg.model!r}: checkpointing measures per block: its model needs "
+                         "`blocks` (an nn.ModuleList) and a `head` after them")
+    after_blocks(model)
 
 
 def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -> MemoryRecord:

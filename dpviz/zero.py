@@ -110,7 +110,7 @@ def compare_with_single_process(cfg: RunConfig, params) -> tuple[float, float]:
     return float(diff.max()), float((diff / bounds).max())
 
 
-def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
+def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str, paths: list[str] = ()) -> dict | None:
     """Train `cfg.steps` Adam steps under one strategy on the first `cfg.world_size` ranks;
     bytes held and collectives traced. Ranks outside that group return None.
 
@@ -122,8 +122,9 @@ def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from .memory import optimizer_state_bytes, tensor_bytes
-    from .workloads import build_workload, compute_loss, describe_workload, rank_batch
+    from .workloads import build_workload, compute_loss, describe_workload, rank_batch, use_import_path
 
+    use_import_path(list(paths))     # the caller's import path: a user's model imports here too
     if cfg.world_size > ctx.world_size:
         raise ValueError(f"world size {cfg.world_size} needs a cluster of at least that many ranks")
     group = _group(ctx, cfg.world_size)
@@ -179,12 +180,15 @@ def run_sharded(cfg: RunConfig | None = None, world_sizes: tuple[int, ...] = (1,
         raise ValueError("give at least one world size, e.g. world_sizes=(1, 2, 4)")
     for n in world_sizes:
         validate_world_size(n, "gloo")
+    from .workloads import import_path, validate_model_spec
+
+    validate_model_spec(cfg.model, seed=cfg.seed)   # a user's model fails here, before any rank
     rows = []
     with Cluster(max(world_sizes), "gloo", cfg.timeout_s) as cluster:
         for n in world_sizes:
             for strategy in strategies:
                 rows += cluster.run_task(shard_rank, cfg.replace(world_size=n), strategy,
-                                         timeout_s=cfg.timeout_s)
+                                         import_path(), timeout_s=cfg.timeout_s)
     rows = [r for r in rows if r is not None]
     info = next(r.pop("workload") for r in rows if r["rank"] == 0)
     for r in rows:

@@ -215,3 +215,66 @@ def test_gpt_checkpointing_lowers_the_peak_and_recomputes_each_segment(gpt_swept
     assert all(k2.forward_ms <= a < b <= k2.step_ms for a, b in k2.recompute_spans)
     for row in gpt_swept.rows:
         assert row.peak_activation_bytes == pytest.approx(row.prediction.peak_bytes, rel=0.1)
+
+
+# --- a user's model: `blocks` and a `head`, from a module in the current folder ------------------
+
+USER_MODULE = '''
+import torch
+from torch import nn
+import dpviz
+
+
+class Net(nn.Module):
+    def __init__(self, with_blocks=True):
+        super().__init__()
+        layers = [nn.Sequential(nn.Linear(32, 32), nn.Tanh()) for _ in range(4)]
+        if with_blocks:
+            self.blocks = nn.ModuleList(layers)
+        else:
+            self.body = nn.Sequential(*layers)
+        self.head = nn.Linear(32, 1)
+
+    def forward(self, x):
+        for block in (self.blocks if hasattr(self, "blocks") else self.body):
+            x = block(x)
+        return self.head(x)
+
+
+def batch(step, micro_step, size):
+    g = torch.Generator().manual_seed(step * 100 + micro_step)
+    return torch.randn(size, 32, generator=g), torch.randn(size, 1, generator=g)
+
+
+def build():
+    return dpviz.Workload(model=Net(), batch=batch)
+
+
+def no_blocks():
+    return dpviz.Workload(model=Net(with_blocks=False), batch=batch)
+'''
+
+
+def test_a_users_model_is_measured_per_block(cluster, tmp_path, monkeypatch):
+    (tmp_path / "usermodel_ckpt.py").write_text(USER_MODULE)
+    monkeypatch.chdir(tmp_path)
+    rec = measure(4, 32, 64, checkpoint_every=(2,), cluster=cluster, model="usermodel_ckpt:build")
+    assert rec.workload.name == "usermodel_ckpt:build" and "blocks.3.0.weight" in rec.workload.param_names()
+    assert len(rec.row(2).recompute_spans) == 2
+    for row in rec.rows:
+        assert row.held_after_forward_bytes == row.prediction.held_after_forward_bytes
+
+
+def test_a_users_model_without_blocks_is_rejected_before_spawning(tmp_path, monkeypatch):
+    (tmp_path / "usermodel_ckpt2.py").write_text(USER_MODULE)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="needs `blocks`"):
+        measure(4, 32, 64, checkpoint_every=(2,), model="usermodel_ckpt2:no_blocks")
+
+
+def test_cli_takes_a_model_and_rejects_a_missing_one_before_spawning(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["memory", "--model", "no_such_module_here:build", "--out", str(tmp_path / "o")])
+    assert exit_.value.code == 2
+    assert "cannot import module 'no_such_module_here'" in capsys.readouterr().err
