@@ -244,10 +244,10 @@ def measure(layers: int | None = None, width: int | None = None, batch: int | No
     given = dict(zip(("layers", "width", "batch_per_rank"), (layers, width, batch)))
     cfg = validate(RunConfig(world_size=1, seed=seed, profile=True, model=model,
                              **{k: v if v is not None else sizes[k] for k, v in given.items()}))
+    cfg = cfg.replace(layers=user_blocks(cfg) or cfg.layers)   # a user's model: its own count
     ks = sorted({0, *checkpoint_every})
     for k in ks:
         cfg.replace(checkpoint_every=k)                 # 0 ≤ k ≤ layers, with a clear message
-    check_blocks(cfg)
     out_dir = writable_dir(out) if out is not None else None
     if cluster is None:
         from .launch import Cluster
@@ -260,18 +260,20 @@ def measure(layers: int | None = None, width: int | None = None, batch: int | No
     return assemble(cfg, results, out_dir)
 
 
-def check_blocks(cfg: RunConfig) -> None:
-    """Before any rank starts: a user's model imports, runs, and has `blocks` and a head."""
+def user_blocks(cfg: RunConfig) -> int:
+    """Before any rank starts: a user's model imports, runs, and has `blocks` and a head;
+    returns how many blocks it has (0 for a built-in, sized by `cfg.layers`)."""
     from .workloads import BUILTIN, build_workload, validate_model_spec
 
     if cfg.model in BUILTIN:
-        return
+        return 0
     validate_model_spec(cfg.model, seed=cfg.seed)
     model = build_workload(cfg).model
     if len(getattr(model, "blocks", ())) < 1:
         raise ValueError(f"model {cfg.model!r}: checkpointing measures per block: its model needs "
                          "`blocks` (an nn.ModuleList) and a `head` after them")
     after_blocks(model)
+    return len(model.blocks)
 
 
 def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -> MemoryRecord:
