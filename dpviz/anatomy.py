@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from .anatomy_records import (LayerAnatomy, StepAnatomy, classify_mm, kept_allocations, linear_flops,
                               memory_events, reconcile)
 from .config import RunConfig, validate
-from .launch import Cluster, RankContext
+from .launch import Cluster, RankContext, using_cluster
 
 BLOCK_PREFIX = "dpviz_block"
 NODE = "autograd::engine::evaluate_function: "
@@ -320,19 +320,17 @@ DEFAULTS = {"mlp": dict(layers=4, width=512, batch_per_rank=96),
             "gpt": dict(layers=2, width=64, batch_per_rank=24)}
 
 
-def measure_anatomy(cfg: RunConfig | None = None, cluster: Cluster | None = None,
+def measure_anatomy(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
                     repeats: int = 5) -> StepAnatomy:
     """Profile one step of the workload layer by layer on rank 0 (a 1-rank cluster if none)."""
     cfg = validate(cfg or RunConfig(**DEFAULTS["mlp"]))
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     linear_rows(cfg)                     # a batch that cannot tell B from W fails here, early
-    if cluster is None:
-        with Cluster(1) as fresh:
-            return measure_anatomy(cfg, fresh, repeats)
     from .workloads import import_path
 
-    res = cluster.run_task(anatomy_rank, cfg, repeats, import_path())[0]
+    with using_cluster(cluster, 1) as ranks:
+        res = ranks.run_task(anatomy_rank, cfg, repeats, import_path())[0]
     return StepAnatomy(config=cfg.to_dict(), batch=res["batch"], repeats=repeats,
                        layers=tuple(LayerAnatomy(**row) for row in res["layers"]),
                        forward_kept_bytes=res["forward_kept_bytes"],

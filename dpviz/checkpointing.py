@@ -20,9 +20,9 @@ import weakref
 from pathlib import Path
 from typing import Sequence
 
-from .checkpointing_records import (BACKWARD_MARK, FORWARD_MARK, BlockBytes, CurvePoint, MemoryRecord,
-                                    MemoryRow, Prediction, mark_window, memory_curve, model_sweep,
-                                    recompute_spans)
+from .checkpointing_records import (BACKWARD_MARK, BlockBytes, CheckpointingRecord, CurvePoint, MemoryRow,
+                                    Prediction, memory_curve, model_sweep)
+from .recompute import FORWARD_MARK, mark_window, recompute_spans
 from .config import RunConfig, validate, writable_dir
 from .record import save
 
@@ -223,41 +223,37 @@ def _row(result: dict, trace: dict, prediction: Prediction) -> MemoryRow:
         prediction=prediction)
 
 
-# Sizes of the measured step per built-in model when not given: (blocks, width, batch).
-SIZES = {"mlp": (16, 256, 1024), "gpt": (8, 64, 16), "cnn": (8, 16, 16)}
+# One step of 16 blocks of width 256 on 1024 samples: big enough that activations dominate the
+# allocator curve, small enough to measure four k values in seconds on one CPU rank.
+DEMO_CONFIG = RunConfig(world_size=1, layers=16, width=256, batch_per_rank=1024, profile=True)
 
 
-def measure(layers: int | None = None, width: int | None = None, batch: int | None = None,
-            checkpoint_every: Sequence[int] = (0, 2, 4, 8), seed: int = 0, cluster=None,
-            out: str | os.PathLike | None = None, model: str = "mlp") -> MemoryRecord:
+def measure_checkpointing(cfg: RunConfig | None = None, *, cluster=None,
+                          checkpoint_every: Sequence[int] = (0, 2, 4, 8),
+                          out: str | os.PathLike | None = None) -> CheckpointingRecord:
     """Measure one step per k on a live rank and put the model beside it.
 
-    `model`: a built-in workload ("mlp", "gpt", "cnn") or "module:function"; a segment is k
-    of its `blocks` (transformer blocks for the GPT). Sizes left out are SIZES[model] (a
-    user's model keeps its own). k = 0 (no checkpointing) is always measured: its ledger
-    gives the per-block bytes the model needs. Runs on rank 0 of `cluster` (any size; a
-    1-rank cluster is started if None): a fresh process with one intra-op thread, whose
-    allocator the notebook's own tensors cannot disturb. `out` also gets memory.json and
-    one trace per k.
+    The step is `cfg`'s workload on one process: `cfg.model` ("mlp", "gpt", "cnn" or a
+    user's "module:function" whose model has `blocks` and a head) sized by layers, width and
+    batch_per_rank; a segment is k of its `blocks` (transformer blocks for the GPT).
+    `DEMO_CONFIG.replace(model="gpt")` is the GPT at its own default size. k = 0 (no checkpointing) is always measured: its ledger gives the per-block bytes the
+    model needs. Runs on rank 0 of `cluster` (any size; a 1-rank cluster is started if
+    None): a fresh process with one intra-op thread, whose allocator the notebook's own
+    tensors cannot disturb. `out` also gets checkpointing.json and one trace per k.
     """
-    sizes = dict(zip(("layers", "width", "batch_per_rank"), SIZES.get(model, (None,) * 3)))
-    given = dict(zip(("layers", "width", "batch_per_rank"), (layers, width, batch)))
-    cfg = validate(RunConfig(world_size=1, seed=seed, profile=True, model=model,
-                             **{k: v if v is not None else sizes[k] for k, v in given.items()}))
+    from .launch import using_cluster
+
+    cfg = validate((cfg or DEMO_CONFIG).replace(world_size=1, profile=True, checkpoint_every=0))
     cfg = cfg.replace(layers=user_blocks(cfg) or cfg.layers)   # a user's model: its own count
     ks = sorted({0, *checkpoint_every})
     for k in ks:
         cfg.replace(checkpoint_every=k)                 # 0 ≤ k ≤ layers, with a clear message
     out_dir = writable_dir(out) if out is not None else None
-    if cluster is None:
-        from .launch import Cluster
-
-        with Cluster(1) as fresh:
-            return measure(cfg.layers, cfg.width, cfg.batch_per_rank, ks, seed, fresh, out_dir, model)
     from .workloads import import_path
 
-    results = cluster.run_task(measure_rank, cfg, ks, import_path())[0]
-    return assemble(cfg, results, out_dir)
+    with using_cluster(cluster, 1) as ranks:
+        results = ranks.run_task(measure_rank, cfg, ks, import_path())[0]
+        return _assemble_record(cfg, results, out_dir)   # the traces live in the ranks' workdir
 
 
 def user_blocks(cfg: RunConfig) -> int:
@@ -276,7 +272,7 @@ def user_blocks(cfg: RunConfig) -> int:
     return len(model.blocks)
 
 
-def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -> MemoryRecord:
+def _assemble_record(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -> CheckpointingRecord:
     """Per-k results and their traces → one record (and files, with `out_dir`)."""
     from .trace import read_trace
 
@@ -292,7 +288,7 @@ def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -
             shutil.move(res["trace_path"], out_dir / f"trace-k{res['checkpoint_every']}.json")
         else:
             Path(res["trace_path"]).unlink(missing_ok=True)
-    record = MemoryRecord(
+    record = CheckpointingRecord(
         layers=cfg.layers, width=cfg.width, batch=cfg.batch_per_rank, seed=cfg.seed,
         blocks=blocks, head_input_bytes=base["head_input_bytes"], tail_bytes=base["tail_bytes"],
         rows=tuple(rows), model=tuple(model),
@@ -301,5 +297,5 @@ def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -
         tail_largest_bytes=base["tail_largest_bytes"],
         workload=base["workload"])
     if out_dir is not None:
-        save(record, out_dir / "memory.json")
+        save(record, out_dir / "checkpointing.json")
     return record

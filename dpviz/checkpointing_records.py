@@ -17,10 +17,7 @@ from typing import Sequence
 from .record import record_kind
 from .workload_records import WorkloadInfo
 
-FORWARD_MARK = "dpviz:forward"
 BACKWARD_MARK = "dpviz:backward"
-BACKWARD_NODE = "autograd::engine::evaluate_function: "
-SEQUENCE = "Sequence number"   # a trace event's autograd sequence number (ops run with grad on)
 
 
 # --- the record ---------------------------------------------------------------------------
@@ -69,9 +66,9 @@ class MemoryRow:
     prediction: Prediction
 
 
-@record_kind("memory")
+@record_kind("checkpointing", formerly=("memory",))
 @dataclass(frozen=True)
-class MemoryRecord:
+class CheckpointingRecord:
     layers: int
     width: int
     batch: int
@@ -151,14 +148,6 @@ def model_sweep(blocks: Sequence[BlockBytes], head_input_bytes: int, tail_bytes:
 
 # --- the trace: memory curve and recomputed forwards (pure, no torch) ----------------------
 
-def mark_window(events: list[dict], name: str) -> dict:
-    """The trace event of dpviz's `name` annotation: the forward or backward it timed."""
-    found = [e for e in events if e.get("ph") == "X" and e.get("name") == name]
-    if not found:
-        raise ValueError(f"trace has no {name!r} annotation: it was not recorded by dpviz.checkpointing")
-    return found[0]
-
-
 def memory_curve(trace: dict, t0_us: float, t1_us: float) -> list[CurvePoint]:
     """Allocator bytes over [t0, t1] from `[memory]` events, relative to before the profile.
 
@@ -177,57 +166,7 @@ def memory_curve(trace: dict, t0_us: float, t1_us: float) -> list[CurvePoint]:
     return points
 
 
-def _parents(events: list[dict]) -> list[int | None]:
-    """Index of each event's enclosing event on the same thread (events sorted by start)."""
-    parents: list[int | None] = []
-    stacks: dict = {}
-    for i, e in enumerate(events):
-        stack = stacks.setdefault(e.get("tid"), [])
-        while stack and e["ts"] >= events[stack[-1]]["ts"] + events[stack[-1]]["dur"]:
-            stack.pop()
-        parents.append(stack[-1] if stack else None)
-        stack.append(i)
-    return parents
-
-
-def recompute_spans(trace: dict, forward_mark: str = FORWARD_MARK) -> list[tuple[float, float]]:
-    """(start, end) µs of each recomputed forward: forward ops nested inside a backward node.
-
-    The ops the forward ran at top level (aten::linear, aten::relu, …) run inside a backward
-    node in plain backward only with grad off (it uses their derivatives, aten::mm,
-    aten::threshold_backward, and a few of the same ops, e.g. aten::add, without a graph). Under non-reentrant checkpointing they re-run when backward
-    first unpacks a segment's saved tensor: `evaluate_function: ReluBackward0 → ReluBackward0
-    → aten::linear …`. One span per backward node that triggered a recompute. `forward_mark`
-    names the event whose direct children are the forward ops (DDP's own forward in a run).
-    """
-    events = sorted((e for e in trace["traceEvents"] if e.get("ph") == "X" and "dur" in e),
-                    key=lambda e: (e["ts"], -e["dur"]))
-    parents = _parents(events)
-    fwd = events.index(mark_window(events, forward_mark))
-    forward_ops = {e["name"] for e, p in zip(events, parents) if p == fwd}
-    # A backward node runs some forward ops too (a GPT's aten::add, aten::view): with grad
-    # off, so they carry no autograd sequence number; a recomputed op runs with grad on and
-    # has one. Traces that record sequence numbers are read by that; others by name alone.
-    numbered = any(SEQUENCE in e.get("args", {}) for e in events)
-    by_node: dict[int, list[dict]] = {}
-    for i, e in enumerate(events):
-        if e["name"] not in forward_ops or (numbered and SEQUENCE not in e.get("args", {})):
-            continue
-        node, p = None, parents[i]
-        while p is not None:
-            if events[p]["name"] in forward_ops:
-                break           # nested in another recomputed op: counted with its parent
-            if events[p]["name"].startswith(BACKWARD_NODE):
-                node = p
-                break
-            p = parents[p]
-        if node is not None:
-            by_node.setdefault(node, []).append(e)
-    return [(min(e["ts"] for e in ops), max(e["ts"] + e["dur"] for e in ops))
-            for _, ops in sorted(by_node.items())]
-
-
-def describe(record: MemoryRecord) -> str:
+def describe(record: CheckpointingRecord) -> str:
     """A table for the CLI and notebooks: measured vs predicted peak, time, recompute."""
     mb = lambda b: b / 2 ** 20
     name = record.workload.name if record.workload is not None else "mlp"

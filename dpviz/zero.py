@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .config import RunConfig, validate, validate_world_size
-from .launch import Cluster, RankContext
+from .launch import Cluster, RankContext, using_cluster
 from .trace import STEP_PREFIX, read_trace
 from .zero_records import ADAM_LR, STRATEGIES, ShardedRank, ZeroSweep, count_collectives
 
@@ -164,11 +164,13 @@ def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str, paths: list[str]
                 max_diff_vs_single_process=diff, diff_over_rounding_bound=ratio, workload=info)
 
 
-def run_sharded(cfg: RunConfig | None = None, world_sizes: tuple[int, ...] = (1, 2, 4),
+def run_sharded(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
+                world_sizes: tuple[int, ...] = (1, 2, 4),
                 strategies: tuple[str, ...] = tuple(STRATEGIES)) -> ZeroSweep:
     """Every strategy at every world size on live gloo ranks.
 
-    One warm cluster of the largest size; smaller world sizes run on its first ranks.
+    One warm cluster (given, or started) of at least the largest size; smaller world sizes
+    run on its first ranks.
     """
     cfg = validate(cfg or RunConfig(steps=3))
     unknown = [s for s in strategies if s not in STRATEGIES]
@@ -184,11 +186,14 @@ def run_sharded(cfg: RunConfig | None = None, world_sizes: tuple[int, ...] = (1,
 
     validate_model_spec(cfg.model, seed=cfg.seed)   # a user's model fails here, before any rank
     rows = []
-    with Cluster(max(world_sizes), "gloo", cfg.timeout_s) as cluster:
+    if cluster is not None and (cluster.backend != "gloo" or cluster.world_size < max(world_sizes)):
+        raise ValueError(f"the sharded demo needs at least {max(world_sizes)} gloo ranks; this cluster "
+                         f"has {cluster.world_size} {cluster.backend} ranks")
+    with using_cluster(cluster, max(world_sizes), "gloo", cfg.timeout_s) as ranks:
         for n in world_sizes:
             for strategy in strategies:
-                rows += cluster.run_task(shard_rank, cfg.replace(world_size=n), strategy,
-                                         import_path(), timeout_s=cfg.timeout_s)
+                rows += ranks.run_task(shard_rank, cfg.replace(world_size=n), strategy,
+                                       import_path(), timeout_s=cfg.timeout_s)
     rows = [r for r in rows if r is not None]
     info = next(r.pop("workload") for r in rows if r["rank"] == 0)
     for r in rows:

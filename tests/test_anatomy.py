@@ -24,7 +24,7 @@ def test_linear_flops():
 def anatomy():
     cfg = RunConfig(layers=3, width=128, batch_per_rank=48)
     with Cluster(1) as cluster:
-        return A.measure_anatomy(cfg, cluster, repeats=3)
+        return A.measure_anatomy(cfg, cluster=cluster, repeats=3)
 
 
 def test_every_block_measured(anatomy):
@@ -136,7 +136,7 @@ GPT_CFG = RunConfig(model="gpt", layers=2, width=64, batch_per_rank=24)   # 384 
 @pytest.fixture(scope="module")
 def gpt_anatomy():
     with Cluster(1) as cluster:
-        return A.measure_anatomy(GPT_CFG, cluster, repeats=3)
+        return A.measure_anatomy(GPT_CFG, cluster=cluster, repeats=3)
 
 
 def test_gpt_layers_are_attention_and_mlp_of_each_block(gpt_anatomy):

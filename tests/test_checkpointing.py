@@ -1,6 +1,7 @@
 """Activation checkpointing: the model, the trace analysis, and live measurements on a rank."""
 from __future__ import annotations
 
+import json
 import math
 
 import matplotlib
@@ -10,9 +11,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import dpviz
-from dpviz.checkpointing import measure
-from dpviz.checkpointing_records import (BACKWARD_NODE, FORWARD_MARK, BlockBytes, MemoryRecord,
-                                         memory_curve, model_sweep, predict, recompute_spans, segments)
+from dpviz.checkpointing import DEMO_CONFIG, measure_checkpointing
+from dpviz.checkpointing_records import BlockBytes, CheckpointingRecord, memory_curve, model_sweep, predict, segments
+from dpviz.recompute import BACKWARD_NODE, FORWARD_MARK, recompute_spans
 from dpviz.cli import main as cli_main
 from dpviz.config import RunConfig
 from dpviz.record import load
@@ -91,16 +92,25 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def swept(cluster, tmp_path_factory):
-    out = tmp_path_factory.mktemp("memory")
-    return measure(LAYERS, WIDTH, BATCH, checkpoint_every=(2, 4), cluster=cluster, out=out), out
+    out = tmp_path_factory.mktemp("checkpointing")
+    cfg = DEMO_CONFIG.replace(layers=LAYERS, width=WIDTH, batch_per_rank=BATCH)
+    return measure_checkpointing(cfg, checkpoint_every=(2, 4), cluster=cluster, out=out), out
 
 
 def test_record_round_trips_and_has_every_k(swept):
     record, out = swept
     assert [r.checkpoint_every for r in record.rows] == [0, 2, 4]   # k = 0 always measured
-    assert load(out / "memory.json", expect=MemoryRecord) == record
+    assert load(out / "checkpointing.json", expect=CheckpointingRecord) == record
     for k in (0, 2, 4):
         assert (out / f"trace-k{k}.json").is_file()
+
+
+def test_a_record_saved_under_the_old_kind_memory_still_loads(swept, tmp_path):
+    record, out = swept
+    data = json.loads((out / "checkpointing.json").read_text())
+    assert data["kind"] == "checkpointing"
+    (tmp_path / "memory.json").write_text(json.dumps({**data, "kind": "memory"}))
+    assert load(tmp_path / "memory.json", expect=CheckpointingRecord) == record
 
 
 def test_ledger_sees_exactly_what_the_model_predicts_is_held(swept):
@@ -166,7 +176,7 @@ def test_figures_and_widget_draw_from_the_record(swept):
 
 def test_cli_rejects_a_k_beyond_the_layers(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
-        cli_main(["memory", "--layers", "4", "--checkpoint-every", "0,5", "--out", str(tmp_path)])
+        cli_main(["checkpointing", "--layers", "4", "--checkpoint-every", "0,5", "--out", str(tmp_path)])
     assert exit_.value.code == 2
     assert "checkpoint_every must be between 0 and 4" in capsys.readouterr().err
 
@@ -176,7 +186,7 @@ def test_scene_renders_from_a_live_record(swept):
     from dpviz.animate import render
 
     _, out = swept
-    assert render("memory", out / "memory.json", dry_run=True) is None
+    assert render("checkpointing", out / "checkpointing.json", dry_run=True) is None
 
 
 # --- the GPT: segments of transformer blocks -----------------------------------------------------
@@ -186,7 +196,8 @@ GPT_LAYERS = 4
 
 @pytest.fixture(scope="module")
 def gpt_swept(cluster):
-    return measure(GPT_LAYERS, 64, 8, checkpoint_every=(2,), cluster=cluster, model="gpt")
+    cfg = RunConfig(model="gpt", layers=GPT_LAYERS, width=64, batch_per_rank=8)
+    return measure_checkpointing(cfg, cluster=cluster, checkpoint_every=(2,))
 
 
 def test_gpt_record_names_its_layers(gpt_swept):
@@ -258,7 +269,8 @@ def no_blocks():
 def test_a_users_model_is_measured_per_block(cluster, tmp_path, monkeypatch):
     (tmp_path / "usermodel_ckpt.py").write_text(USER_MODULE)
     monkeypatch.chdir(tmp_path)
-    rec = measure(4, 32, 64, checkpoint_every=(2,), cluster=cluster, model="usermodel_ckpt:build")
+    rec = measure_checkpointing(RunConfig(model="usermodel_ckpt:build", batch_per_rank=64),
+                                cluster=cluster, checkpoint_every=(2,))
     assert rec.workload.name == "usermodel_ckpt:build" and "blocks.3.0.weight" in rec.workload.param_names()
     assert len(rec.row(2).recompute_spans) == 2
     for row in rec.rows:
@@ -269,12 +281,12 @@ def test_a_users_model_without_blocks_is_rejected_before_spawning(tmp_path, monk
     (tmp_path / "usermodel_ckpt2.py").write_text(USER_MODULE)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="needs `blocks`"):
-        measure(4, 32, 64, checkpoint_every=(2,), model="usermodel_ckpt2:no_blocks")
+        measure_checkpointing(RunConfig(model="usermodel_ckpt2:no_blocks"), checkpoint_every=(2,))
 
 
 def test_cli_takes_a_model_and_rejects_a_missing_one_before_spawning(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_:
-        cli_main(["memory", "--model", "no_such_module_here:build", "--out", str(tmp_path / "o")])
+        cli_main(["checkpointing", "--model", "no_such_module_here:build", "--out", str(tmp_path / "o")])
     assert exit_.value.code == 2
     assert "cannot import module 'no_such_module_here'" in capsys.readouterr().err
