@@ -92,7 +92,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = ()) ->
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from .rounding import max_abs, sgd_bound
+    from .rounding import max_abs, update_bound
     from .workloads import addition_chain, build_workload, describe_workload, flat_params, \
         reference_kind, use_import_path
 
@@ -144,12 +144,13 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = ()) ->
     if ctx.rank == 0:
         reference = _reference(cfg.replace(bucket_cap_mb=None, profile=True))
         param_max, sums = max_abs([initial, *reference]), addition_chain(cfg, workload)
+        max_update = max_abs(b - a for a, b in zip([initial, *reference], reference))  # lr·max|g|
         for step in range(cfg.steps):
             across = max(float((e[step].cpu() - mine[step]).abs().max()) for e in everyone)
             single = float((reference[step] - mine[step]).abs().max())
             checks.append(dict(step=step, max_diff_across_ranks=across,
                                max_diff_vs_single_process=single,
-                               rounding_bound=sgd_bound(cfg, param_max, step + 1, sums),
+                               rounding_bound=update_bound(sums, max_update, param_max, step + 1),
                                reference=reference_kind(model)))
     logging = {k: v for k, v in ddp._get_ddp_logging_data().items()
                if isinstance(v, (int, float, str, bool))}

@@ -388,17 +388,19 @@ def has_batchnorm(model: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
-def single_process_params(cfg: RunConfig) -> list[Tensor]:
+def single_process_params(cfg: RunConfig, per_slice: bool | None = None) -> list[Tensor]:
     """Train one process on the concatenated batches; flat parameters after each step.
 
     Same model, same optimizer, loss scaled by 1/accum_steps: the large-batch SGD that DDP
     with accumulation must equal (a run with `scale_loss=False` is compared against it too).
     A model with BatchNorm runs each rank's slice through the model separately (its
     statistics are per rank under DDP) and averages their losses: that, not the whole
-    batch at once, is what DDP computes (`reference_kind`).
+    batch at once, is what DDP computes (`reference_kind`). `per_slice` forces either way
+    (False on a BatchNorm model shows how far the whole-batch statistics lead elsewhere).
     """
     workload = build_workload(cfg)
-    model, per_slice = workload.model, has_batchnorm(workload.model)
+    model = workload.model
+    per_slice = has_batchnorm(model) if per_slice is None else per_slice
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
     after = []
     for step in range(cfg.steps):
@@ -430,7 +432,9 @@ def addition_chain(cfg: RunConfig, workload: Workload) -> int:
             for w in workload.model.parameters() if w.dim() >= 2]
     fans += [w.numel() for w in workload.model.parameters() if w.dim() == 1]  # a norm's mean; biases too (looser)
     x, _ = workload.batch(0, 0, 1)
-    return network_sums(fans, x[0].numel(), cfg.world_size * cfg.batch_per_rank * cfg.accum_steps)
+    # positions per sample: tokens of an id sequence (B, T), pixels of an image (B, C, H, W)
+    positions = x[0].numel() if not x.is_floating_point() else x[0, 0].numel() if x.dim() > 2 else 1
+    return network_sums(fans, positions, cfg.world_size * cfg.batch_per_rank * cfg.accum_steps)
 
 
 def flat_params(model: nn.Module) -> Tensor:
