@@ -67,17 +67,17 @@ class MLP(nn.Sequential):
     def __init__(self, *modules: nn.Module, checkpoint_every: int = 0):
         super().__init__(*modules)
         self.checkpoint_every = checkpoint_every
+        # The repeated (Linear, ReLU) blocks as one module each, in a plain list: the
+        # parameters stay registered (and named `0.weight`, …) on the flat Sequential.
+        mods = list(self)[:-1]
+        self.blocks = [nn.Sequential(mods[i], mods[i + 1]) for i in range(0, len(mods), 2)]
 
     @property
-    def blocks(self) -> list[nn.Sequential]:
-        """The repeated (Linear, ReLU) blocks, head excluded (parameter names stay `0.weight`…)."""
-        mods = list(self)[:-1]
-        return [nn.Sequential(mods[i], mods[i + 1]) for i in range(0, len(mods), 2)]
+    def head(self) -> nn.Linear:
+        return self[-1]
 
     def forward(self, x: Tensor) -> Tensor:
-        if not self.checkpoint_every:
-            return super().forward(x)
-        return self[-1](run_blocks(self.blocks, x, self.checkpoint_every))
+        return self.head(run_blocks(self.blocks, x, self.checkpoint_every))
 
 
 def build_mlp(cfg: RunConfig) -> MLP:
