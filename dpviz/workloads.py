@@ -417,6 +417,14 @@ def single_process_params(cfg: RunConfig, per_slice: bool | None = None) -> list
     return after
 
 
+def whole_batch_gap(cfg: RunConfig) -> float:
+    """max |Δθ| after `cfg.steps` between one process on the whole batch at once and one
+    running each rank's slice separately: 0 up to rounding without BatchNorm; with it, the
+    difference between global and per-rank batch statistics."""
+    whole, sliced = single_process_params(cfg, per_slice=False), single_process_params(cfg, per_slice=True)
+    return float((whole[-1] - sliced[-1]).abs().max())
+
+
 def reference_kind(model: nn.Module) -> str:
     """What the single-process reference computes, in words (records and notebooks print it)."""
     return ("each rank's slice through the model separately, losses averaged (BatchNorm "
