@@ -14,7 +14,7 @@ from manim import DOWN, RIGHT, UP, FadeIn, Rectangle, Text, VGroup
 
 from dpviz.plots import style
 from dpviz.record import RunRecord
-from dpviz.timeline import steady_steps
+from dpviz.overlap import steady_steps
 
 MAX_RANKS = 4          # rows that fit the frame
 WIDTH = 11.0           # scene units for the step's duration

@@ -1,4 +1,4 @@
-"""CheckpointMemory: one training step's memory, drawn from a measured `memory` record.
+"""CheckpointMemory: one training step's memory, drawn from a measured `checkpointing` record.
 
 Top: the MLP's blocks and, under each, the activation autograd keeps for backward.
 Bottom: the allocator's bytes over the step (the recorded curve) drawing itself in time.
@@ -6,7 +6,7 @@ First without checkpointing (every activation stays until its backward), then wi
 checkpoint every k blocks (only segment inputs stay; each segment is recomputed inside
 backward, in the recompute colour, just before its gradients are computed).
 
-    dpviz memory --out runs/mem && dpviz animate memory --record runs/mem/memory.json --out mem.mp4
+    dpviz checkpointing --out runs/ckpt && dpviz animate checkpointing --record runs/ckpt/checkpointing.json --out ckpt.mp4
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from manim import (DOWN, LEFT, RIGHT, UP, AnimationGroup, Axes, Create, FadeIn, 
                    LaggedStart, Rectangle, Square, Succession, Text, VGroup, VMobject, Write,
                    linear)
 
-from dpviz.checkpointing_records import MemoryRecord, MemoryRow, segments
+from dpviz.checkpointing_records import CheckpointingRecord, MemoryRow, segments
 from dpviz.plots import style
 
 MB = 2 ** 20
@@ -39,7 +39,7 @@ def window(row: MemoryRow, t0: float, t1: float) -> list[tuple[float, float]]:
     return out + [(t1, y)]
 
 
-def chosen_k(record: MemoryRecord) -> int:
+def chosen_k(record: CheckpointingRecord) -> int:
     """The measured k > 0 with the lowest measured peak (what the second act shows)."""
     rows = [r for r in record.rows if r.checkpoint_every]
     if not rows:
@@ -48,7 +48,7 @@ def chosen_k(record: MemoryRecord) -> int:
 
 
 class CheckpointMemory(RecordScene):
-    RECORD_TYPE = MemoryRecord
+    RECORD_TYPE = CheckpointingRecord
 
     def construct(self):
         rec = self.record
@@ -121,7 +121,7 @@ class CheckpointMemory(RecordScene):
         segs = segments(n, k)
         if len(row.recompute_spans) != len(segs):
             raise ValueError(f"row k={k} has {len(row.recompute_spans)} recomputed forwards for "
-                             f"{len(segs)} segments: not a record from dpviz.checkpointing.measure")
+                             f"{len(segs)} segments: not a record from dpviz.checkpointing.measure_checkpointing")
         self.show_caption(f"checkpoint every {k}: forward keeps only each segment's input")
         for a in self.acts:
             a.set_fill(fwd_color)

@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dpviz.timeline import comm_compute_overlap, summarize
+from dpviz.overlap import comm_compute_overlap, summarize
 from dpviz.trace_files import load_trace
 
 A100 = Path(__file__).resolve().parent.parent / "tests" / "data" / "a100-nccl-ddp-rank0.json.gz"

@@ -29,7 +29,7 @@ from dpviz import Cluster  # noqa: E402
 from dpviz.accumulation import DEMO_CONFIG  # noqa: E402
 from dpviz.averaging import compare_averaging  # noqa: E402
 from dpviz.buckets import sweep_config  # noqa: E402
-from dpviz.ddp_run import assemble, run, train_rank  # noqa: E402
+from dpviz.ddp_run import assemble_run, run, train_rank  # noqa: E402
 from dpviz.plots.accumulation import plot_schedule  # noqa: E402
 from dpviz.plots.averaging import plot_drift  # noqa: E402
 from dpviz.plots.buckets import plot_bucket_timeline  # noqa: E402
@@ -64,11 +64,11 @@ BUCKETS = sweep_config(steps=2)
 WIDGETS = {
     "bucket_cap_mb (nb 03)": (
         lambda c: bucket_cap_slider(c, value=1.0), (1.0, 2.0),
-        lambda c, cap: run(BUCKETS.replace(bucket_cap_mb=cap), c),
+        lambda c, cap: run(BUCKETS.replace(bucket_cap_mb=cap), cluster=c),
         lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8)),
     "accumulation K (nb 04)": (
         lambda c: k_slider(c, DEMO_CONFIG, value=4), (4, 5),
-        lambda c, k: run(DEMO_CONFIG.replace(accum_steps=k, steps=LIVE_STEPS), c),
+        lambda c, k: run(DEMO_CONFIG.replace(accum_steps=k, steps=LIVE_STEPS), cluster=c),
         lambda ax, r: plot_schedule(r, ax=ax), (11, 1.4 + 1.2 * DEMO_CONFIG.world_size)),
     "averaging H (nb 07)": (
         lambda c: period_slider(c, value=8), (8, 16),
@@ -117,7 +117,7 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
     """One move of a DDP widget by parts: the run and record, then both figure paths."""
     draw, figsize = WIDGETS[name][3:]
     figure = _Figure(draw, figsize)
-    run(cfg, cluster)
+    run(cfg, cluster=cluster)
     parts: dict[str, list[float]] = {}
 
     def add(key, ms):
@@ -129,7 +129,7 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
         t0 = time.perf_counter()
         results = cluster.run_task(train_rank, cfg)
         t1 = time.perf_counter()
-        record = assemble(cfg, results)
+        record = assemble_run(cfg, results)
         t2 = time.perf_counter()
         slow = max(results, key=lambda r: sum(r["parts_ms"].values()))["parts_ms"]
         add("ranks: train under the profiler", slow["train"])

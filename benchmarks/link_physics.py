@@ -14,7 +14,7 @@ import statistics
 from dpviz import Cluster, accumulation, run
 from dpviz.buckets import sweep_config
 from dpviz.buckets_records import (ONE_BUCKET_CAP_MB, BucketSweep, describe_overlap, format_sweep,
-                                   link_predictions, sweep_row)
+                                   link_predictions, cap_row)
 from dpviz.link import describe_link
 
 CAPS = (0.25, 1.0, 4.0, ONE_BUCKET_CAP_MB)
@@ -30,12 +30,12 @@ def main() -> None:
         for link in args.links.split(","):
             cfg = sweep_config(steps=5, link=link)
             print(f"\n=== {describe_link(cfg.link)}")
-            run(cfg.replace(steps=2), cluster)
+            run(cfg.replace(steps=2), cluster=cluster)
             runs = {cap: [] for cap in CAPS}
             for _ in range(args.repeats):
                 for cap in CAPS:
-                    runs[cap].append(run(cfg.replace(bucket_cap_mb=cap), cluster))
-            rows = {cap: sweep_row(*rs) for cap, rs in runs.items()}
+                    runs[cap].append(run(cfg.replace(bucket_cap_mb=cap), cluster=cluster))
+            rows = {cap: cap_row(*rs) for cap, rs in runs.items()}
             print(describe_overlap(rows[1.0], rows[ONE_BUCKET_CAP_MB]))
             print(format_sweep(BucketSweep(config={**cfg.to_dict(), "bucket_cap_mb": None}, world_size=2,
                                            rows=tuple(rows.values()))))
@@ -44,8 +44,8 @@ def main() -> None:
                           for p in link_predictions(r)]
                 print(f"alpha-beta vs link spans: median error {statistics.median(errors):.1%}, "
                       f"worst {max(errors):.1%} over {len(errors)} transfers")
-            acc = accumulation.sweep((1, 2, 4, 8), accumulation.DEMO_CONFIG.replace(link=link), cluster,
-                                     repeats=args.repeats)
+            acc = accumulation.sweep_accumulation(accumulation.DEMO_CONFIG.replace(link=link), cluster=cluster,
+                                                  ks=(1, 2, 4, 8), repeats=args.repeats)
             print(accumulation.describe_sweep(acc))
     print(f"\nload average after: {os.getloadavg()}")
 

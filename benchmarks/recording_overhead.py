@@ -27,16 +27,16 @@ def step_ms_rank(ctx, cfg: RunConfig, variant: str) -> list[float]:
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from dpviz.ddp_run import _BucketLog, _recording_allreduce, _train_step
+    from dpviz.ddp_run import BucketLog, record_buckets, train_step
     from dpviz.workloads import build_mlp
 
     model = build_mlp(cfg)
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb)
-    log = _BucketLog({p.data_ptr(): n for n, p in model.named_parameters()}, ctx.world_size)
+    log = BucketLog({}, ctx.world_size)
     if variant == VARIANTS[1]:
         ddp.register_comm_hook(None, allreduce_hook)
     elif variant in VARIANTS[2:]:
-        ddp.register_comm_hook(log, _recording_allreduce)
+        log = record_buckets(ddp, model, ctx.world_size)
     profiled = variant == VARIANTS[3]
     opt = torch.optim.SGD(ddp.parameters(), lr=cfg.lr)
     annotate = record_function if profiled else (lambda name: nullcontext())
@@ -44,7 +44,7 @@ def step_ms_rank(ctx, cfg: RunConfig, variant: str) -> list[float]:
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) if profiled else nullcontext():
         for step in range(cfg.steps):
             log.step, t0 = step, time.perf_counter()
-            _train_step(ctx, cfg, ddp, opt, log, step, annotate)
+            train_step(ctx, cfg, ddp, opt, log, step, annotate)
             times.append((time.perf_counter() - t0) * 1e3)
     return times[1:]
 

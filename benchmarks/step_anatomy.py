@@ -24,7 +24,7 @@ def main() -> None:
     with Cluster(1) as cluster:
         for batch in (32, 96, 384):
             rec = measure_anatomy(RunConfig(layers=args.layers, width=args.width, batch_per_rank=batch),
-                                  cluster, args.repeats)
+                                  cluster=cluster, repeats=args.repeats)
             hidden = rec.layers[1:-1]
             fwd = sum(l.forward_ms for l in rec.layers)
             bwd = sum(l.backward_ms for l in rec.layers)

@@ -14,21 +14,24 @@ _EXPORTS = {
     "Cluster": "launch", "RankError": "launch", "RankTimeout": "launch",
     "RunConfig": "config", "run": "ddp_run", "Workload": "workloads",
     "RunRecord": "record", "RecordError": "record", "load": "record", "save": "record",
-    "describe": "timeline", "summarize": "timeline",
+    "describe": "overlap", "summarize": "overlap",
     # collectives and bandwidth
     "record_collective": "collectives.execute", "record_primitives": "collectives.primitives",
     "bench_collectives": "collectives.timing", "fit_alpha_beta": "collectives.bandwidth",
     # buckets, accumulation, checkpointing
-    "sweep_buckets": ("buckets", "sweep"),
-    "accumulation_sweep": ("accumulation", "sweep"), "check_gradients": "accumulation",
+    "sweep_buckets": "buckets",
+    "sweep_accumulation": "accumulation", "check_gradients": "accumulation",
     "compare_scopes": "accumulation",
-    "measure_memory": ("checkpointing", "measure"),
+    "measure_checkpointing": "checkpointing",
     # the rest of the syllabus
     "measure_anatomy": "anatomy", "gradient_noise": "descent", "compare_descent": "descent",
     "worked_example": "averaging", "uneven_shards": "averaging", "compare_averaging": "averaging",
     "rank_identities": "lifecycle", "sampler_shards": "lifecycle", "ddp_lifecycle": "lifecycle",
     "measure_breakdown": "memory", "zero_memory": "zero_records", "run_sharded": "zero",
     "train_precision": "precision",
+    "run_pipeline": "pipeline", "sweep_pipeline": "pipeline",
+    "measure_tensor_parallel": "tensor_parallel",
+    "run_expert_layer": "experts", "expert_parallel": "experts",
     # bring your own trace; every animation
     "load_trace": "trace_files", "export_all": "export",
 }

@@ -24,10 +24,10 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Iterable
 
-from .accumulation_records import AccumulationSweep, GradientCheck, sweep_row
+from .accumulation_records import AccumulationSweep, GradientCheck, accumulation_row
 from .config import NO_SYNC_SCOPES, RunConfig, validate
 from .ddp_run import run
-from .launch import Cluster, RankContext
+from .launch import Cluster, RankContext, using_cluster
 from .record import RunRecord
 
 # Small enough to run K = 1..8 in seconds on 2 cores; a 0.25 MB bucket cap splits the
@@ -38,45 +38,39 @@ DEMO_CONFIG = RunConfig(world_size=2, steps=4, layers=4, width=256, batch_per_ra
 
 # --- live runs ----------------------------------------------------------------------------
 
-def sweep(ks: Iterable[int] = range(1, 9), cfg: RunConfig | None = None,
-          cluster: Cluster | None = None, repeats: int = 1) -> AccumulationSweep:
+def sweep_accumulation(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
+                       ks: Iterable[int] = range(1, 9), repeats: int = 1) -> AccumulationSweep:
     """Run `cfg` `repeats` times per K on (warm) ranks, K round-robin (a burst of load lands
     on every K, not one), and reduce each K's runs to a row of medians."""
     cfg = validate(cfg or DEMO_CONFIG)
     ks = check_accum_values(ks)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
-    if cluster is None:
-        with Cluster(cfg.world_size, cfg.backend, cfg.timeout_s) as fresh:
-            return sweep(ks, cfg, fresh, repeats)
     runs: dict[int, list[RunRecord]] = {k: [] for k in ks}
-    for _ in range(repeats):
-        for k in ks:
-            runs[k].append(run(cfg, cluster, accum_steps=k))
-    rows = tuple(sweep_row(*runs[k]) for k in ks)
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
+        for _ in range(repeats):
+            for k in ks:
+                runs[k].append(run(cfg, cluster=ranks, accum_steps=k))
+    rows = tuple(accumulation_row(*runs[k]) for k in ks)
     return AccumulationSweep(config=cfg.to_dict(), world_size=cfg.world_size, rows=rows)
 
 
-def compare_scopes(cfg: RunConfig | None = None, cluster: Cluster | None = None,
+def compare_scopes(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
                    scopes: Iterable[str] = NO_SYNC_SCOPES) -> dict[str, RunRecord]:
     """One live run per no_sync placement (same K, same data): scope → record."""
     cfg = validate(cfg or DEMO_CONFIG.replace(accum_steps=3))
     if cfg.accum_steps < 2:
         raise ValueError("no_sync only matters with accumulation: use accum_steps >= 2")
-    if cluster is None:
-        with Cluster(cfg.world_size, cfg.backend, cfg.timeout_s) as fresh:
-            return compare_scopes(cfg, fresh, scopes)
-    return {scope: run(cfg, cluster, no_sync=scope) for scope in scopes}
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
+        return {scope: run(cfg, cluster=ranks, no_sync=scope) for scope in scopes}
 
 
-def check_gradients(cfg: RunConfig | None = None, cluster: Cluster | None = None) -> GradientCheck:
+def check_gradients(cfg: RunConfig | None = None, *, cluster: Cluster | None = None) -> GradientCheck:
     """Accumulate one step on live ranks (the run loop's own code) and compare the gradient
     with one process on the large batch of micro × K × world samples."""
     cfg = validate(cfg or DEMO_CONFIG.replace(accum_steps=3))
-    if cluster is None:
-        with Cluster(cfg.world_size, cfg.backend, cfg.timeout_s) as fresh:
-            return check_gradients(cfg, fresh)
-    results = cluster.run_task(accumulated_gradient, cfg, timeout_s=cfg.timeout_s)
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
+        results = ranks.run_task(accumulated_gradient, cfg, timeout_s=cfg.timeout_s)
     return GradientCheck(accum_steps=cfg.accum_steps, scale_loss=cfg.scale_loss,
                          no_sync=cfg.no_sync, **results[0])
 
@@ -134,17 +128,16 @@ def accumulated_gradient(ctx: RankContext, cfg: RunConfig) -> dict:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from .ddp_run import _BucketLog, _recording_allreduce, _train_step
+    from .ddp_run import record_buckets, train_step
     from .workloads import build_mlp
 
     device = torch.device(ctx.device)
     model = build_mlp(cfg).to(device)
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb,
               device_ids=[device.index] if device.type == "cuda" else None)
-    log = _BucketLog({p.data_ptr(): n for n, p in model.named_parameters()}, ctx.world_size)
-    ddp.register_comm_hook(log, _recording_allreduce)  # counts buckets per micro-step
+    log = record_buckets(ddp, model, ctx.world_size)  # counts buckets per micro-step
     keep = _KeepGradient(model)
-    _train_step(ctx, cfg, ddp, keep, log, 0, lambda name: nullcontext())
+    train_step(ctx, cfg, ddp, keep, log, 0, lambda name: nullcontext())
 
     everyone = [torch.empty_like(keep.flat) for _ in range(ctx.world_size)]
     dist.all_gather(everyone, keep.flat)

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from .record import RunRecord, record_kind
-from .timeline import quartiles, steady_steps, summarize_step
+from .overlap import quartiles, steady_steps, summarize_step
 
 # --- records ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class SweepRow:
+class AccumulationRow:
     """One K of the sweep: medians over steady steps (rank 0's trace for the counts)."""
 
     accum_steps: int
@@ -51,7 +51,7 @@ class AccumulationSweep:
 
     config: dict                          # the base RunConfig; accum_steps varies by row
     world_size: int
-    rows: tuple[SweepRow, ...]
+    rows: tuple[AccumulationRow, ...]
     gradients: tuple[GradientCheck, ...] = ()
 
 
@@ -66,7 +66,7 @@ def micro_step_counts(record: RunRecord, step: int) -> tuple[int, ...]:
     return tuple(n for _, n in counts)
 
 
-def sweep_row(*records: RunRecord) -> SweepRow:
+def accumulation_row(*records: RunRecord) -> AccumulationRow:
     """Reduce runs of one K (repeats) to its sweep row: medians over all their steady steps."""
     if len({r.config["accum_steps"] for r in records}) != 1:
         raise ValueError("records of different K make one row each")
@@ -86,7 +86,7 @@ def sweep_row(*records: RunRecord) -> SweepRow:
                  for rec in records for r in ranks for s in steady_steps(rec)]
     step_ms = statistics.median(x.step_ms for x in summaries)
     per_step = statistics.median(sizes)
-    return SweepRow(accum_steps=k, samples_per_step=samples,
+    return AccumulationRow(accum_steps=k, samples_per_step=samples,
                     all_reduces_per_micro=micro_step_counts(record, steps[-1]),
                     all_reduces_per_step=statistics.median(counts),
                     bytes_per_step=per_step, bytes_per_sample=per_step / samples,
@@ -160,7 +160,7 @@ def describe_scopes(records: dict[str, RunRecord]) -> str:
     lines = [f"{'no_sync':>17} {'all-reduces/micro':>18} {'KB/step':>8} "
              f"{'params vs 1 process':>20} {'across ranks':>12}"]
     for scope, record in records.items():
-        row = sweep_row(record)
+        row = accumulation_row(record)
         vs_single = max(c.max_diff_vs_single_process for c in record.checks)
         across = max(c.max_diff_across_ranks for c in record.checks)
         lines.append(f"{scope:>17} {run_lengths(row.all_reduces_per_micro):>18} "

@@ -36,7 +36,7 @@ import statistics
 from .anatomy_records import (LayerAnatomy, StepAnatomy, classify_mm, kept_allocations, linear_flops,
                               memory_events, reconcile)
 from .config import RunConfig, validate
-from .launch import Cluster, RankContext
+from .launch import Cluster, RankContext, using_cluster
 
 BLOCK_PREFIX = "dpviz_block"
 
@@ -183,17 +183,15 @@ def anatomy_rank(ctx: RankContext, cfg: RunConfig, repeats: int) -> dict:
                 step_ms=statistics.median(step_ms))
 
 
-def measure_anatomy(cfg: RunConfig | None = None, cluster: Cluster | None = None,
+def measure_anatomy(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
                     repeats: int = 5) -> StepAnatomy:
     """Profile one step of the workload layer by layer on rank 0 (a 1-rank cluster if none)."""
     cfg = validate(cfg or RunConfig(layers=4, width=512, batch_per_rank=96))
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     classify_mm(((cfg.batch_per_rank, cfg.width), (cfg.width, cfg.width)), cfg.batch_per_rank)
-    if cluster is None:
-        with Cluster(1) as fresh:
-            return measure_anatomy(cfg, fresh, repeats)
-    res = cluster.run_task(anatomy_rank, cfg, repeats)[0]
+    with using_cluster(cluster, 1) as ranks:
+        res = ranks.run_task(anatomy_rank, cfg, repeats)[0]
     return StepAnatomy(config=cfg.to_dict(), batch=res["batch"], repeats=repeats,
                        layers=tuple(LayerAnatomy(**row) for row in res["layers"]),
                        forward_kept_bytes=res["forward_kept_bytes"],

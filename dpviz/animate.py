@@ -31,7 +31,7 @@ SCENES = {
     "ring": SceneSpec("ring", "RingAllReduce", "ring.json"),
     "buckets": SceneSpec("buckets", "BucketOverlap", "record.json"),
     "accumulation": SceneSpec("accumulation", "AccumulationSchedule", "record.json"),
-    "memory": SceneSpec("checkpointing", "CheckpointMemory", "memory.json"),
+    "checkpointing": SceneSpec("checkpointing", "CheckpointMemory", "checkpointing.json"),
 }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .buckets_records import BucketSweep, sweep_row
+from .buckets_records import BucketSweep, cap_row
 from .record import RunRecord
 
 
@@ -30,18 +30,18 @@ def sweep_config(**changes):
     return RunConfig(layers=24, width=256, batch_per_rank=128, steps=5).replace(**changes)
 
 
-def sweep(caps: Sequence[float], cfg=None, cluster=None, repeats: int = 2,
-          progress: bool = True, warmup: bool = True) -> BucketSweep:
+CAPS_MB = (0.25, 1.0, 4.0, 25.0)
+
+
+def sweep_buckets(cfg=None, *, cluster=None, caps: Sequence[float] = CAPS_MB, repeats: int = 2,
+                  progress: bool = True, warmup: bool = True) -> BucketSweep:
     """Re-run the same workload live for each cap on warm ranks; one row per cap.
 
     Caps run round-robin `repeats` times, so a burst of load on the machine lands on every
     cap rather than on one. `warmup` first runs once untimed.
     """
-    from tqdm.auto import tqdm
-
     from .config import validate
-    from .ddp_run import run
-    from .launch import Cluster
+    from .launch import using_cluster
 
     caps = [float(c) for c in caps]
     if not caps or min(caps) <= 0:
@@ -52,18 +52,24 @@ def sweep(caps: Sequence[float], cfg=None, cluster=None, repeats: int = 2,
     if cfg.steps < 3:
         raise ValueError(f"a sweep needs steps >= 3 (step 0 uses one bucket; medians need more), "
                          f"got {cfg.steps}")
-    if cluster is None:
-        with Cluster(cfg.world_size, cfg.backend, cfg.timeout_s) as fresh:
-            return sweep(caps, cfg, fresh, repeats, progress)
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
+        return _sweep_on(ranks, cfg, caps, repeats, progress, warmup)
+
+
+def _sweep_on(cluster, cfg, caps: list[float], repeats: int, progress: bool, warmup: bool) -> BucketSweep:
+    from tqdm.auto import tqdm
+
+    from .ddp_run import run
+
     if warmup:  # a cluster's first run pays one-off costs (skip it on ranks that already ran)
-        run(cfg.replace(steps=2), cluster)
+        run(cfg.replace(steps=2), cluster=cluster)
     records: dict[float, list[RunRecord]] = {cap: [] for cap in caps}
     bar = tqdm(total=len(caps) * repeats, desc="bucket_cap_mb", disable=not progress)
     for _ in range(repeats):
         for cap in caps:
             bar.set_postfix_str(f"{cap:g} MiB")
-            records[cap].append(run(cfg.replace(bucket_cap_mb=cap), cluster))
+            records[cap].append(run(cfg.replace(bucket_cap_mb=cap), cluster=cluster))
             bar.update()
     bar.close()
     return BucketSweep(config={**cfg.to_dict(), "bucket_cap_mb": None}, world_size=cfg.world_size,
-                       rows=tuple(sweep_row(*records[cap]) for cap in caps))
+                       rows=tuple(cap_row(*records[cap]) for cap in caps))

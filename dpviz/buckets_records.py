@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .record import Bucket, RunRecord, record_kind
-from .timeline import quartiles, steady_steps, summarize, union
+from .overlap import quartiles, steady_steps, summarize, union
 
 MIB = 1 << 20
 DEFAULT_CAP_MB = 25              # DDP's bucket_cap_mb when left unset
@@ -305,7 +305,7 @@ def describe_predictions(preds: Sequence[Prediction]) -> str:
     return "\n".join(lines)
 
 
-def describe_cpu_sharing(raw: SweepRow, linked: SweepRow) -> str:
+def describe_cpu_sharing(raw: CapRow, linked: CapRow) -> str:
     """The same workload with gloo on the cores (raw loopback) and with the emulated link
     (communication sleeps): how much slower backward runs when the all-reduces share its cores."""
     return (f"backward, median: {raw.backward_ms:.1f} ms on raw loopback vs {linked.backward_ms:.1f} ms "
@@ -329,7 +329,7 @@ def link_predictions(record: RunRecord, rank: int = 0) -> list[Prediction]:
 # --- the bucket_cap_mb sweep --------------------------------------------------------------
 
 @dataclass(frozen=True)
-class SweepRow:
+class CapRow:
     """One cap's live run: medians over its steady steps and all ranks (ms)."""
 
     bucket_cap_mb: float
@@ -350,10 +350,10 @@ class BucketSweep:
 
     config: dict              # the RunConfig every cap shared (bucket_cap_mb aside)
     world_size: int
-    rows: tuple[SweepRow, ...]
+    rows: tuple[CapRow, ...]
 
 
-def sweep_row(*records: RunRecord) -> SweepRow:
+def cap_row(*records: RunRecord) -> CapRow:
     """Summarise live runs of one cap (medians over all their steady steps and ranks:
     CPU timings are noisy, and pooling repeats taken at different moments evens out load)."""
     rows = [r for record in records for r in summarize(record, steady_steps(record))]
@@ -364,7 +364,7 @@ def sweep_row(*records: RunRecord) -> SweepRow:
         raise ValueError(f"records with different caps {sorted(map(str, caps))} make one row each")
     cap, last = caps.pop(), records[-1]
     med = statistics.median
-    return SweepRow(
+    return CapRow(
         bucket_cap_mb=float(DEFAULT_CAP_MB if cap is None else cap),
         n_buckets=len(step_buckets(last, steady_steps(last)[-1])),
         step_ms=med([r.step_ms for r in rows]), comm_ms=med([r.comm_ms for r in rows]),
@@ -374,12 +374,12 @@ def sweep_row(*records: RunRecord) -> SweepRow:
         backward_ms=med([r.backward_ms for r in rows]))
 
 
-def spread_ms(row: SweepRow) -> float:
+def spread_ms(row: CapRow) -> float:
     """Interquartile range of a row's step times: the run-to-run noise of this machine."""
     return row.step_ms_quartiles[1] - row.step_ms_quartiles[0]
 
 
-def describe_overlap(bucketed: SweepRow, one: SweepRow) -> str:
+def describe_overlap(bucketed: CapRow, one: CapRow) -> str:
     """The overlap lesson as a table and a verdict, both from the runs (notebook 03 §3)."""
     lines = [f"{'':14} {'buckets':>7} {'step ms':>8} {'(IQR)':>13} {'backward':>8} {'comm':>6} "
              f"{'exposed':>7} {'overlap':>7}   medians of {bucketed.samples} rank-steps"]

@@ -20,9 +20,9 @@ import weakref
 from pathlib import Path
 from typing import Sequence
 
-from .checkpointing_records import (BACKWARD_MARK, FORWARD_MARK, BlockBytes, CurvePoint, MemoryRecord,
-                                    MemoryRow, Prediction, mark_window, memory_curve, model_sweep,
-                                    recompute_spans)
+from .checkpointing_records import (BACKWARD_MARK, BlockBytes, CheckpointingRecord, CurvePoint, MemoryRow,
+                                    Prediction, memory_curve, model_sweep)
+from .recompute import FORWARD_MARK, mark_window, recompute_spans
 from .config import RunConfig, validate, writable_dir
 from .record import save
 
@@ -164,32 +164,35 @@ def _row(result: dict, trace: dict, prediction: Prediction) -> MemoryRow:
         prediction=prediction)
 
 
-def measure(layers: int = 16, width: int = 256, batch: int = 1024,
-            checkpoint_every: Sequence[int] = (0, 2, 4, 8), seed: int = 0, cluster=None,
-            out: str | os.PathLike | None = None) -> MemoryRecord:
+# One step of 16 blocks of width 256 on 1024 samples: big enough that activations dominate the
+# allocator curve, small enough to measure four k values in seconds on one CPU rank.
+DEMO_CONFIG = RunConfig(world_size=1, layers=16, width=256, batch_per_rank=1024, profile=True)
+
+
+def measure_checkpointing(cfg: RunConfig | None = None, *, cluster=None,
+                          checkpoint_every: Sequence[int] = (0, 2, 4, 8),
+                          out: str | os.PathLike | None = None) -> CheckpointingRecord:
     """Measure one step per k on a live rank and put the model beside it.
 
+    The step is `cfg`'s workload (layers, width, batch_per_rank, seed) on one process.
     k = 0 (no checkpointing) is always measured: its ledger gives the per-block bytes the
     model needs. Runs on rank 0 of `cluster` (any size; a 1-rank cluster is started if
     None): a fresh process with one intra-op thread, whose allocator the notebook's own
-    tensors cannot disturb. `out` also gets memory.json and one trace per k.
+    tensors cannot disturb. `out` also gets checkpointing.json and one trace per k.
     """
-    cfg = validate(RunConfig(world_size=1, layers=layers, width=width, batch_per_rank=batch,
-                             seed=seed, profile=True))
+    from .launch import using_cluster
+
+    cfg = validate((cfg or DEMO_CONFIG).replace(world_size=1, profile=True, checkpoint_every=0))
     ks = sorted({0, *checkpoint_every})
     for k in ks:
         cfg.replace(checkpoint_every=k)                 # 0 ≤ k ≤ layers, with a clear message
     out_dir = writable_dir(out) if out is not None else None
-    if cluster is None:
-        from .launch import Cluster
-
-        with Cluster(1) as fresh:
-            return measure(layers, width, batch, ks, seed, fresh, out_dir)
-    results = cluster.run_task(measure_rank, cfg, ks)[0]
-    return assemble(cfg, results, out_dir)
+    with using_cluster(cluster, 1) as ranks:
+        results = ranks.run_task(measure_rank, cfg, ks)[0]
+        return _assemble_record(cfg, results, out_dir)   # the traces live in the ranks' workdir
 
 
-def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -> MemoryRecord:
+def _assemble_record(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -> CheckpointingRecord:
     """Per-k results and their traces → one record (and files, with `out_dir`)."""
     from .trace import read_trace
 
@@ -204,11 +207,11 @@ def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -
             shutil.move(res["trace_path"], out_dir / f"trace-k{res['checkpoint_every']}.json")
         else:
             Path(res["trace_path"]).unlink(missing_ok=True)
-    record = MemoryRecord(
+    record = CheckpointingRecord(
         layers=cfg.layers, width=cfg.width, batch=cfg.batch_per_rank, seed=cfg.seed,
         blocks=blocks, head_input_bytes=base["head_input_bytes"], tail_bytes=base["tail_bytes"],
         rows=tuple(rows), model=tuple(model),
         notes=("bytes are relative to before the step (inputs included); one intra-op thread",))
     if out_dir is not None:
-        save(record, out_dir / "memory.json")
+        save(record, out_dir / "checkpointing.json")
     return record

@@ -16,9 +16,7 @@ from typing import Sequence
 
 from .record import record_kind
 
-FORWARD_MARK = "dpviz:forward"
 BACKWARD_MARK = "dpviz:backward"
-BACKWARD_NODE = "autograd::engine::evaluate_function: "
 
 
 # --- the record ---------------------------------------------------------------------------
@@ -62,9 +60,9 @@ class MemoryRow:
     prediction: Prediction
 
 
-@record_kind("memory")
+@record_kind("checkpointing", formerly=("memory",))
 @dataclass(frozen=True)
-class MemoryRecord:
+class CheckpointingRecord:
     layers: int
     width: int
     batch: int
@@ -126,14 +124,6 @@ def model_sweep(blocks: Sequence[BlockBytes], head_input_bytes: int, tail_bytes:
 
 # --- the trace: memory curve and recomputed forwards (pure, no torch) ----------------------
 
-def mark_window(events: list[dict], name: str) -> dict:
-    """The trace event of dpviz's `name` annotation: the forward or backward it timed."""
-    found = [e for e in events if e.get("ph") == "X" and e.get("name") == name]
-    if not found:
-        raise ValueError(f"trace has no {name!r} annotation: it was not recorded by dpviz.checkpointing")
-    return found[0]
-
-
 def memory_curve(trace: dict, t0_us: float, t1_us: float) -> list[CurvePoint]:
     """Allocator bytes over [t0, t1] from `[memory]` events, relative to before the profile.
 
@@ -152,53 +142,7 @@ def memory_curve(trace: dict, t0_us: float, t1_us: float) -> list[CurvePoint]:
     return points
 
 
-def _parents(events: list[dict]) -> list[int | None]:
-    """Index of each event's enclosing event on the same thread (events sorted by start)."""
-    parents: list[int | None] = []
-    stacks: dict = {}
-    for i, e in enumerate(events):
-        stack = stacks.setdefault(e.get("tid"), [])
-        while stack and e["ts"] >= events[stack[-1]]["ts"] + events[stack[-1]]["dur"]:
-            stack.pop()
-        parents.append(stack[-1] if stack else None)
-        stack.append(i)
-    return parents
-
-
-def recompute_spans(trace: dict, forward_mark: str = FORWARD_MARK) -> list[tuple[float, float]]:
-    """(start, end) µs of each recomputed forward: forward ops nested inside a backward node.
-
-    The ops the forward ran at top level (aten::linear, aten::relu, …) never appear inside
-    a backward node in plain backward, which uses their derivatives (aten::mm,
-    aten::threshold_backward). Under non-reentrant checkpointing they re-run when backward
-    first unpacks a segment's saved tensor: `evaluate_function: ReluBackward0 → ReluBackward0
-    → aten::linear …`. One span per backward node that triggered a recompute. `forward_mark`
-    names the event whose direct children are the forward ops (DDP's own forward in a run).
-    """
-    events = sorted((e for e in trace["traceEvents"] if e.get("ph") == "X" and "dur" in e),
-                    key=lambda e: (e["ts"], -e["dur"]))
-    parents = _parents(events)
-    fwd = events.index(mark_window(events, forward_mark))
-    forward_ops = {e["name"] for e, p in zip(events, parents) if p == fwd}
-    by_node: dict[int, list[dict]] = {}
-    for i, e in enumerate(events):
-        if e["name"] not in forward_ops:
-            continue
-        node, p = None, parents[i]
-        while p is not None:
-            if events[p]["name"] in forward_ops:
-                break           # nested in another recomputed op: counted with its parent
-            if events[p]["name"].startswith(BACKWARD_NODE):
-                node = p
-                break
-            p = parents[p]
-        if node is not None:
-            by_node.setdefault(node, []).append(e)
-    return [(min(e["ts"] for e in ops), max(e["ts"] + e["dur"] for e in ops))
-            for _, ops in sorted(by_node.items())]
-
-
-def describe(record: MemoryRecord) -> str:
+def describe(record: CheckpointingRecord) -> str:
     """A table for the CLI and notebooks: measured vs predicted peak, time, recompute."""
     mb = lambda b: b / 2 ** 20
     lines = [f"{record.layers} blocks of Linear({record.width})+ReLU, batch {record.batch}; "

@@ -14,8 +14,9 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from .config import RunConfig, validate, writable_dir
-from .launch import Cluster, RankContext
+from .launch import Cluster, RankContext, using_cluster
 from .link_thread import LinkThread
+from .recompute import recompute_spans
 from .record import Bucket, MicroStep, RunRecord, Span, StepCheck, save
 from .trace import CLOCK_MARK, HOOK_PREFIX, LINK_ALLREDUCE_PREFIX, LINK_PREFIX, MICRO_PREFIX, STEP_PREFIX, merge_traces, \
     read_trace, shift, spans_from_trace, write_json
@@ -24,8 +25,8 @@ from .trace import CLOCK_MARK, HOOK_PREFIX, LINK_ALLREDUCE_PREFIX, LINK_PREFIX, 
 
 # --- rank side ----------------------------------------------------------------------------
 
-class _BucketLog:
-    """Comm-hook state: where we are in the loop, and what DDP handed over."""
+class BucketLog:
+    """Comm-hook state: where we are in the loop, and what DDP handed over (`seen`)."""
 
     def __init__(self, names_by_ptr: dict[int, str], world_size: int, link=None):
         self.names_by_ptr = names_by_ptr
@@ -36,7 +37,7 @@ class _BucketLog:
         self.seen: list[dict] = []
 
 
-def _recording_allreduce(state: _BucketLog, bucket):
+def _recording_allreduce(state: BucketLog, bucket):
     """DDP's default hook (average, all-reduce), plus a note and a trace span per bucket.
     With an emulated link the bucket is queued on the link thread, which all-reduces it
     after its transfer time (the hook returns at once, as DDP's own does)."""
@@ -57,9 +58,19 @@ def _recording_allreduce(state: _BucketLog, bucket):
     return fut if state.link is not None else fut.then(lambda f: f.value()[0])
 
 
-def _train_step(ctx: RankContext, cfg: RunConfig, workload, ddp, opt, log: _BucketLog, step: int,
-                annotate) -> float:
-    """One optimizer step of `accum_steps` micro-steps; returns the step's loss."""
+def record_buckets(ddp, model, world_size: int, link=None) -> BucketLog:
+    """Install the recording hook on `ddp`: the returned log notes every bucket DDP hands
+    over (step, micro-step, parameters), and the trace gets one span per bucket."""
+    log = BucketLog({p.data_ptr(): n for n, p in model.named_parameters()}, world_size, link)
+    ddp.register_comm_hook(log, _recording_allreduce)
+    return log
+
+
+def train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step: int,
+               annotate, workload=None) -> float:
+    """One optimizer step of `accum_steps` micro-steps (the run loop's own code, also run by
+    the accumulation check) on `workload`'s data and loss (None: the MLP's); `annotate(name)`
+    marks each micro-step. Returns the step's loss."""
     from .workloads import compute_loss, rank_batch
 
     total = 0.0
@@ -101,16 +112,15 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = ()) ->
     workload = build_workload(cfg)
     model = workload.model.to(device)
     initial = flat_params(model).cpu()
-    names = {p.data_ptr(): n for n, p in model.named_parameters()}
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb,
               device_ids=[device.index] if device.type == "cuda" else None)
     ddp._set_ddp_runtime_logging_sample_rate(1)  # timing stats on every iteration
     if cfg.slow_rank == ctx.rank:   # a deliberate straggler: sleeps inside its own forward
         model.register_forward_pre_hook(lambda module, inputs: time.sleep(cfg.delay_ms / 1e3))
     link = LinkThread(cfg.link, ctx.world_size) if cfg.link is not None else None
-    log = _BucketLog(names, ctx.world_size, link)
-    if cfg.profile or link is not None:  # a bare run (profile=False) is plain DDP: the overhead baseline
-        ddp.register_comm_hook(log, _recording_allreduce)
+    # a bare run (profile=False) is plain DDP, the overhead baseline: no hook, an empty log
+    log = (record_buckets(ddp, model, ctx.world_size, link) if cfg.profile or link is not None
+           else BucketLog({}, ctx.world_size))
     opt = torch.optim.SGD(ddp.parameters(), lr=cfg.lr)
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
@@ -123,7 +133,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = ()) ->
             for step in range(cfg.steps):
                 log.step, t0 = step, time.perf_counter()
                 with annotate(f"{STEP_PREFIX}{step}"):
-                    losses.append(_train_step(ctx, cfg, workload, ddp, opt, log, step, annotate))
+                    losses.append(train_step(ctx, cfg, ddp, opt, log, step, annotate, workload))
                 wall_ms.append((time.perf_counter() - t0) * 1e3)
                 snapshots.append(flat_params(model))
     finally:   # a warm rank runs many tasks: never leave a link thread behind
@@ -199,7 +209,7 @@ def _reference(cfg: RunConfig) -> list:
 
 # --- parent side --------------------------------------------------------------------------
 
-def run(cfg: RunConfig | None = None, cluster: Cluster | None = None,
+def run(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
         out: str | os.PathLike | None = None, **changes) -> RunRecord:
     """Run the DDP workload live and return its record; `out` also writes the files.
 
@@ -213,17 +223,12 @@ def run(cfg: RunConfig | None = None, cluster: Cluster | None = None,
         cfg = cfg.replace(**changes)
     validate_model_spec(cfg.model, seed=cfg.seed)   # a user's model fails here, before any rank
     out_dir = writable_dir(out) if out is not None else None
-    if cluster is None:
-        with Cluster(cfg.world_size, cfg.backend, cfg.timeout_s) as fresh:
-            return run(cfg, fresh, out_dir)
-    if (cluster.world_size, cluster.backend) != (cfg.world_size, cfg.backend):
-        raise ValueError(f"this cluster has {cluster.world_size} {cluster.backend} ranks but the "
-                         f"config asks for {cfg.world_size} {cfg.backend} ranks: start a new Cluster")
-    results = cluster.run_task(train_rank, cfg, import_path(), timeout_s=cfg.timeout_s)
-    return assemble(cfg, results, out_dir)
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s, exact=True) as ranks:
+        results = ranks.run_task(train_rank, cfg, import_path(), timeout_s=cfg.timeout_s)
+        return assemble_run(cfg, results, out_dir)   # the traces live in the ranks' workdir
 
 
-def assemble(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -> RunRecord:
+def assemble_run(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -> RunRecord:
     """Turn per-rank results and their traces into one record (and files, with `out_dir`)."""
     traces = {r: _with_link(read_trace(res["trace_path"]), res.get("link_events", []))
               for r, res in enumerate(results) if res["trace_path"]}
@@ -273,8 +278,6 @@ def rank_spans(cfg: RunConfig, trace: dict, rank: int) -> list[Span]:
 
 def _recompute(trace: dict, rank: int, spans: list[Span]) -> list[Span]:
     """Recomputed forwards inside backward: found by nesting, which no event name tells."""
-    from .checkpointing_records import recompute_spans
-
     main = next(s.tid for s in spans if s.rank == rank and s.kind == "forward")
     windows = [s for s in spans if s.rank == rank and s.kind == "step"]
     return [Span(rank=rank, tid=main, name="recompute", kind="recompute", start_us=a, end_us=b,

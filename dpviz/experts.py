@@ -19,7 +19,7 @@ are `dpviz.experts_records`; this module runs the ranks.
 from __future__ import annotations
 
 from .experts_records import ExpertLayerRun, ExpertParallelRecord
-from .launch import Cluster, RankContext
+from .launch import Cluster, RankContext, using_cluster
 
 
 def _moe_weights(d_model: int, hidden: int, experts: int, seed: int):
@@ -100,15 +100,18 @@ def expert_layer_rank(ctx: RankContext, tokens: int, d_model: int, hidden: int, 
                 exchange_ms=((t1 - t0) + (t3 - t2)) * 1e3)
 
 
-def run_expert_layer(cluster: Cluster, tokens: int = 256, d_model: int = 64, hidden: int = 128,
-                     skew: float = 0.0, seed: int = 0) -> ExpertLayerRun:
-    """One MoE layer forward on the cluster's ranks (experts = ranks)."""
-    if cluster.world_size < 2:
+def run_expert_layer(*, cluster: Cluster | None = None, world_size: int = 2, tokens: int = 256,
+                     d_model: int = 64, hidden: int = 128, skew: float = 0.0,
+                     seed: int = 0) -> ExpertLayerRun:
+    """One MoE layer forward on the cluster's ranks (experts = ranks; without a cluster,
+    `world_size` fresh ones)."""
+    if (cluster.world_size if cluster is not None else world_size) < 2:
         raise ValueError("expert parallelism needs at least 2 ranks (one expert per rank)")
     for name, v in (("tokens", tokens), ("d_model", d_model), ("hidden", hidden)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
-    res = cluster.run_task(expert_layer_rank, tokens, d_model, hidden, float(skew), seed)
+    with using_cluster(cluster, world_size) as ranks:
+        res = ranks.run_task(expert_layer_rank, tokens, d_model, hidden, float(skew), seed)
     return ExpertLayerRun(skew=float(skew), tokens_per_rank=tokens, d_model=d_model,
                           sent_tokens=tuple(tuple(r["send_counts"]) for r in res),
                           bytes_sent=tuple(r["bytes_sent"] for r in res),
@@ -129,10 +132,14 @@ def rounding_bound(record: ExpertParallelRecord, run: ExpertLayerRun) -> float:
     return sum_order_bound(c["d_model"] + c["hidden"] + 1, run.reference_max_abs)
 
 
-def expert_parallel(cluster: Cluster, skews=(0.0, 2.0), tokens: int = 256, d_model: int = 64,
-                    hidden: int = 128, seed: int = 0) -> ExpertParallelRecord:
+def expert_parallel(*, cluster: Cluster | None = None, world_size: int = 2, skews=(0.0, 2.0),
+                    tokens: int = 256, d_model: int = 64, hidden: int = 128,
+                    seed: int = 0) -> ExpertParallelRecord:
     """The same layer under routers of increasing bias towards expert 0."""
-    runs = tuple(run_expert_layer(cluster, tokens, d_model, hidden, s, seed) for s in skews)
-    return ExpertParallelRecord(config=dict(world_size=cluster.world_size, tokens_per_rank=tokens,
+    with using_cluster(cluster, world_size) as ranks:
+        runs = tuple(run_expert_layer(cluster=ranks, tokens=tokens, d_model=d_model, hidden=hidden,
+                                      skew=s, seed=seed) for s in skews)
+        world_size = ranks.world_size
+    return ExpertParallelRecord(config=dict(world_size=world_size, tokens_per_rank=tokens,
                                             d_model=d_model, hidden=hidden, seed=seed),
                                 runs=runs)

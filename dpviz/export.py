@@ -1,7 +1,7 @@
 """Every animation from fresh live runs, for teachers who want the videos.
 
 Orchestration only: each scene's record is made by the run that owns it (a ring on 4 ranks,
-DDP runs on 2, a memory sweep on 1), saved beside the video, then rendered by `animate`.
+DDP runs on 2, a checkpointing sweep on 1), saved beside the video, then rendered by `animate`.
 """
 from __future__ import annotations
 
@@ -29,10 +29,10 @@ def _ddp(**changes) -> Callable[[Path], None]:
     return record
 
 
-def _memory(folder: Path) -> None:
-    from .checkpointing import measure
+def _checkpointing(folder: Path) -> None:
+    from .checkpointing import DEMO_CONFIG, measure_checkpointing
 
-    measure(layers=16, width=256, batch=1024, checkpoint_every=(0, 2, 4, 8), out=folder)
+    measure_checkpointing(DEMO_CONFIG, checkpoint_every=(0, 2, 4, 8), out=folder)
 
 
 # What each scene draws: the live run that records it.
@@ -40,7 +40,7 @@ RECORDERS: dict[str, Callable[[Path], None]] = {
     "ring": _ring,
     "buckets": _ddp(steps=3, layers=24, width=256, batch_per_rank=128, bucket_cap_mb=1.0),
     "accumulation": _ddp(steps=2, accum_steps=4, bucket_cap_mb=0.25),
-    "memory": _memory,
+    "checkpointing": _checkpointing,
 }
 
 

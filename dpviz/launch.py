@@ -25,7 +25,8 @@ import weakref
 from dataclasses import dataclass
 from datetime import timedelta
 from multiprocessing.connection import wait
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 from .config import validate_world_size
 from .rank_stderr import Relay, attach_stderr
@@ -362,3 +363,22 @@ class Cluster:
             self._abort()
             raise
         return [results[r] for r in range(self.world_size)]
+
+
+@contextmanager
+def using_cluster(cluster: Cluster | None, world_size: int = 2, backend: str = "gloo",
+                  timeout_s: float = 120.0, *, exact: bool = False) -> Iterator[Cluster]:
+    """Use this warm `cluster`, or start `world_size` ranks for the block and stop them after.
+
+    Every live verb takes `cluster=None`: a notebook passes its warm ranks so a knob re-runs
+    in a fraction of a cold start; a one-off call gets fresh ranks that leave nothing behind.
+    `exact` requires a given cluster to have exactly `world_size` `backend` ranks.
+    """
+    if cluster is None:
+        with Cluster(world_size, backend, timeout_s) as fresh:
+            yield fresh
+        return
+    if exact and (cluster.world_size, cluster.backend) != (world_size, backend):
+        raise ValueError(f"this cluster has {cluster.world_size} {cluster.backend} ranks but the "
+                         f"config asks for {world_size} {backend} ranks: start a new Cluster")
+    yield cluster

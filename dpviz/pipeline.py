@@ -23,7 +23,7 @@ schedules and the bubble formula).
 from __future__ import annotations
 
 from .config import RunConfig, validate
-from .launch import Cluster, RankContext
+from .launch import Cluster, RankContext, using_cluster
 from .pipeline_records import (SCHEDULES, PipelineRun, PipelineStep, PipelineSweep, StageEvent,
                                schedule_ops, stage_blocks)
 
@@ -124,9 +124,10 @@ def _assemble_step(per_rank_events: list[list]) -> PipelineStep:
                         bubble=tuple(1 - b / makespan for b in busy))
 
 
-def run_pipeline(cluster: Cluster, micro_batches: int = 4, schedule: str = "gpipe",
-                 repeats: int = 3, cfg: RunConfig | None = None) -> PipelineRun:
-    """One schedule with m micro-batches on the cluster's ranks (one stage per rank)."""
+def run_pipeline(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
+                 micro_batches: int = 4, schedule: str = "gpipe", repeats: int = 3) -> PipelineRun:
+    """One schedule with m micro-batches on the cluster's ranks (one stage per rank; without
+    a cluster, `cfg.world_size` fresh ranks)."""
     cfg = validate(cfg or default_config())
     if schedule not in SCHEDULES:
         raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
@@ -137,10 +138,12 @@ def run_pipeline(cluster: Cluster, micro_batches: int = 4, schedule: str = "gpip
                          "would leave some empty")
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    blocks = stage_blocks(cfg.layers, cluster.world_size)
-    res = cluster.run_task(pipeline_rank, cfg, schedule, micro_batches, repeats)
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
+        stages = ranks.world_size
+        blocks = stage_blocks(cfg.layers, stages)
+        res = ranks.run_task(pipeline_rank, cfg, schedule, micro_batches, repeats)
     steps = tuple(_assemble_step([r["steps"][k] for r in res]) for k in range(repeats))
-    return PipelineRun(schedule=schedule, stages=cluster.world_size, micro_batches=micro_batches,
+    return PipelineRun(schedule=schedule, stages=stages, micro_batches=micro_batches,
                        batch=res[0]["batch"], stage_blocks=tuple(tuple(b) for b in blocks),
                        steps=steps, max_grad_diff=max(r["grad_diff"] for r in res),
                        peak_in_flight=tuple(r["peak_in_flight"] for r in res),
@@ -162,10 +165,11 @@ def default_config() -> RunConfig:
     return RunConfig(layers=8, width=256, batch_per_rank=2048, profile=False)
 
 
-def sweep_pipeline(cluster: Cluster, micro_batches=(1, 2, 4, 8), schedules=("gpipe",),
-                   repeats: int = 3, cfg: RunConfig | None = None) -> PipelineSweep:
+def sweep_pipeline(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
+                   micro_batches=(1, 2, 4, 8), schedules=("gpipe",), repeats: int = 3) -> PipelineSweep:
     """Every schedule × m: measured bubble next to (p−1)/(m+p−1), gradients checked."""
     cfg = validate(cfg or default_config())
-    runs = tuple(run_pipeline(cluster, m, sched, repeats, cfg)
-                 for sched in schedules for m in micro_batches)
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
+        runs = tuple(run_pipeline(cfg, cluster=ranks, micro_batches=m, schedule=sched, repeats=repeats)
+                     for sched in schedules for m in micro_batches)
     return PipelineSweep(config=cfg.to_dict(), runs=runs)

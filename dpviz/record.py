@@ -30,7 +30,7 @@ RECORD_MODULES = {
     "bench": "dpviz.collectives.bandwidth",
     "bucket_sweep": "dpviz.buckets_records",
     "accumulation_sweep": "dpviz.accumulation_records",
-    "memory": "dpviz.checkpointing_records",
+    "checkpointing": "dpviz.checkpointing_records", "memory": "dpviz.checkpointing_records",
     "memory_breakdown": "dpviz.memory_records", "zero_sweep": "dpviz.zero_records", "precision_run": "dpviz.precision_records",
     "pipeline_sweep": "dpviz.pipeline_records",
     "expert_parallel": "dpviz.experts_records",
@@ -47,11 +47,15 @@ class RecordError(ValueError):
     """A record file that is missing, corrupt, foreign or from another schema version."""
 
 
-def record_kind(name: str):
-    """Class decorator: register a top-level record type under its JSON `kind`."""
+def record_kind(name: str, *, formerly: tuple[str, ...] = ()):
+    """Class decorator: register a top-level record type under its JSON `kind`.
+
+    `formerly` lists kinds the type was saved under before a rename: such files still load.
+    """
 
     def register(cls):
-        _KINDS[name] = cls
+        for kind in (name, *formerly):
+            _KINDS[kind] = cls
         cls.KIND = name
         return cls
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from .record import RunRecord
 from .stragglers import MatchError, collective_instances, straggler_ranking
 from .summary import summary
-from .timeline import record_ranks, steady_steps
+from .overlap import record_ranks, steady_steps
 from .trace import COMM_KINDS
 
 

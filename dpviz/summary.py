@@ -2,7 +2,7 @@
 
 `rows`: one per (rank, step) — step, compute, communication and idle time (ms), the
 HTA-style overlap fraction beside the overlap with backward, and communication by op.
-`breakdown`: HTA's temporal breakdown per rank (see timeline.temporal_breakdown).
+`breakdown`: HTA's temporal breakdown per rank (see overlap.temporal_breakdown).
 `overlap`: HTA's comm/comp overlap per rank, over the steps HTA analyses.
 `stragglers`: per step, ranks latest first (see stragglers.straggler_ranking); several ranks only.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .record import RunRecord
 from .stragglers import MatchError, straggler_ranking
-from .timeline import (analysed_steps, comm_compute_overlap, record_ranks, summarize,
+from .overlap import (analysed_steps, comm_compute_overlap, record_ranks, summarize,
                        temporal_breakdown)
 
 

@@ -21,7 +21,7 @@ weights. Rank-side code runs via `Cluster.run_task`; the records and Megatron's 
 """
 from __future__ import annotations
 
-from .launch import Cluster, RankContext
+from .launch import Cluster, RankContext, using_cluster
 from .tensor_parallel_records import (MODES, WHERE, Collective, EqualityCheck, SavedTensor, TPRank,
                                       TensorParallelRecord)
 
@@ -221,20 +221,24 @@ def tp_block_rank(ctx: RankContext, cfg: dict, tp_size: int) -> dict | None:
 
 # --- in the parent -----------------------------------------------------------------------------
 
-def measure_tensor_parallel(cluster: Cluster, tp_sizes: tuple[int, ...] | None = None, seq: int = 16,
-                            batch: int = 2, d_model: int = 32, hidden: int = 128,
-                            seed: int = 0) -> TensorParallelRecord:
-    """Run the block under TP and TP+SP at each TP size (default 1..cluster size) on live ranks."""
-    tp_sizes = tuple(tp_sizes or range(1, cluster.world_size + 1))
+def measure_tensor_parallel(*, cluster: Cluster | None = None, world_size: int = 4,
+                            tp_sizes: tuple[int, ...] | None = None, seq: int = 16, batch: int = 2,
+                            d_model: int = 32, hidden: int = 128, seed: int = 0) -> TensorParallelRecord:
+    """Run the block under TP and TP+SP at each TP size (default 1..cluster size) on live
+    ranks (the warm `cluster`, or `world_size` fresh ones)."""
+    size = cluster.world_size if cluster is not None else world_size
+    tp_sizes = tuple(tp_sizes or range(1, size + 1))
     for n in tp_sizes:
-        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= cluster.world_size:
-            raise ValueError(f"TP sizes must be whole numbers from 1 to {cluster.world_size}, got {n!r}")
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= size:
+            raise ValueError(f"TP sizes must be whole numbers from 1 to {size}, got {n!r}")
         if seq % n or hidden % n:
             raise ValueError(f"TP size {n} must divide seq ({seq}) and hidden ({hidden})")
     cfg = dict(seq=seq, batch=batch, d_model=d_model, hidden=hidden, seed=seed)
+    with using_cluster(cluster, size) as live:
+        per_size = [live.run_task(tp_block_rank, cfg, n) for n in tp_sizes]
     ranks, checks = [], []
-    for n in tp_sizes:
-        for res in cluster.run_task(tp_block_rank, cfg, n):
+    for results in per_size:
+        for res in results:
             if res is None:
                 continue
             ranks += [TPRank(mode=r["mode"], tp_size=r["tp_size"], rank=r["rank"],

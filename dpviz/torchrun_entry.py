@@ -77,8 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from .ddp_run import assemble, train_rank
-    from .timeline import describe
+    from .ddp_run import assemble_run, train_rank
+    from .overlap import describe
 
     args = parse_args(argv)
     env = rank_env()
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
                 for rank, res in enumerate(gathered):
                     res["trace_path"] = str(Path(tmp) / f"gathered-rank{rank}.json")
                     Path(res["trace_path"]).write_text(res.pop("trace_text"))
-                record = assemble(cfg, gathered, out_dir)
+                record = assemble_run(cfg, gathered, out_dir)
                 record = dataclasses.replace(record, rank_labels=labels)
                 save(record, out_dir / "record.json")
                 write_summary(record, out_dir / "summary.json")

@@ -362,22 +362,23 @@ def _shapes(tensors) -> str:
 
 # --- using a workload ----------------------------------------------------------------------
 
-def compute_loss(workload: Workload, outputs: Tensor, targets: Tensor) -> Tensor:
-    return (workload.loss or loss_fn)(outputs, targets)
+def compute_loss(workload: Workload | None, outputs: Tensor, targets: Tensor) -> Tensor:
+    """The workload's loss (None, or a workload without one: mean squared error)."""
+    return (workload.loss if workload is not None and workload.loss else loss_fn)(outputs, targets)
 
 
 def rank_batch(cfg: RunConfig, workload, step: int, micro_step: int, rank: int | None = None):
-    """This rank's contiguous slice of the global batch, (inputs, targets).
+    """This rank's contiguous slice of the global batch, (inputs, targets); `workload` None
+    is the MLP's data. The MLP-only form `rank_batch(cfg, step, micro_step, rank)` still works.
 
     `DistributedSampler` strides instead (rank r takes indices r, r + N, … of its order, padded
     to equal shards). With equal shards and a mean loss, the averaged gradient is the global
     batch's mean whatever the split, so the contiguous slice trains the same and is easier to
-    read. The MLP-only form `rank_batch(cfg, step, micro_step, rank)` still works.
+    read.
     """
-    if not isinstance(workload, Workload):           # the MLP-only form (older callers)
-        batch, step, micro_step, rank = mlp_batch(cfg), workload, step, micro_step
-    else:
-        batch = workload.batch
+    if rank is None:                                  # the MLP-only form (older callers)
+        workload, step, micro_step, rank = None, workload, step, micro_step
+    batch = mlp_batch(cfg) if workload is None else workload.batch
     x, y = batch(step, micro_step, cfg.world_size * cfg.batch_per_rank)
     lo, hi = rank * cfg.batch_per_rank, (rank + 1) * cfg.batch_per_rank
     return x[lo:hi], y[lo:hi]

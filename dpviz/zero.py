@@ -25,7 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .config import RunConfig, validate, validate_world_size
-from .launch import Cluster, RankContext
+from .launch import Cluster, RankContext, using_cluster
 from .trace import STEP_PREFIX, read_trace
 from .zero_records import ADAM_LR, STRATEGIES, ShardedRank, ZeroSweep, count_collectives
 
@@ -144,11 +144,13 @@ def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
                 max_diff_vs_single_process=diff, diff_over_rounding_bound=ratio)
 
 
-def run_sharded(cfg: RunConfig | None = None, world_sizes: tuple[int, ...] = (1, 2, 4),
+def run_sharded(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
+                world_sizes: tuple[int, ...] = (1, 2, 4),
                 strategies: tuple[str, ...] = tuple(STRATEGIES)) -> ZeroSweep:
     """Every strategy at every world size on live gloo ranks.
 
-    One warm cluster of the largest size; smaller world sizes run on its first ranks.
+    One warm cluster (given, or started) of at least the largest size; smaller world sizes
+    run on its first ranks.
     """
     cfg = validate(cfg or RunConfig(steps=3))
     unknown = [s for s in strategies if s not in STRATEGIES]
@@ -161,10 +163,13 @@ def run_sharded(cfg: RunConfig | None = None, world_sizes: tuple[int, ...] = (1,
     for n in world_sizes:
         validate_world_size(n, "gloo")
     rows = []
-    with Cluster(max(world_sizes), "gloo", cfg.timeout_s) as cluster:
+    if cluster is not None and (cluster.backend != "gloo" or cluster.world_size < max(world_sizes)):
+        raise ValueError(f"the sharded demo needs at least {max(world_sizes)} gloo ranks; this cluster "
+                         f"has {cluster.world_size} {cluster.backend} ranks")
+    with using_cluster(cluster, max(world_sizes), "gloo", cfg.timeout_s) as ranks:
         for n in world_sizes:
             for strategy in strategies:
-                rows += cluster.run_task(shard_rank, cfg.replace(world_size=n), strategy,
+                rows += ranks.run_task(shard_rank, cfg.replace(world_size=n), strategy,
                                          timeout_s=cfg.timeout_s)
     return ZeroSweep(config=cfg.to_dict(),
                      ranks=tuple(ShardedRank(**{**r, "collectives_by_step": tuple(r["collectives_by_step"])})

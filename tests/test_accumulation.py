@@ -8,13 +8,13 @@ import pytest
 
 from dpviz import load, run
 from dpviz.accumulation import (DEMO_CONFIG, check_accum_values, check_gradients, compare_scopes,
-                                sweep)
+                                sweep_accumulation)
 from dpviz.accumulation_records import (AccumulationSweep, describe_scopes, describe_sweep,
-                                        micro_step_counts, run_lengths, sweep_row, with_gradients)
+                                        micro_step_counts, run_lengths, accumulation_row, with_gradients)
 from dpviz.cli import main as cli
 from dpviz.config import RunConfig
 from dpviz.rounding import gradient_bound, reference_sgd_bound, relative_bound
-from dpviz.timeline import steady_steps
+from dpviz.overlap import steady_steps
 
 matplotlib.use("Agg")
 K = 3
@@ -25,12 +25,12 @@ CFG = DEMO_CONFIG.replace(steps=3, accum_steps=K)
 def k3(cluster2, tmp_path_factory):
     """K = 3, no_sync around forward and backward: the right way. Saved like `dpviz run`."""
     out = tmp_path_factory.mktemp("k3")
-    return run(CFG, cluster2, out=out), out / "record.json"
+    return run(CFG, cluster=cluster2, out=out), out / "record.json"
 
 
 @pytest.fixture(scope="module")
 def scopes(cluster2):
-    return compare_scopes(CFG, cluster2)
+    return compare_scopes(CFG, cluster=cluster2)
 
 
 def buckets_in(record, step: int, micro: int, rank: int = 0):
@@ -67,7 +67,7 @@ def test_accumulated_training_equals_large_batch_sgd(k3):
 
 @pytest.mark.numeric
 def test_accumulated_gradient_equals_one_process_on_the_large_batch(cluster2):
-    check = check_gradients(CFG, cluster2)
+    check = check_gradients(CFG, cluster=cluster2)
     assert check.all_reduces_per_micro == (0, 0, 1)  # DDP's first iteration: one bucket
     assert check.max_diff_across_ranks == 0.0  # exact: every rank receives the same all-reduce
     assert check.max_diff_vs_large_batch <= gradient_bound(CFG, check.reference_max_abs)
@@ -77,7 +77,7 @@ def test_accumulated_gradient_equals_one_process_on_the_large_batch(cluster2):
 @pytest.mark.numeric
 @pytest.mark.parametrize("k", [2, 4])
 def test_without_1_over_k_the_gradient_is_k_times_too_large(cluster2, k):
-    check = check_gradients(CFG.replace(accum_steps=k, scale_loss=False), cluster2)
+    check = check_gradients(CFG.replace(accum_steps=k, scale_loss=False), cluster=cluster2)
     assert check.norm_ratio == pytest.approx(k, rel=relative_bound(CFG))
     assert check.max_diff_vs_large_batch > 0.1 * check.reference_max_abs
     assert check.max_diff_across_ranks == 0.0  # wrong, but identically wrong on every rank
@@ -86,7 +86,7 @@ def test_without_1_over_k_the_gradient_is_k_times_too_large(cluster2, k):
 @pytest.mark.numeric
 def test_without_1_over_k_training_leaves_large_batch_sgd(cluster2):
     cfg = CFG.replace(scale_loss=False, steps=1)
-    record = run(cfg, cluster2)
+    record = run(cfg, cluster=cluster2)
     assert record.checks[0].max_diff_across_ranks == 0.0
     # far beyond what rounding can do: the bound is 1 step's re-ordering
     assert record.checks[0].max_diff_vs_single_process > 100 * reference_sgd_bound(cfg)
@@ -101,7 +101,7 @@ def test_no_sync_around_backward_only_or_nowhere_syncs_every_micro_step(scopes):
     for scope in ("backward_only", "off"):
         record = scopes[scope]
         assert micro_step_counts(record, step) == (n_buckets,) * K
-        assert sweep_row(record).bytes_per_step == K * sweep_row(right).bytes_per_step
+        assert accumulation_row(record).bytes_per_step == K * accumulation_row(right).bytes_per_step
     for record in scopes.values():  # the gradients stay right: only the traffic is K times
         bound = reference_sgd_bound(RunConfig.from_dict(record.config))
         assert max(c.max_diff_vs_single_process for c in record.checks) <= bound
@@ -125,7 +125,7 @@ def micro_window(record, step, micro):
 
 @pytest.mark.numeric
 def test_gradient_check_sees_the_pitfall_in_the_hook_and_right_gradients(cluster2):
-    check = check_gradients(CFG.replace(no_sync="backward_only"), cluster2)
+    check = check_gradients(CFG.replace(no_sync="backward_only"), cluster=cluster2)
     assert all(n >= 1 for n in check.all_reduces_per_micro)
     assert check.norm_ratio == pytest.approx(1.0, abs=relative_bound(CFG))
 
@@ -133,10 +133,10 @@ def test_gradient_check_sees_the_pitfall_in_the_hook_and_right_gradients(cluster
 def test_sweep_traffic_is_constant_per_step_and_falls_as_1_over_k_per_sample(cluster2, tmp_path):
     from dpviz.record import save
 
-    result = sweep([1, 2, 4], CFG.replace(steps=2), cluster2)
+    result = sweep_accumulation(CFG.replace(steps=2), cluster=cluster2, ks=[1, 2, 4])
     rows = result.rows
     assert [r.accum_steps for r in rows] == [1, 2, 4]
-    param_bytes = run(CFG.replace(steps=1, accum_steps=1, profile=False), cluster2).param_bytes
+    param_bytes = run(CFG.replace(steps=1, accum_steps=1, profile=False), cluster=cluster2).param_bytes
     for r in rows:
         assert r.bytes_per_step == sum(param_bytes)  # every gradient all-reduced once per step
         assert r.all_reduces_per_micro[:-1] == (0,) * (r.accum_steps - 1)
@@ -144,7 +144,7 @@ def test_sweep_traffic_is_constant_per_step_and_falls_as_1_over_k_per_sample(clu
         assert r.samples_per_step == CFG.batch_per_rank * r.accum_steps * 2
         assert r.bytes_per_sample * r.accum_steps == pytest.approx(rows[0].bytes_per_sample)
         assert r.ms_per_sample == pytest.approx(r.step_ms / r.samples_per_step)
-    checked = with_gradients(result, [check_gradients(CFG, cluster2)])
+    checked = with_gradients(result, [check_gradients(CFG, cluster=cluster2)])
     path = save(checked, tmp_path / "accumulation.json")
     assert load(path, expect=AccumulationSweep) == checked
     assert " 0×3, " in describe_sweep(checked)   # K=4: three silent micro-steps, then the buckets
@@ -176,7 +176,7 @@ def test_figures_draw_what_the_records_hold(k3, scopes, cluster2):
     ax = plot_scopes(scopes)
     heights = [p.get_height() for p in ax.patches]
     assert heights == [n for r in scopes.values() for n in micro_step_counts(r, step)]
-    checks = [check_gradients(CFG.replace(accum_steps=k, scale_loss=False), cluster2) for k in (1, 2)]
+    checks = [check_gradients(CFG.replace(accum_steps=k, scale_loss=False), cluster=cluster2) for k in (1, 2)]
     ax = plot_gradient_ratio(checks)
     assert list(ax.lines[0].get_ydata()) == [c.norm_ratio for c in checks]
     plt.close("all")

@@ -24,7 +24,7 @@ def test_linear_flops():
 def anatomy():
     cfg = RunConfig(layers=3, width=128, batch_per_rank=48)
     with Cluster(1) as cluster:
-        return A.measure_anatomy(cfg, cluster, repeats=3)
+        return A.measure_anatomy(cfg, cluster=cluster, repeats=3)
 
 
 def test_every_block_measured(anatomy):

@@ -7,13 +7,13 @@ import random
 import pytest
 
 from dpviz import RunConfig, load, run, save
-from dpviz.buckets import sweep, sweep_config, torch_assignment
-from dpviz.buckets_records import (FIRST_BUCKET_BYTES, ONE_BUCKET_CAP_MB, BucketSweep, SweepRow,
+from dpviz.buckets import sweep_buckets, sweep_config, torch_assignment
+from dpviz.buckets_records import (FIRST_BUCKET_BYTES, ONE_BUCKET_CAP_MB, BucketSweep, CapRow,
                                    assign_buckets, cap_limits, format_sweep, logged_layout, minus,
                                    modelled_layout, predictions, step_buckets, step_timeline,
-                                   sweep_row)
+                                   cap_row)
 from dpviz.record import Bucket, RunRecord, Span
-from dpviz.timeline import steady_steps
+from dpviz.overlap import steady_steps
 
 MIB = 1 << 20
 SMALL = dict(layers=6, width=128, batch_per_rank=16, steps=3)  # 64 KiB per layer: quick
@@ -58,12 +58,12 @@ def _synthetic(step_ms: list[float], comm: list[tuple[float, float]], backward=(
                      buckets=tuple(buckets), micro_steps=(), losses={}, checks=(), ddp_logging={})
 
 
-def test_sweep_row_takes_medians_over_steady_steps_of_every_repeat():
+def test_cap_row_takes_medians_over_steady_steps_of_every_repeat():
     # step 0 (left out) is absurd; steady steps, backward 0–5 ms: comm 4–8 ms (1 ms under
     # backward, 3 exposed), 3–9 (2 under, 4 exposed), 2–6 (3 under, 1 exposed)
     a = _synthetic([999, 10, 12], [(0, 999), (4, 8), (3, 9)])
     b = _synthetic([999, 20], [(0, 999), (2, 6)])
-    row = sweep_row(a, b)
+    row = cap_row(a, b)
     assert row.samples == 3 and row.n_buckets == 1 and row.bucket_cap_mb == 2.0
     assert row.step_ms == pytest.approx(12)
     assert row.comm_ms == pytest.approx(4)
@@ -71,22 +71,22 @@ def test_sweep_row_takes_medians_over_steady_steps_of_every_repeat():
     assert row.overlap_fraction == pytest.approx(1 / 3)  # fractions 1/4, 2/6, 3/4
 
 
-def test_sweep_row_refuses_records_of_different_caps():
+def test_cap_row_refuses_records_of_different_caps():
     other = _synthetic([1, 10], [(0, 1), (4, 8)])
     other = RunRecord(**{**other.__dict__, "config": {"bucket_cap_mb": 4.0}})
     with pytest.raises(ValueError, match="different caps"):
-        sweep_row(_synthetic([1, 10], [(0, 1), (4, 8)]), other)
+        cap_row(_synthetic([1, 10], [(0, 1), (4, 8)]), other)
 
 
 def test_sweep_rejects_bad_requests_before_spawning():
     with pytest.raises(ValueError, match="bucket cap > 0"):
-        sweep([], sweep_config())
+        sweep_buckets(sweep_config(), caps=[])
     with pytest.raises(ValueError, match="bucket cap > 0"):
-        sweep([1, -2], sweep_config())
+        sweep_buckets(sweep_config(), caps=[1, -2])
     with pytest.raises(ValueError, match="steps >= 3"):
-        sweep([1], sweep_config(steps=2))
+        sweep_buckets(sweep_config(steps=2), caps=[1])
     with pytest.raises(ValueError, match="repeats"):
-        sweep([1], sweep_config(), repeats=0)
+        sweep_buckets(sweep_config(), caps=[1], repeats=0)
 
 
 # --- DDP's real buckets on live ranks -----------------------------------------------------
@@ -173,7 +173,8 @@ def test_one_bucket_is_ready_only_when_backward_ends(cluster2):
 # --- the sweep, its record and the CLI ----------------------------------------------------
 
 def test_live_sweep_rows_and_record_round_trip(cluster2, tmp_path):
-    result = sweep([0.1, ONE_BUCKET_CAP_MB], RunConfig(**SMALL), cluster2, repeats=1, progress=False)
+    result = sweep_buckets(RunConfig(**SMALL), cluster=cluster2, caps=[0.1, ONE_BUCKET_CAP_MB], repeats=1,
+                           progress=False)
     small, one = result.rows
     assert small.n_buckets > 1 and one.n_buckets == 1
     for row in result.rows:
@@ -194,7 +195,7 @@ def test_cli_sweep_writes_sweep_json(tmp_path, capsys):
     assert [r.bucket_cap_mb for r in result.rows] == [0.1, 4.0]
     assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "sweep.pdf").read_bytes()[:5] == b"%PDF-" and (out / "sweep.svg").stat().st_size > 0
-    assert set(SweepRow.__dataclass_fields__) >= {"bucket_cap_mb", "n_buckets", "step_ms", "comm_ms",
+    assert set(CapRow.__dataclass_fields__) >= {"bucket_cap_mb", "n_buckets", "step_ms", "comm_ms",
                                                   "exposed_comm_ms", "overlap_fraction"}
 
 

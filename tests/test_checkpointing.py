@@ -1,6 +1,7 @@
 """Activation checkpointing: the model, the trace analysis, and live measurements on a rank."""
 from __future__ import annotations
 
+import json
 import math
 
 import matplotlib
@@ -10,9 +11,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import dpviz
-from dpviz.checkpointing import measure
-from dpviz.checkpointing_records import (BACKWARD_NODE, FORWARD_MARK, BlockBytes, MemoryRecord,
-                                         memory_curve, model_sweep, predict, recompute_spans, segments)
+from dpviz.checkpointing import DEMO_CONFIG, measure_checkpointing
+from dpviz.checkpointing_records import BlockBytes, CheckpointingRecord, memory_curve, model_sweep, predict, segments
+from dpviz.recompute import BACKWARD_NODE, FORWARD_MARK, recompute_spans
 from dpviz.cli import main as cli_main
 from dpviz.config import RunConfig
 from dpviz.record import load
@@ -91,16 +92,25 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def swept(cluster, tmp_path_factory):
-    out = tmp_path_factory.mktemp("memory")
-    return measure(LAYERS, WIDTH, BATCH, checkpoint_every=(2, 4), cluster=cluster, out=out), out
+    out = tmp_path_factory.mktemp("checkpointing")
+    cfg = DEMO_CONFIG.replace(layers=LAYERS, width=WIDTH, batch_per_rank=BATCH)
+    return measure_checkpointing(cfg, checkpoint_every=(2, 4), cluster=cluster, out=out), out
 
 
 def test_record_round_trips_and_has_every_k(swept):
     record, out = swept
     assert [r.checkpoint_every for r in record.rows] == [0, 2, 4]   # k = 0 always measured
-    assert load(out / "memory.json", expect=MemoryRecord) == record
+    assert load(out / "checkpointing.json", expect=CheckpointingRecord) == record
     for k in (0, 2, 4):
         assert (out / f"trace-k{k}.json").is_file()
+
+
+def test_a_record_saved_under_the_old_kind_memory_still_loads(swept, tmp_path):
+    record, out = swept
+    data = json.loads((out / "checkpointing.json").read_text())
+    assert data["kind"] == "checkpointing"
+    (tmp_path / "memory.json").write_text(json.dumps({**data, "kind": "memory"}))
+    assert load(tmp_path / "memory.json", expect=CheckpointingRecord) == record
 
 
 def test_ledger_sees_exactly_what_the_model_predicts_is_held(swept):
@@ -166,7 +176,7 @@ def test_figures_and_widget_draw_from_the_record(swept):
 
 def test_cli_rejects_a_k_beyond_the_layers(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
-        cli_main(["memory", "--layers", "4", "--checkpoint-every", "0,5", "--out", str(tmp_path)])
+        cli_main(["checkpointing", "--layers", "4", "--checkpoint-every", "0,5", "--out", str(tmp_path)])
     assert exit_.value.code == 2
     assert "checkpoint_every must be between 0 and 4" in capsys.readouterr().err
 
@@ -176,4 +186,4 @@ def test_scene_renders_from_a_live_record(swept):
     from dpviz.animate import render
 
     _, out = swept
-    assert render("memory", out / "memory.json", dry_run=True) is None
+    assert render("checkpointing", out / "checkpointing.json", dry_run=True) is None

@@ -68,14 +68,14 @@ def test_run_accumulates_and_its_record_animates(tmp_path):
         assert "scene builds" in out.stdout
 
 
-def test_memory_writes_its_record_and_the_scene_builds_from_it(tmp_path):
-    out = _cli("memory", "--layers", "8", "--width", "64", "--batch", "64",
+def test_checkpointing_writes_its_record_and_the_scene_builds_from_it(tmp_path):
+    out = _cli("checkpointing", "--layers", "8", "--width", "64", "--batch", "64",
                "--checkpoint-every", "0,2,4", "--out", str(tmp_path))
     assert out.returncode == 0, out.stderr
-    record = json.loads((tmp_path / "memory.json").read_text())
+    record = json.loads((tmp_path / "checkpointing.json").read_text())
     peaks = {row["checkpoint_every"]: row["peak_activation_bytes"] for row in record["rows"]}
     assert list(peaks) == [0, 2, 4] and peaks[2] < peaks[0]   # checkpointing keeps fewer activations
-    out = _cli("animate", "memory", "--record", str(tmp_path / "memory.json"),
-               "--out", str(tmp_path / "memory.mp4"), "--dry-run")
+    out = _cli("animate", "checkpointing", "--record", str(tmp_path / "checkpointing.json"),
+               "--out", str(tmp_path / "checkpointing.mp4"), "--dry-run")
     assert out.returncode == 0, out.stderr
     assert "scene builds" in out.stdout

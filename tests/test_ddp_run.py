@@ -8,7 +8,7 @@ import pytest
 
 from dpviz import RunConfig, describe, load, run
 from dpviz.rounding import reference_sgd_bound
-from dpviz.timeline import ddp_overlap_fraction, ddp_style_overlap, steady_steps, summarize
+from dpviz.overlap import ddp_overlap_fraction, ddp_style_overlap, steady_steps, summarize
 
 
 @pytest.fixture(scope="module")

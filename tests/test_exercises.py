@@ -43,14 +43,14 @@ def rejected(check, mistake: str, *words: str):
 
 
 def test_the_shipped_solutions_pass(cluster3):
-    for check in (check_ring(None, cluster3), check_hook(None, cluster3), check_buckets(None, cluster3),
-                  check_accumulation(None, cluster3), check_zero1(None, cluster3)):
+    for check in (check_ring(None, cluster=cluster3), check_hook(None, cluster=cluster3), check_buckets(None, cluster=cluster3),
+                  check_accumulation(None, cluster=cluster3), check_zero1(None, cluster=cluster3)):
         assert check.verdict.passed, check.verdict.text()
         assert check.verdict.checked == "the shipped solution"
 
 
 def test_ring_names_the_tutorials_unchunked_ring(cluster3, tmp_path):
-    check = rejected(check_ring(as_notebook_function(wrong.unchunked_ring), cluster3), "unchunked_ring",
+    check = rejected(check_ring(as_notebook_function(wrong.unchunked_ring), cluster=cluster3), "unchunked_ring",
                      "(N−1)·S = 72 B", "PyTorch tutorial", "2(N−1)/N·S = 48 B")
     assert check.yours.bytes_sent_per_rank == (72, 72, 72)        # measured: 2 steps × 36 B
     assert check.reference.bytes_sent_per_rank == (48, 48, 48)
@@ -60,7 +60,7 @@ def test_ring_names_the_tutorials_unchunked_ring(cluster3, tmp_path):
 
 
 def test_ring_wrong_sum_is_drawn_at_the_first_differing_step(cluster3):
-    check = rejected(check_ring(wrong.ring_adding_in_all_gather, cluster3), "wrong_sum", "wrong result")
+    check = rejected(check_ring(wrong.ring_adding_in_all_gather, cluster=cluster3), "wrong_sum", "wrong result")
     n = 3
     assert check.first_diff == n  # reduce-scatter (steps 1, 2) is right; step 3 adds instead of copying
     assert check.yours.frames[n - 1] == check.reference.frames[n - 1]
@@ -70,44 +70,44 @@ def test_ring_wrong_sum_is_drawn_at_the_first_differing_step(cluster3):
 
 
 def test_hook_names_picotron_39_and_a_missing_divide(cluster3):
-    rejected(check_hook(wrong.picotron_39, cluster3), "averaged_parameter", "picotron issue #39")
-    check = rejected(check_hook(wrong.sum_without_divide, cluster3), "missing_divide", "3×")
+    rejected(check_hook(wrong.picotron_39, cluster=cluster3), "averaged_parameter", "picotron issue #39")
+    check = rejected(check_hook(wrong.sum_without_divide, cluster=cluster3), "missing_divide", "3×")
     # the sum is 3 × the mean; float32 rounding of the sums and norms moves the ratio by a few
     # ε·3 ≈ 1e-6 at most, so 1e-3 tells the factor 3 from 1 (or 2) without testing rounding
     assert all(abs(r - 3) < 1e-3 for r in check.yours.norm_ratio)
 
 
 def test_buckets_name_off_by_one_order_and_first_cap(cluster3):
-    check = rejected(check_buckets(wrong.close_after_cap, cluster3), "off_by_one", "exactly its cap")
+    check = rejected(check_buckets(wrong.close_after_cap, cluster=cluster3), "off_by_one", "exactly its cap")
     assert check.yours.model == "MLP 24×256, cap = one layer exactly"
-    rejected(check_buckets(wrong.definition_order, cluster3), "forward_order", "definition order")
-    rejected(check_buckets(wrong.no_first_bucket_cap, cluster3), "no_first_cap", "1 MiB")
-    rejected(check_buckets(wrong.first_cap_on_explicit_caps, cluster3), "first_cap_always", "explicit")
-    rejected(check_buckets(wrong.forgets_the_head, cluster3), "not_a_partition", "exactly one bucket")
+    rejected(check_buckets(wrong.definition_order, cluster=cluster3), "forward_order", "definition order")
+    rejected(check_buckets(wrong.no_first_bucket_cap, cluster=cluster3), "no_first_cap", "1 MiB")
+    rejected(check_buckets(wrong.first_cap_on_explicit_caps, cluster=cluster3), "first_cap_always", "explicit")
+    rejected(check_buckets(wrong.forgets_the_head, cluster=cluster3), "not_a_partition", "exactly one bucket")
     assert plot_check(check) is not None
 
 
 def test_accumulation_names_backward_only_no_sync_and_missing_1_over_k(cluster3):
-    check = rejected(check_accumulation(wrong.no_sync_backward_only, cluster3), "backward_only",
+    check = rejected(check_accumulation(wrong.no_sync_backward_only, cluster=cluster3), "backward_only",
                      "covers backward only")
     n_buckets = check.reference.all_reduces_per_micro[-1]
     assert n_buckets > 1 and check.yours.all_reduces_per_micro == (n_buckets,) * 4
     assert check.reference.all_reduces_per_micro == (0, 0, 0, n_buckets)
-    check = rejected(check_accumulation(wrong.accumulate_without_1_over_k, cluster3), "missing_1_over_K", "4.0000×")
-    rejected(check_accumulation(wrong.accumulate_without_no_sync, cluster3), "no_no_sync")
+    check = rejected(check_accumulation(wrong.accumulate_without_1_over_k, cluster=cluster3), "missing_1_over_K", "4.0000×")
+    rejected(check_accumulation(wrong.accumulate_without_no_sync, cluster=cluster3), "no_no_sync")
     assert plot_check(check) is not None
 
 
 def test_zero1_names_a_missing_all_gather_and_unsharded_state(cluster3):
-    check = rejected(check_zero1(wrong.zero1_without_all_gather, cluster3), "no_all_gather",
+    check = rejected(check_zero1(wrong.zero1_without_all_gather, cluster=cluster3), "no_all_gather",
                      "never moved")
     assert check.yours.all_gathers == (0, 0, 0)
-    check = rejected(check_zero1(wrong.adam_on_every_rank, cluster3), "unsharded_state", "8Ψ = 8160 B")
+    check = rejected(check_zero1(wrong.adam_on_every_rank, cluster=cluster3), "unsharded_state", "8Ψ = 8160 B")
     assert plot_check(check) is not None
 
 
 def test_zero1_hand_written_adam_passes_within_the_float32_tolerance(cluster3):
-    check = check_zero1(wrong.zero1_by_hand, cluster3)
+    check = check_zero1(wrong.zero1_by_hand, cluster=cluster3)
     assert check.verdict.passed, check.verdict.text()
     assert check.yours.state_bytes == (2720, 2720, 2720)     # m and v of 340 parameters, float32
     assert 0 < max(max(d) for d in check.yours.abs_diff) < check.yours.tolerance
@@ -134,16 +134,16 @@ def test_records_and_figures_load_without_torch():
 
 
 def test_a_crashing_or_hanging_attempt_names_the_rank_and_the_fix(cluster3, monkeypatch):
-    check = rejected(check_ring(as_notebook_function(wrong.ring_that_raises), cluster3), "error", "NameError")
+    check = rejected(check_ring(as_notebook_function(wrong.ring_that_raises), cluster=cluster3), "error", "NameError")
     assert "import anything else inside the function" in check.verdict.hint
     assert check.yours is None and report(check) is None
     monkeypatch.setattr("dpviz.exercises.core.EXERCISE_TIMEOUT_S", 3.0)
-    rejected(check_ring(wrong.ring_receiving_first, cluster3), "hang", "rank(s) 0, 1, 2", "within 3 s")
+    rejected(check_ring(wrong.ring_receiving_first, cluster=cluster3), "hang", "rank(s) 0, 1, 2", "within 3 s")
 
 
 def test_the_other_mistakes_get_their_own_messages(cluster3):
     """Beyond the classic ones: each check stops at the first thing wrong and names it."""
-    rejected(check_ring(wrong.ring_sending_twice, cluster3), "steps", "a ring takes 2(N−1) = 4")
-    rejected(check_hook(wrong.hook_keeping_the_local_gradient, cluster3), "no_communication", "nothing went")
-    rejected(check_accumulation(wrong.accumulate_never_syncing, cluster3), "never_synced", "never averaged")
-    rejected(check_zero1(wrong.zero1_with_lr_1e_2, cluster3), "wrong_update", "differs from plain Adam")
+    rejected(check_ring(wrong.ring_sending_twice, cluster=cluster3), "steps", "a ring takes 2(N−1) = 4")
+    rejected(check_hook(wrong.hook_keeping_the_local_gradient, cluster=cluster3), "no_communication", "nothing went")
+    rejected(check_accumulation(wrong.accumulate_never_syncing, cluster=cluster3), "never_synced", "never averaged")
+    rejected(check_zero1(wrong.zero1_with_lr_1e_2, cluster=cluster3), "wrong_update", "differs from plain Adam")

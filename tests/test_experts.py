@@ -9,7 +9,7 @@ from dpviz.record import load, save
 
 @pytest.fixture(scope="module")
 def record(cluster2):
-    return X.expert_parallel(cluster2, skews=(0.0, 1.0, 20.0), tokens=128, d_model=32, hidden=64)
+    return X.expert_parallel(cluster=cluster2, skews=(0.0, 1.0, 20.0), tokens=128, d_model=32, hidden=64)
 
 
 @pytest.mark.numeric
@@ -49,7 +49,7 @@ def test_record_round_trips(record, tmp_path):
 
 def test_bad_input_is_refused(cluster2):
     with pytest.raises(ValueError, match="tokens"):
-        X.run_expert_layer(cluster2, tokens=0)
+        X.run_expert_layer(cluster=cluster2, tokens=0)
 
 
 def test_figures_draw_the_record(record):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from dpviz.cli import main as cli
-from dpviz.timeline import comm_compute_overlap, temporal_breakdown
+from dpviz.overlap import comm_compute_overlap, temporal_breakdown
 from dpviz.trace_files import load_trace
 
 DATA = Path(__file__).parent / "data"

@@ -7,6 +7,7 @@ import time
 import pytest
 
 from dpviz import Cluster, RankError, RankTimeout
+from dpviz.launch import using_cluster
 
 from conftest import alive, rank_processes
 import rank_tasks
@@ -24,6 +25,21 @@ def test_warm_ranks_keep_their_process_group(cluster2):
     assert cluster2.run_task(rank_tasks.all_reduce_rank_ids) == [1.0, 1.0]  # 0 + 1 on both
     assert cluster2.run_task(rank_tasks.all_reduce_rank_ids) == [1.0, 1.0]
     assert cluster2.pids() == pids  # the same processes answered twice
+
+
+def test_using_cluster_lends_a_warm_cluster_and_stops_only_ranks_it_started(cluster2):
+    with using_cluster(cluster2, 3) as lent:      # a given cluster is used as it is
+        assert lent is cluster2
+    assert cluster2.alive
+    before = rank_processes()
+    with using_cluster(None, 2) as fresh:
+        pids = fresh.pids()
+        assert fresh.run_task(rank_tasks.all_reduce_rank_ids) == [1.0, 1.0]
+    assert not any(alive(p) for p in pids)        # fresh ranks stop with the block
+    assert rank_processes() <= before
+    with pytest.raises(ValueError, match="this cluster has 2 gloo ranks but the config asks for 3"):
+        with using_cluster(cluster2, 3, exact=True):
+            pass
 
 
 def test_rank_that_raises_is_named_with_its_traceback_and_nothing_is_left():

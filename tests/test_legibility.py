@@ -11,7 +11,7 @@ import pytest
 from dpviz import accumulation, run
 from dpviz.link import as_link
 from dpviz.buckets import sweep_config
-from dpviz.buckets_records import ONE_BUCKET_CAP_MB, BucketSweep, sweep_row
+from dpviz.buckets_records import ONE_BUCKET_CAP_MB, BucketSweep, cap_row
 from dpviz.plots.accumulation import plot_schedule, plot_sweep_bytes, plot_sweep_time
 from dpviz.plots.buckets import plot_bucket_timeline, plot_contrast, plot_layout, plot_sweep
 from dpviz.plots.legibility import overlapping_texts
@@ -20,10 +20,10 @@ from dpviz.plots.legibility import overlapping_texts
 @pytest.fixture(scope="module")
 def records(cluster2):
     cfg = sweep_config(steps=3, link="classroom")
-    caps = {cap: run(cfg.replace(bucket_cap_mb=cap), cluster2) for cap in (0.25, 1.0, 4.0, ONE_BUCKET_CAP_MB)}
-    raw = run(cfg.replace(bucket_cap_mb=1.0, link=None), cluster2)
+    caps = {cap: run(cfg.replace(bucket_cap_mb=cap), cluster=cluster2) for cap in (0.25, 1.0, 4.0, ONE_BUCKET_CAP_MB)}
+    raw = run(cfg.replace(bucket_cap_mb=1.0, link=None), cluster=cluster2)
     acc = accumulation.DEMO_CONFIG.replace(link="classroom")
-    ks = {k: run(acc, cluster2, accum_steps=k) for k in (1, 2, 4, 7, 8)}
+    ks = {k: run(acc, cluster=cluster2, accum_steps=k) for k in (1, 2, 4, 7, 8)}
     return caps, raw, ks
 
 
@@ -50,7 +50,7 @@ def test_bucket_figures_have_no_overlapping_labels(records):
         _check(plot_bucket_timeline(record, model=model).figure)
     _check(plot_contrast(caps[1.0], caps[ONE_BUCKET_CAP_MB], model=model)[0].figure)
     sweep = BucketSweep(config={**caps[1.0].config, "bucket_cap_mb": None}, world_size=2,
-                        rows=tuple(sweep_row(r) for r in caps.values()))
+                        rows=tuple(cap_row(r) for r in caps.values()))
     _check(plot_sweep(sweep).figure)
 
 
@@ -59,7 +59,7 @@ def test_accumulation_figures_have_no_overlapping_labels(records):
     for record in ks.values():
         _check(plot_schedule(record).figure)
     swept = accumulation.AccumulationSweep(config=ks[1].config, world_size=2,
-                                           rows=tuple(accumulation.sweep_row(r) for r in ks.values()))
+                                           rows=tuple(accumulation.accumulation_row(r) for r in ks.values()))
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 3.8), layout="constrained")
     plot_sweep_bytes(swept, left)
     plot_sweep_time(swept, right)

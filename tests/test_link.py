@@ -9,7 +9,7 @@ import pytest
 
 from dpviz import accumulation, run
 from dpviz.buckets import sweep_config
-from dpviz.buckets_records import ONE_BUCKET_CAP_MB, link_predictions, step_timeline, sweep_row
+from dpviz.buckets_records import ONE_BUCKET_CAP_MB, link_predictions, step_timeline, cap_row
 from dpviz.cli import main as cli_main
 from dpviz.config import RunConfig
 from dpviz.link import PRESETS, Link, as_link, link_from_options, preset
@@ -75,11 +75,11 @@ def test_config_with_a_link_round_trips_through_json():
 def cap_runs(cluster2) -> dict[float, list[RunRecord]]:
     """REPEATS live runs per cap, caps taken round-robin so load bursts hit every cap."""
     cfg = sweep_config(steps=5, link=LINK)
-    run(cfg.replace(steps=2), cluster2)   # warm-up
+    run(cfg.replace(steps=2), cluster=cluster2)   # warm-up
     runs: dict[float, list[RunRecord]] = {cap: [] for cap in CAPS}
     for _ in range(REPEATS):
         for cap in CAPS:
-            runs[cap].append(run(cfg.replace(bucket_cap_mb=cap), cluster2))
+            runs[cap].append(run(cfg.replace(bucket_cap_mb=cap), cluster=cluster2))
     return runs
 
 
@@ -99,13 +99,13 @@ def test_record_holds_link_and_real_allreduce_spans_in_order(cap_runs):
 
 
 def test_buckets_hide_communication_that_one_bucket_exposes(cap_runs):
-    bucketed, one = sweep_row(*cap_runs[1.0]), sweep_row(*cap_runs[ONE_BUCKET_CAP_MB])
+    bucketed, one = cap_row(*cap_runs[1.0]), cap_row(*cap_runs[ONE_BUCKET_CAP_MB])
     assert bucketed.exposed_comm_ms < one.exposed_comm_ms, (bucketed, one)
     assert bucketed.overlap_fraction > one.overlap_fraction
 
 
 def test_cap_sweep_is_u_shaped(cap_runs):
-    tiny, middle, one = (sweep_row(*cap_runs[c]).step_ms for c in CAPS)
+    tiny, middle, one = (cap_row(*cap_runs[c]).step_ms for c in CAPS)
     assert middle < tiny and middle < one, (tiny, middle, one)
 
 
@@ -117,7 +117,7 @@ def test_alpha_beta_predicts_the_link_spans_within_20_percent(cap_runs):
 
 def test_time_per_sample_falls_with_k(cluster2):
     cfg = accumulation.DEMO_CONFIG.replace(link=LINK)
-    rows = accumulation.sweep((1, 2, 4), cfg, cluster2, repeats=2).rows
+    rows = accumulation.sweep_accumulation(cfg, cluster=cluster2, ks=(1, 2, 4), repeats=2).rows
     per_sample = [r.ms_per_sample for r in rows]
     assert per_sample[0] > per_sample[1] > per_sample[2], per_sample
     # the schedule still reads from the trace: silent micro-steps, then one transfer per bucket

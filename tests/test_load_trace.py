@@ -19,7 +19,7 @@ from dpviz.trace_files import load_trace, stream_events
 from dpviz.plots.allreduce_sizes import allreduce_sizes, plot_allreduce_sizes
 from dpviz.plots.timeline import plot_timeline
 from dpviz.record import RunRecord, load, save
-from dpviz.timeline import describe, summarize_step
+from dpviz.overlap import describe, summarize_step
 from dpviz.trace import TraceError
 
 DATA = Path(__file__).parent / "data"

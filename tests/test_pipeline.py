@@ -16,7 +16,7 @@ SMALL = RunConfig(layers=4, width=64, batch_per_rank=256, profile=False)
 
 @pytest.fixture(scope="module")
 def sweep(cluster2):
-    return P.sweep_pipeline(cluster2, micro_batches=(1, 4), schedules=("gpipe", "1f1b"),
+    return P.sweep_pipeline(cluster=cluster2, micro_batches=(1, 4), schedules=("gpipe", "1f1b"),
                             repeats=3, cfg=SMALL)
 
 
@@ -86,13 +86,13 @@ def test_record_round_trips_and_loads_without_torch(sweep, tmp_path):
 
 def test_bad_input_is_refused(cluster2):
     with pytest.raises(ValueError, match="schedule"):
-        P.run_pipeline(cluster2, 2, "zigzag", cfg=SMALL)
+        P.run_pipeline(SMALL, cluster=cluster2, micro_batches=2, schedule="zigzag")
     with pytest.raises(ValueError, match="micro_batches"):
-        P.run_pipeline(cluster2, 0, cfg=SMALL)
+        P.run_pipeline(SMALL, cluster=cluster2, micro_batches=0)
     with pytest.raises(ValueError, match="empty"):
-        P.run_pipeline(cluster2, 512, cfg=SMALL)
+        P.run_pipeline(SMALL, cluster=cluster2, micro_batches=512)
     with pytest.raises(ValueError, match="layers >= ranks"):
-        P.run_pipeline(cluster2, 2, cfg=SMALL.replace(layers=1))
+        P.run_pipeline(SMALL.replace(layers=1), cluster=cluster2, micro_batches=2)
 
 
 def test_figures_draw_the_record(sweep):

@@ -18,7 +18,7 @@ N, K, ROOT = 3, 2, 1  # three ranks (not a power of two), a non-zero root
 @pytest.fixture(scope="module")
 def prims():
     with Cluster(N) as cluster:
-        return record_primitives(cluster, elements=K, root=ROOT)
+        return record_primitives(cluster=cluster, elements=K, root=ROOT)
 
 
 def arr(values) -> np.ndarray:

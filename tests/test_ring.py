@@ -96,7 +96,7 @@ def test_bad_requests_are_rejected_before_anything_runs(args, message):
     with pytest.raises(ValueError, match=message):
         build(*args)
     with pytest.raises(ValueError, match=message):
-        record_collective(args[0], args[2], world_size=args[1])  # would spawn if not rejected
+        record_collective(args[0], elements=args[2], world_size=args[1])  # would spawn if not rejected
 
 
 # --- live ranks -----------------------------------------------------------------------------
@@ -109,7 +109,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def live(cluster):
-    return {(a, e): record_collective(a, e, cluster=cluster, seed=1) for a in ALGORITHMS for e in (16, 10)}
+    return {(a, e): record_collective(a, elements=e, cluster=cluster, seed=1) for a in ALGORITHMS for e in (16, 10)}
 
 
 @pytest.mark.numeric

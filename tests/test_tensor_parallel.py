@@ -13,7 +13,7 @@ CFG = dict(seq=16, batch=2, d_model=32, hidden=128, seed=0)
 
 @pytest.fixture(scope="module")
 def rec(cluster2):
-    return T.measure_tensor_parallel(cluster2, tp_sizes=(1, 2), seq=CFG["seq"], batch=CFG["batch"],
+    return T.measure_tensor_parallel(cluster=cluster2, tp_sizes=(1, 2), seq=CFG["seq"], batch=CFG["batch"],
                                      d_model=CFG["d_model"], hidden=CFG["hidden"], seed=CFG["seed"])
 
 
@@ -95,9 +95,9 @@ def test_record_round_trips_through_json(rec, tmp_path):
 
 def test_bad_sizes_fail_before_any_rank_runs(cluster2):
     with pytest.raises(ValueError, match="from 1 to 2"):
-        T.measure_tensor_parallel(cluster2, tp_sizes=(3,))
+        T.measure_tensor_parallel(cluster=cluster2, tp_sizes=(3,))
     with pytest.raises(ValueError, match="must divide"):
-        T.measure_tensor_parallel(cluster2, tp_sizes=(2,), seq=7)
+        T.measure_tensor_parallel(cluster=cluster2, tp_sizes=(2,), seq=7)
 
 
 def test_figures_draw_the_record(rec):

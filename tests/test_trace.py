@@ -207,7 +207,7 @@ def test_short_kernel_name_drops_only_the_parameter_list():
     ("gloo:all_to_all", None, "all_to_all"), ("gloo:barrier", None, "barrier"),
 ])
 def test_every_collective_is_communication_with_its_op(name, collective, op):
-    from dpviz.timeline import summarize_step
+    from dpviz.overlap import summarize_step
     from dpviz.trace import COMM_KINDS
 
     gpu = name.startswith("nccl")

@@ -147,7 +147,7 @@ def test_gpt_buckets_under_ddps_default_cap_match_its_logging(cluster2, factory)
     """DDP's default: a 1 MiB first bucket, then 25 MiB. Untied, the head's gradient is ready
     first; tied, head and token embedding are one parameter, ready last."""
     cfg = RunConfig(model=factory or "gpt", bucket_cap_mb=None)
-    record = run(cfg, cluster2)
+    record = run(cfg, cluster=cluster2)
     _assert_buckets_are_ddps(record)
     first = step_buckets(record, step=2)[0]
     names = record.workload.param_names()
@@ -166,7 +166,7 @@ def test_ddp_equals_one_process_for_every_builtin(cluster2, model):
     """DDP = one process on the concatenated batch (per slice for BatchNorm), within the
     rounding bound of `dpviz.rounding`, with and without accumulation."""
     for accum in (1, 2):
-        record = run(RunConfig(model=model, accum_steps=accum), cluster2)
+        record = run(RunConfig(model=model, accum_steps=accum), cluster=cluster2)
         assert record.workload.name == model
         for check in record.checks:
             assert check.max_diff_across_ranks == 0.0
@@ -182,7 +182,7 @@ def test_batchnorm_makes_ddp_differ_from_the_whole_batch_by_more_than_rounding(c
     from dpviz.workloads import whole_batch_gap
 
     cfg = RunConfig(model="cnn")
-    record = run(cfg, cluster2)
+    record = run(cfg, cluster=cluster2)
     assert whole_batch_gap(cfg) > record.checks[-1].rounding_bound   # ~10× here: statistics, not rounding
     assert record.workload.buffers and any(b.name.endswith("running_mean") for b in record.workload.buffers)
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..config import validate_world_size, writable_dir
-from ..launch import Cluster, RankContext
+from ..launch import Cluster, RankContext, using_cluster
 from ..record import save
 from .algorithms import build, check
 from .record import CollectiveRecord, Step
@@ -109,8 +109,8 @@ def record_rank(ctx: RankContext, schedule: Schedule, inputs: list[list[float]])
 
 # --- parent side --------------------------------------------------------------------------
 
-def record_collective(algorithm: str = "ring", elements: int = 16, world_size: int | None = None,
-                      cluster: Cluster | None = None, seed: int = 0,
+def record_collective(algorithm: str = "ring", *, cluster: Cluster | None = None, elements: int = 16,
+                      world_size: int | None = None, seed: int = 0,
                       out: str | os.PathLike | None = None) -> CollectiveRecord:
     """Run `algorithm` on live ranks on `demo_inputs` and record every step.
 
@@ -124,19 +124,17 @@ def record_collective(algorithm: str = "ring", elements: int = 16, world_size: i
         raise ValueError(f"a recorded run stores every value of every step: use at most "
                          f"{MAX_RECORDED_ELEMENTS} elements (time larger buffers with `dpviz bench`)")
     out_dir = writable_dir(out) if out is not None else None
-    if cluster is None:
-        with Cluster(world_size) as fresh:
-            return record_collective(algorithm, elements, cluster=fresh, seed=seed, out=out_dir)
     schedule = build(algorithm, world_size, elements)
     inputs = demo_inputs(world_size, elements, seed)
-    results = cluster.run_task(record_rank, schedule, inputs.tolist())
-    record = assemble(schedule, inputs, results)
+    with using_cluster(cluster, world_size) as ranks:
+        results = ranks.run_task(record_rank, schedule, inputs.tolist())
+    record = assemble_collective(schedule, inputs, results)
     if out_dir is not None:
         save(record, Path(out_dir) / "ring.json")
     return record
 
 
-def assemble(schedule: Schedule, inputs: np.ndarray, results: list[dict]) -> CollectiveRecord:
+def assemble_collective(schedule: Schedule, inputs: np.ndarray, results: list[dict]) -> CollectiveRecord:
     """Per-rank results → one record: step i's values are every rank's i-th snapshot."""
     steps = tuple(Step(step.index, step.phase, step.transfers,
                        tuple(res["values"][i] for res in results))

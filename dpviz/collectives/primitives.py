@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from ..launch import Cluster, RankContext
+from ..launch import Cluster, RankContext, using_cluster
 from .record import PrimitiveRun, PrimitivesRecord
 
 PRIMITIVES = ("broadcast", "scatter", "gather", "reduce", "all_reduce", "reduce_scatter",
@@ -108,7 +108,7 @@ def primitives_rank(ctx: RankContext, elements: int, root: int) -> dict:
 
 # --- parent side --------------------------------------------------------------------------
 
-def record_primitives(cluster: Cluster | None = None, elements: int = 4, root: int = 0,
+def record_primitives(*, cluster: Cluster | None = None, elements: int = 4, root: int = 0,
                       world_size: int = 4) -> PrimitivesRecord:
     """Run every primitive once on live ranks (a warm `cluster`, or `world_size` fresh ones)."""
     n = cluster.world_size if cluster is not None else world_size
@@ -117,10 +117,8 @@ def record_primitives(cluster: Cluster | None = None, elements: int = 4, root: i
                          f"per rank), got {elements!r}")
     if not isinstance(root, int) or not 0 <= root < n:
         raise ValueError(f"root must be a rank between 0 and {n - 1}, got {root!r}")
-    if cluster is None:
-        with Cluster(world_size) as fresh:
-            return record_primitives(fresh, elements, root)
-    results = cluster.run_task(primitives_rank, elements, root)
+    with using_cluster(cluster, world_size) as ranks:
+        results = ranks.run_task(primitives_rank, elements, root)
     runs = []
     for name in PRIMITIVES[:-1]:
         per_rank = [res[name] for res in results]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..accumulation import DEMO_CONFIG, check_accum_values, check_gradients, sweep
+from ..accumulation import DEMO_CONFIG, check_accum_values, check_gradients, sweep_accumulation
 from ..accumulation_records import describe_sweep, with_gradients
 from ..config import writable_dir
 from ..launch import Cluster
@@ -32,8 +32,8 @@ def main(args) -> int:
     ks = check_accum_values(args.k)
     out = writable_dir(args.out)
     with Cluster(cfg.world_size, cfg.backend, cfg.timeout_s) as cluster:
-        record = sweep(ks, cfg, cluster)
-        checks = [check_gradients(cfg.replace(accum_steps=k, scale_loss=scaled), cluster)
+        record = sweep_accumulation(cfg, cluster=cluster, ks=ks)
+        checks = [check_gradients(cfg.replace(accum_steps=k, scale_loss=scaled), cluster=cluster)
                   for k in ks for scaled in (True, False)]
     record = with_gradients(record, checks)
     path = save(record, Path(out) / "accumulation.json")

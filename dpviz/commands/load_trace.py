@@ -5,7 +5,7 @@ from ..config import writable_dir
 from ..trace_files import load_trace
 from ..record import save
 from ..summary import write_summary
-from ..timeline import describe, record_ranks, steady_steps
+from ..overlap import describe, record_ranks, steady_steps
 from ..trace import COMM_KINDS
 from ._args import comma_list
 

@@ -19,7 +19,7 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    record = record_collective(args.algorithm, args.elements, world_size=args.ranks, seed=args.seed,
+    record = record_collective(args.algorithm, elements=args.elements, world_size=args.ranks, seed=args.seed,
                                out=args.out)
     print(describe_collective(record))
     print(f"wrote {args.out}/ring.json")

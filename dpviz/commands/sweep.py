@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..buckets import sweep, sweep_config
+from ..buckets import sweep_buckets, sweep_config
 from ..buckets_records import format_sweep
 from ..config import writable_dir
 from ..record import save
@@ -32,7 +32,7 @@ def main(args) -> int:
     cfg = sweep_config(world_size=args.ranks, steps=args.steps, layers=args.layers, width=args.width,
                        batch_per_rank=args.batch, link=link_of(args))
     out = writable_dir(args.out)  # fail before any rank starts
-    result = sweep(args.caps, cfg, repeats=args.repeats)
+    result = sweep_buckets(cfg, caps=args.caps, repeats=args.repeats)
     save(result, out / "sweep.json")
     _figure(result, out / "sweep.png")
     print(format_sweep(result))

@@ -18,7 +18,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Callable
 
-from ..launch import Cluster, RankContext
+from ..launch import Cluster, RankContext, using_cluster
 from .core import Verdict, resolve, run_attempt
 from .records import AccumulationCheck, AccumulationRun
 
@@ -75,7 +75,7 @@ def accumulation_rank(ctx: RankContext, spec: tuple) -> dict:
     import torch.distributed as dist
 
     from ..accumulation import DEMO_CONFIG, _KeepGradient
-    from ..ddp_run import _BucketLog, _train_step
+    from ..ddp_run import BucketLog, train_step
     from ..workloads import build_mlp, loss_fn, rank_batch
 
     cfg = DEMO_CONFIG.replace(world_size=ctx.world_size, accum_steps=K)
@@ -85,7 +85,7 @@ def accumulation_rank(ctx: RankContext, spec: tuple) -> dict:
                                 for p in m.parameters()])
     model, ddp, state = _watched_ddp(ctx, cfg)  # 1) the reference: dpviz's own train step
     keep = _KeepGradient(model)
-    _train_step(ctx, cfg, ddp, keep, _BucketLog({}, ctx.world_size), 0, lambda name: nullcontext())
+    train_step(ctx, cfg, ddp, keep, BucketLog({}, ctx.world_size), 0, lambda name: nullcontext())
     reference, ref_seen = keep.flat, list(state.seen)
 
     plain, scale = build_mlp(cfg), None  # 2) Σ|terms| from per-micro-batch gradients
@@ -147,12 +147,14 @@ def judge(r0: dict, results: list[dict], checked: str) -> Verdict:
                    "mean loss per micro-batch, divided by K, one backward each")
 
 
-def check_accumulation(fn: Callable | None = None, cluster: Cluster | None = None,
+def check_accumulation(fn: Callable | None = None, *, cluster: Cluster | None = None,
                        world_size: int = 2) -> AccumulationCheck:
     """Run `fn(ddp, micro_batches, loss_fn)` for K = 3 micro-steps on live ranks."""
-    if cluster is None:
-        with Cluster(world_size) as fresh:
-            return check_accumulation(fn, fresh)
+    with using_cluster(cluster, world_size) as ranks:
+        return _check_accumulation_on(ranks, fn)
+
+
+def _check_accumulation_on(cluster: Cluster, fn: Callable | None) -> AccumulationCheck:
     results, early, checked = run_attempt(cluster, accumulation_rank, fn, EXERCISE, NAME)
     if early is not None:
         return AccumulationCheck(early, K)

@@ -22,7 +22,7 @@ from typing import Callable
 
 from ..buckets import torch_assignment
 from ..buckets_records import MIB, assign_buckets as model_assign, cap_limits
-from ..launch import Cluster
+from ..launch import Cluster, using_cluster
 from .core import Verdict, choose, not_written
 from .records import BucketCase, BucketsCheck
 
@@ -108,11 +108,13 @@ def judge(case: BucketCase, yours: list[list[int]], checked: str) -> Verdict:
                    "the figure shows both packings, bytes to scale")
 
 
-def check_buckets(fn: Callable | None = None, cluster: Cluster | None = None) -> BucketsCheck:
+def check_buckets(fn: Callable | None = None, *, cluster: Cluster | None = None) -> BucketsCheck:
     """Run `fn(param_bytes, bucket_cap_mb)` on every case and compare with torch's packing."""
-    if cluster is None:
-        with Cluster(2) as fresh:
-            return check_buckets(fn, fresh)
+    with using_cluster(cluster, 2) as ranks:
+        return _check_buckets_on(ranks, fn)
+
+
+def _check_buckets_on(cluster: Cluster, fn: Callable | None) -> BucketsCheck:
     cases = torch_cases(cluster)
     fn, checked = choose(fn, NAME)
     if fn is None:

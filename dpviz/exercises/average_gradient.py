@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..launch import Cluster, RankContext
+from ..launch import Cluster, RankContext, using_cluster
 from .core import Comm, Verdict, resolve, run_attempt
 from .records import GradientRun, HookCheck
 
@@ -115,11 +115,13 @@ def judge(results: list[dict], checked: str) -> Verdict:
                    "the figure compares each parameter's gradient norm with the right one")
 
 
-def check_hook(fn: Callable | None = None, cluster: Cluster | None = None, world_size: int = 2) -> HookCheck:
+def check_hook(fn: Callable | None = None, *, cluster: Cluster | None = None, world_size: int = 2) -> HookCheck:
     """Run `fn(param, comm)` as every parameter's post-accumulate-grad hook on live ranks."""
-    if cluster is None:
-        with Cluster(world_size) as fresh:
-            return check_hook(fn, fresh)
+    with using_cluster(cluster, world_size) as ranks:
+        return _check_hook_on(ranks, fn)
+
+
+def _check_hook_on(cluster: Cluster, fn: Callable | None) -> HookCheck:
     n = cluster.world_size
     results, early, checked = run_attempt(cluster, hook_rank, fn, EXERCISE, NAME)
     if early is not None:

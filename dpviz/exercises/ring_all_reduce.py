@@ -19,7 +19,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..launch import Cluster, RankContext
+from ..launch import Cluster, RankContext, using_cluster
 from .core import Comm, Verdict, resolve, run_attempt
 from .records import RingCheck, RingRun, RingSend
 
@@ -161,15 +161,17 @@ def judge(yours: RingRun, results: list[dict], checked: str) -> Verdict:
                            f"sent per rank (2(N−1)/N·S)")
 
 
-def check_ring(fn: Callable | None = None, cluster: Cluster | None = None,
+def check_ring(fn: Callable | None = None, *, cluster: Cluster | None = None,
                world_size: int = 4) -> RingCheck:
     """Run `fn(buf, comm)` on live ranks and check it (see the module docstring).
 
     Pass a warm `cluster` (its size is N), or a `world_size` to start one for this call.
     """
-    if cluster is None:
-        with Cluster(world_size) as fresh:
-            return check_ring(fn, fresh)
+    with using_cluster(cluster, world_size) as ranks:
+        return _check_ring_on(ranks, fn)
+
+
+def _check_ring_on(cluster: Cluster, fn: Callable | None) -> RingCheck:
     n = cluster.world_size
     if not 2 <= n < BASE:
         raise ValueError(f"the ring exercise needs 2 to {BASE - 1} ranks, got a cluster of {n}")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from ..launch import Cluster, RankContext
+from ..launch import Cluster, RankContext, using_cluster
 from ..zero_records import ADAM_LR
 from .core import Comm, Verdict, resolve, run_attempt
 from .records import Zero1Check, Zero1Run
@@ -139,11 +139,13 @@ def judge(results: list[dict], checked: str) -> Verdict:
                            f"state per rank {held} B vs {8 * PSI} B for plain Adam")
 
 
-def check_zero1(fn: Callable | None = None, cluster: Cluster | None = None, world_size: int = 2) -> Zero1Check:
+def check_zero1(fn: Callable | None = None, *, cluster: Cluster | None = None, world_size: int = 2) -> Zero1Check:
     """Run `fn(params, grad, state, comm)` for 3 steps on live ranks."""
-    if cluster is None:
-        with Cluster(world_size) as fresh:
-            return check_zero1(fn, fresh)
+    with using_cluster(cluster, world_size) as ranks:
+        return _check_zero1_on(ranks, fn)
+
+
+def _check_zero1_on(cluster: Cluster, fn: Callable | None) -> Zero1Check:
     results, early, checked = run_attempt(cluster, zero1_rank, fn, EXERCISE, NAME)
     if early is not None:
         return Zero1Check(early)

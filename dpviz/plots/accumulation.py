@@ -7,11 +7,11 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from ..accumulation_records import (AccumulationSweep, GradientCheck, micro_step_counts,
-                                    run_lengths, sweep_row)
+                                    run_lengths, accumulation_row)
 from ..link import link_note
 from .legibility import hide_colliding
 from ..record import RunRecord
-from ..timeline import steady_steps
+from ..overlap import steady_steps
 from . import style
 
 COMPUTE_KINDS = ("forward", "backward", "optimizer")
@@ -143,7 +143,7 @@ def plot_scopes(records: dict[str, RunRecord], step: int | None = None, ax=None)
     for i, (scope, record) in enumerate(records.items()):
         chosen = steady_steps(record)[-1] if step is None else step
         counts = micro_step_counts(record, chosen)
-        kb = sweep_row(record).bytes_per_step / 1024
+        kb = accumulation_row(record).bytes_per_step / 1024
         xs = [m + (i - (len(records) - 1) / 2) * width for m in range(len(counts))]
         ax.bar(xs, counts, width * 0.95, color=SCOPE_COLORS.get(scope, style.MUTED),
                label=f"no_sync {scope}: {kb:.0f} KB/step")

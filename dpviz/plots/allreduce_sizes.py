@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from ..record import RunRecord
-from ..timeline import record_ranks, steady_steps
+from ..overlap import record_ranks, steady_steps
 from ..trace import COMM_KINDS
 from . import style
 

@@ -11,7 +11,7 @@ from ..buckets_records import (ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap
 from ..link import link_note
 from .legibility import hide_colliding
 from ..record import RunRecord
-from ..timeline import steady_steps
+from ..overlap import steady_steps
 from . import style
 
 EXPOSED_COLOR = "#D62728"

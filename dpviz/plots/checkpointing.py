@@ -5,7 +5,7 @@ import math
 
 from matplotlib.patches import Patch
 
-from ..checkpointing_records import MemoryRecord
+from ..checkpointing_records import CheckpointingRecord
 from . import style
 
 MB = 2 ** 20
@@ -16,7 +16,7 @@ def curve_xy(points) -> tuple[list[float], list[float]]:
     return [p.t_ms for p in points], [p.bytes / MB for p in points]
 
 
-def peak_table(record: MemoryRecord) -> dict[str, list]:
+def peak_table(record: CheckpointingRecord) -> dict[str, list]:
     """Measured and predicted peaks (MB) and recompute cost per k: what `plot_peaks` draws.
 
     `model_k`/`model_mb` cover every k from 1 to n (the √n curve); `k`/`measured_mb`/
@@ -36,7 +36,7 @@ def _label(k: int) -> str:
     return "no checkpointing" if k == 0 else f"checkpoint every {k}"
 
 
-def plot_memory_curve(record: MemoryRecord, checkpoint_every: int, ax=None, reference: bool = True):
+def plot_memory_curve(record: CheckpointingRecord, checkpoint_every: int, ax=None, reference: bool = True):
     """One step's bytes over time: allocator (solid), autograd's saved tensors (dashed).
 
     Backward is shaded, each recomputed forward inside it in the recompute colour; the
@@ -68,7 +68,7 @@ def plot_memory_curve(record: MemoryRecord, checkpoint_every: int, ax=None, refe
     return ax
 
 
-def plot_peaks(record: MemoryRecord, ax=None):
+def plot_peaks(record: CheckpointingRecord, ax=None):
     """Peak memory vs k: the model for every k, the measured rows on top, √n marked."""
     ax = style.new_axes(ax, figsize=(6, 3.5))
     t = peak_table(record)
@@ -87,7 +87,7 @@ def plot_peaks(record: MemoryRecord, ax=None):
     return ax
 
 
-def cost_table(record: MemoryRecord) -> dict[str, list]:
+def cost_table(record: CheckpointingRecord) -> dict[str, list]:
     """Per measured k (sorted): forward, backward-without-recompute and recompute ms, and
     the model's step time: the k = 0 step plus one forward per recomputed block pass."""
     rows = sorted(record.rows, key=lambda r: r.checkpoint_every)
@@ -101,7 +101,7 @@ def cost_table(record: MemoryRecord) -> dict[str, list]:
         model_step_ms=[base.step_ms + per_block_ms * r.prediction.recomputed_blocks for r in rows])
 
 
-def plot_recompute(record: MemoryRecord, ax=None):
+def plot_recompute(record: CheckpointingRecord, ax=None):
     """Time per step vs k: forward, backward, and the recomputed forward inside backward.
 
     The model's extra compute is one forward for any k ≥ 1 (every segment re-runs once);

@@ -7,7 +7,7 @@ from matplotlib.patches import Patch
 
 from ..link import link_note
 from ..record import RunRecord
-from ..timeline import COMPUTE_KINDS, record_ranks, steady_steps, summarize_step
+from ..overlap import COMPUTE_KINDS, record_ranks, steady_steps, summarize_step
 from ..trace import COMM_KINDS
 from . import style
 

@@ -26,6 +26,6 @@ def k_slider(cluster: Cluster, cfg: RunConfig | None = None,
     if value not in values:
         raise ValueError(f"start value K={value} is not among the slider's values {list(values)}")
     live = cfg.replace(steps=min(cfg.steps, LIVE_STEPS))
-    return rerun(values, lambda k: run(live, cluster, accum_steps=k),
+    return rerun(values, lambda k: run(live, cluster=cluster, accum_steps=k),
                  lambda ax, record: plot_schedule(record, ax=ax), label="K", value=value,
                  figsize=(11, 1.4 + 1.2 * cfg.world_size))

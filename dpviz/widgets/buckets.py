@@ -15,7 +15,7 @@ CAPS = (0.25, 0.5, 1.0, 2.0, 4.0, 25.0, ONE_BUCKET_CAP_MB)
 
 
 def _run_cap(cluster, cfg, cap: float):
-    return run(cfg.replace(bucket_cap_mb=cap), cluster)
+    return run(cfg.replace(bucket_cap_mb=cap), cluster=cluster)
 
 
 def _draw(ax, record, model=None) -> None:
@@ -41,7 +41,7 @@ GBPS = (0.25, 0.5, 1.0, 2.0, 4.0, 10.0, 100.0)
 
 
 def _run_gbps(cluster, cfg, gbps: float):
-    return run(cfg.replace(link=cfg.link.with_gbps(gbps)), cluster)
+    return run(cfg.replace(link=cfg.link.with_gbps(gbps)), cluster=cluster)
 
 
 def link_bandwidth_slider(cluster, cfg, gbps: Sequence[float] = GBPS, value: float | None = None):

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import ipywidgets as w
 
-from ..checkpointing_records import MemoryRecord
+from ..checkpointing_records import CheckpointingRecord
 from ..plots.checkpointing import plot_memory_curve
 from .slider import _Figure
 
 
-def memory_slider(record: MemoryRecord, figsize: tuple[float, float] = (10, 3.6)) -> w.VBox:
+def memory_slider(record: CheckpointingRecord, figsize: tuple[float, float] = (10, 3.6)) -> w.VBox:
     """Slide over the measured k values (0 = none); the k = 0 curve stays as a grey reference.
 
     No re-run: every k was measured on a live rank when the record was made.

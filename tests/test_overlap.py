@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dpviz.record import Span
-from dpviz.timeline import intersection, length, summarize_step, union
+from dpviz.overlap import intersection, length, summarize_step, union
 
 
 def test_union_and_intersection():
