@@ -69,11 +69,9 @@ def record_buckets(ddp, model, world_size: int, link=None) -> BucketLog:
 def train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step: int,
                annotate, workload=None) -> float:
     """One optimizer step of `accum_steps` micro-steps (the run loop's own code, also run by
-    the accumulation check); `annotate(name)` marks each micro-step. Returns the step's loss.
-    `workload`: the one `ddp` wraps (None: built from cfg, for its batches and loss)."""
-    from .workloads import build_workload, compute_loss, rank_batch
-
-    workload = workload or build_workload(cfg)
+    the accumulation check) on `workload`'s data and loss (None: the MLP's); `annotate(name)`
+    marks each micro-step. Returns the step's loss."""
+    from .workloads import compute_loss, rank_batch
 
     total = 0.0
     scale = cfg.accum_steps if cfg.scale_loss else 1
@@ -105,7 +103,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = ()) ->
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from .rounding import max_abs, sgd_bound
+    from .rounding import max_abs, update_bound
     from .workloads import addition_chain, build_workload, describe_workload, flat_params, \
         reference_kind, use_import_path
 
@@ -156,12 +154,13 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = ()) ->
     if ctx.rank == 0:
         reference = _reference(cfg.replace(bucket_cap_mb=None, profile=True))
         param_max, sums = max_abs([initial, *reference]), addition_chain(cfg, workload)
+        max_update = max_abs(b - a for a, b in zip([initial, *reference], reference))  # lr·max|g|
         for step in range(cfg.steps):
             across = max(float((e[step].cpu() - mine[step]).abs().max()) for e in everyone)
             single = float((reference[step] - mine[step]).abs().max())
             checks.append(dict(step=step, max_diff_across_ranks=across,
                                max_diff_vs_single_process=single,
-                               rounding_bound=sgd_bound(cfg, param_max, step + 1, sums),
+                               rounding_bound=update_bound(sums, max_update, param_max, step + 1),
                                reference=reference_kind(model)))
     logging = {k: v for k, v in ddp._get_ddp_logging_data().items()
                if isinstance(v, (int, float, str, bool))}

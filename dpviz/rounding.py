@@ -48,11 +48,25 @@ def mlp_sums(cfg: RunConfig, batch: int | None = None) -> int:
 def network_sums(fans: Iterable[int], positions: int, samples: int) -> int:
     """`mlp_sums` for any network: the chain behind one gradient entry passes each layer's
     dot product forward (fan-in) and backward (fan-out) — `fans` holds fan-in + fan-out per
-    parameterised layer — plus, per layer, one parameter-free reduction over a sample's
-    `positions` (attention over tokens, a normalisation's mean), then the weight gradient's
-    sum over every position of every sample in the step."""
+    parameterised layer, and a normalisation's mean over its features — plus, per layer, at
+    most one parameter-free reduction over a sample's `positions` (attention over tokens),
+    then the weight gradient's sum over every position (token, pixel) of every sample in the
+    step (a BatchNorm's batch mean is no longer)."""
     fans = list(fans)
     return sum(fans) + len(fans) * positions + samples * positions
+
+
+def update_bound(sums: int, max_update: float, param_max: float, steps: int) -> float:
+    """Largest rounding difference between two SGD trajectories after `steps`, scaled by the
+    gradient rather than the parameters (tighter than `sgd_bound` where parameters such as a
+    norm's scale of 1.0 dwarf the steps taken).
+
+    Each step sets θ ← θ − lr·g. Re-ordered sums change g by at most `gradient_bound`'s
+    `sum_order_bound(sums, grad_max)`, so lr·g by `sum_order_bound(sums, lr·grad_max)`, where
+    lr·grad_max is the largest single update one process made (`max_update`); the update's
+    own rounding adds one ulp of θ, ε·`param_max`. Steps add up, as in `sgd_bound`.
+    """
+    return steps * (sum_order_bound(sums, max_update) + EPS32 * param_max)
 
 
 def sgd_bound(cfg: RunConfig, param_max: float, steps: int | None = None,

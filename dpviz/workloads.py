@@ -67,17 +67,17 @@ class MLP(nn.Sequential):
     def __init__(self, *modules: nn.Module, checkpoint_every: int = 0):
         super().__init__(*modules)
         self.checkpoint_every = checkpoint_every
+        # The repeated (Linear, ReLU) blocks as one module each, in a plain list: the
+        # parameters stay registered (and named `0.weight`, …) on the flat Sequential.
+        mods = list(self)[:-1]
+        self.blocks = [nn.Sequential(mods[i], mods[i + 1]) for i in range(0, len(mods), 2)]
 
     @property
-    def blocks(self) -> list[nn.Sequential]:
-        """The repeated (Linear, ReLU) blocks, head excluded (parameter names stay `0.weight`…)."""
-        mods = list(self)[:-1]
-        return [nn.Sequential(mods[i], mods[i + 1]) for i in range(0, len(mods), 2)]
+    def head(self) -> nn.Linear:
+        return self[-1]
 
     def forward(self, x: Tensor) -> Tensor:
-        if not self.checkpoint_every:
-            return super().forward(x)
-        return self[-1](run_blocks(self.blocks, x, self.checkpoint_every))
+        return self.head(run_blocks(self.blocks, x, self.checkpoint_every))
 
 
 def build_mlp(cfg: RunConfig) -> MLP:
@@ -362,22 +362,23 @@ def _shapes(tensors) -> str:
 
 # --- using a workload ----------------------------------------------------------------------
 
-def compute_loss(workload: Workload, outputs: Tensor, targets: Tensor) -> Tensor:
-    return (workload.loss or loss_fn)(outputs, targets)
+def compute_loss(workload: Workload | None, outputs: Tensor, targets: Tensor) -> Tensor:
+    """The workload's loss (None, or a workload without one: mean squared error)."""
+    return (workload.loss if workload is not None and workload.loss else loss_fn)(outputs, targets)
 
 
 def rank_batch(cfg: RunConfig, workload, step: int, micro_step: int, rank: int | None = None):
-    """This rank's contiguous slice of the global batch, (inputs, targets).
+    """This rank's contiguous slice of the global batch, (inputs, targets); `workload` None
+    is the MLP's data. The MLP-only form `rank_batch(cfg, step, micro_step, rank)` still works.
 
     `DistributedSampler` strides instead (rank r takes indices r, r + N, … of its order, padded
     to equal shards). With equal shards and a mean loss, the averaged gradient is the global
     batch's mean whatever the split, so the contiguous slice trains the same and is easier to
-    read. The MLP-only form `rank_batch(cfg, step, micro_step, rank)` still works.
+    read.
     """
-    if not isinstance(workload, Workload):           # the MLP-only form (older callers)
-        batch, step, micro_step, rank = mlp_batch(cfg), workload, step, micro_step
-    else:
-        batch = workload.batch
+    if rank is None:                                  # the MLP-only form (older callers)
+        workload, step, micro_step, rank = None, workload, step, micro_step
+    batch = mlp_batch(cfg) if workload is None else workload.batch
     x, y = batch(step, micro_step, cfg.world_size * cfg.batch_per_rank)
     lo, hi = rank * cfg.batch_per_rank, (rank + 1) * cfg.batch_per_rank
     return x[lo:hi], y[lo:hi]
@@ -388,17 +389,19 @@ def has_batchnorm(model: nn.Module) -> bool:
     return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
-def single_process_params(cfg: RunConfig) -> list[Tensor]:
+def single_process_params(cfg: RunConfig, per_slice: bool | None = None) -> list[Tensor]:
     """Train one process on the concatenated batches; flat parameters after each step.
 
     Same model, same optimizer, loss scaled by 1/accum_steps: the large-batch SGD that DDP
     with accumulation must equal (a run with `scale_loss=False` is compared against it too).
     A model with BatchNorm runs each rank's slice through the model separately (its
     statistics are per rank under DDP) and averages their losses: that, not the whole
-    batch at once, is what DDP computes (`reference_kind`).
+    batch at once, is what DDP computes (`reference_kind`). `per_slice` forces either way
+    (False on a BatchNorm model shows how far the whole-batch statistics lead elsewhere).
     """
     workload = build_workload(cfg)
-    model, per_slice = workload.model, has_batchnorm(workload.model)
+    model = workload.model
+    per_slice = has_batchnorm(model) if per_slice is None else per_slice
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
     after = []
     for step in range(cfg.steps):
@@ -413,6 +416,14 @@ def single_process_params(cfg: RunConfig) -> list[Tensor]:
         opt.zero_grad(set_to_none=True)
         after.append(flat_params(model))
     return after
+
+
+def whole_batch_gap(cfg: RunConfig) -> float:
+    """max |Δθ| after `cfg.steps` between one process on the whole batch at once and one
+    running each rank's slice separately: 0 up to rounding without BatchNorm; with it, the
+    difference between global and per-rank batch statistics."""
+    whole, sliced = single_process_params(cfg, per_slice=False), single_process_params(cfg, per_slice=True)
+    return float((whole[-1] - sliced[-1]).abs().max())
 
 
 def reference_kind(model: nn.Module) -> str:
@@ -430,7 +441,9 @@ def addition_chain(cfg: RunConfig, workload: Workload) -> int:
             for w in workload.model.parameters() if w.dim() >= 2]
     fans += [w.numel() for w in workload.model.parameters() if w.dim() == 1]  # a norm's mean; biases too (looser)
     x, _ = workload.batch(0, 0, 1)
-    return network_sums(fans, x[0].numel(), cfg.world_size * cfg.batch_per_rank * cfg.accum_steps)
+    # positions per sample: tokens of an id sequence (B, T), pixels of an image (B, C, H, W)
+    positions = x[0].numel() if not x.is_floating_point() else x[0, 0].numel() if x.dim() > 2 else 1
+    return network_sums(fans, positions, cfg.world_size * cfg.batch_per_rank * cfg.accum_steps)
 
 
 def flat_params(model: nn.Module) -> Tensor:
