@@ -64,9 +64,9 @@ def _wrap(model, strategy: str, group):
 
 
 def fsdp_units(model) -> list:
-    """The modules FSDP2 shards one by one: each Linear of the MLP (its blocks are rebuilt on
-    every call, so they cannot carry FSDP's hooks), each transformer or conv block of the
-    other models (`model.blocks`), else each Linear. The root unit takes the rest."""
+    """The modules FSDP2 shards one by one: each transformer or conv block (`model.blocks`,
+    an nn.ModuleList), else each Linear (the MLP: a unit per Linear, as before workloads).
+    The root unit takes the rest (embeddings, head)."""
     import torch
 
     blocks = getattr(model, "blocks", None)
