@@ -118,10 +118,12 @@ def predict(blocks: Sequence[BlockBytes], head_input_bytes: int, tail_bytes: int
     activations stay from forward until its own backward — and a block's input too where the
     block is the one that saves it (`saves_input`: a transformer's residual stream).
     Backward starts at the loss with everything held and two gradients of its largest tensor
-    (a GPT's (tokens, vocab) logits, which can outweigh a block): that is a floor for any k.
+    (a GPT's (tokens, vocab) logits, which can outweigh a block): that is a floor for any k;
+    by the time backward reaches the blocks those are freed and block-sized gradients flow.
     """
     n = len(blocks)
-    grads = 2 * max([head_input_bytes, tail_largest_bytes] + [b.input_bytes for b in blocks])
+    grads = 2 * max([head_input_bytes] + [b.input_bytes for b in blocks])
+    at_loss = max(grads, 2 * tail_largest_bytes)
 
     def own(i: int) -> int:           # what block i holds beyond the previous blocks' bytes
         return blocks[i].saved_bytes + (blocks[i].input_bytes if blocks[i].saves_input else 0)
@@ -130,13 +132,13 @@ def predict(blocks: Sequence[BlockBytes], head_input_bytes: int, tail_bytes: int
     if k == 0:
         held = stem_bytes + blocks[0].input_bytes + sum(own(i) for i in range(1, n)) \
             + blocks[0].saved_bytes + head + tail_bytes
-        return Prediction(0, held, held + grads, 0)
+        return Prediction(0, held, held + at_loss, 0)
     segs = segments(n, k)
     inputs = [blocks[s.start].input_bytes for s in segs]
     held = stem_bytes + sum(inputs) + head_input_bytes + tail_bytes
     peak = max(stem_bytes + sum(inputs[:j + 1]) + blocks[s.start].saved_bytes
                + sum(own(i) for i in s[1:]) + grads for j, s in enumerate(segs))
-    return Prediction(k, held, max(peak, held + grads), n)
+    return Prediction(k, held, max(peak, held + at_loss), n)
 
 
 def model_sweep(blocks: Sequence[BlockBytes], head_input_bytes: int, tail_bytes: int,
