@@ -184,7 +184,7 @@ def test_gpt_zero1_holds_its_share_of_adam_in_whole_tensors(gpt_sweep):
         # no rank ends more than one tensor above an even share
         assert all(r.optimizer_bytes <= K_FP32 * (psi / n + largest) for r in rows)
         assert all(r.param_bytes == r.grad_bytes == 4 * psi for r in rows)   # stage 1: replicas
-    # at N = 4 the token embedding alone (4096 × 64) is more than a quarter of the model, so
+    # at N = 4 the token embedding alone (vocabulary × 64) is more than a quarter of the model, so
     # the rank holding its moments holds more than 1/N: the figure notebook 09 explains
     assert max(r.optimizer_bytes for r in gpt_sweep.rows("zero1", 4)) > K_FP32 * psi / 4
 
