@@ -160,6 +160,7 @@ def test_single_process_dp_is_data_parallels_algorithm_and_copies_what_the_formu
     copies = {n: p.detach().clone().requires_grad_() * 1 for n, p in dp.module.named_parameters()}
     replica = DP._replicate(dp.module, copies)
     assert list(replica.parameters()) == [] and replica[0].weight is copies["0.weight"]
+    assert replica.blocks[0][0].weight is copies["0.weight"]        # the forward's path, too
     assert torch.equal(replica(torch.ones(2, 32)), dp.module(torch.ones(2, 32)))
     dev, final = DP.data_parallel(cfg, 1, steps=1, warmup=0)
     assert dev.threads == 1 and dev.bytes_in == dev.bytes_out == 0    # one device: no copies
