@@ -30,6 +30,8 @@ from .ddp_run import run
 from .launch import Cluster, RankContext, using_cluster
 from .record import RunRecord
 
+FACADE = ("sweep_accumulation", "check_gradients", "compare_scopes")  # what `dpviz.<name>` offers from here
+
 # Small enough to run K = 1..8 in seconds on 2 cores; a 0.25 MB bucket cap splits the
 # 1 MB MLP into several buckets, so "one all-reduce per bucket" is visible.
 DEMO_CONFIG = RunConfig(world_size=2, steps=4, layers=4, width=256, batch_per_rank=16,

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from .config import RunConfig, validate
 from .launch import Cluster, RankContext
 
+FACADE = ("worked_example", "uneven_shards", "compare_averaging")  # what `dpviz.<name>` offers from here
+
 # --- 1. the worked example (seed 002 §4.3) -----------------------------------------------------
 
 # The seed prints y1 = 2, y2 = 4 for x1 = 1, x2 = 2 (y = 2x) and never prints y3, y4: they follow

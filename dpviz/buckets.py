@@ -10,6 +10,8 @@ from typing import Sequence
 from .buckets_records import BucketSweep, cap_row
 from .record import RunRecord
 
+FACADE = ("sweep_buckets",)  # what `dpviz.<name>` offers from here
+
 
 def torch_assignment(ctx, sizes: list[int], order: list[int], limits: list[int]) -> list[list[int]]:
     """Rank task: torch's own `_compute_bucket_assignment_by_size` on float32 gradients of

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from .launch import Cluster, RankContext
 
+FACADE = ("rank_identities", "sampler_shards", "ddp_lifecycle")  # what `dpviz.<name>` offers from here
+
 # --- 1. rank, local rank, world size ---------------------------------------------------------
 
 

@@ -23,6 +23,8 @@ from .algorithms import build, check
 from .record import CollectiveRecord, Step
 from .schedule import Schedule, simulate, split
 
+FACADE = ("record_collective",)  # what `dpviz.<name>` offers from here
+
 MAX_RECORDED_ELEMENTS = 4096  # values are stored for every rank and step: keep records small
 F32_EPS = float(np.finfo(np.float32).eps)
 
