@@ -183,7 +183,7 @@ def test_figures_draw_what_the_records_hold(k3, scopes, cluster2):
 
 
 def test_k_slider_reruns_live(cluster2):
-    from dpviz.widgets.accumulation import k_slider
+    from dpviz import k_slider
 
     matplotlib.use("module://matplotlib_inline.backend_inline")  # the notebook's backend
     try:
