@@ -28,7 +28,7 @@ from .config import RunConfig, validate
 from .launch import Cluster, RankContext
 
 # what `dpviz.<name>` offers from here
-FACADE = ("worked_example", "uneven_shards", "compare_averaging", "period_slider")
+FACADE = ("worked_example", "uneven_shards", "compare_averaging", "compare_hooks", "period_slider")
 
 # --- 1. the worked example (seed 002 §4.3) -----------------------------------------------------
 
