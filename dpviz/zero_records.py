@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .record import record_kind
 from .trace import spans_from_trace
+from .workload_records import WorkloadInfo
 
 FACADE = ("zero_memory",)  # what `dpviz.<name>` offers from here
 
@@ -131,6 +132,7 @@ class ZeroSweep:
 
     config: dict
     ranks: tuple[ShardedRank, ...]
+    workload: WorkloadInfo | None = None    # the model trained: name and parameter list
 
     def rows(self, strategy: str | None = None, world_size: int | None = None) -> list[ShardedRank]:
         return [r for r in self.ranks if (strategy is None or r.strategy == strategy)
