@@ -8,7 +8,6 @@ cached per process.
 """
 from __future__ import annotations
 
-import ast
 import functools
 import os
 import re
@@ -57,7 +56,7 @@ def facade_exports(package: Path = PACKAGE) -> dict[str, str]:
         if match is None:
             continue
         relative = module.partition(".")[2]
-        for name in ast.literal_eval(match.group(1)):
+        for name in re.findall(r'"(\w+)"', match.group(1)):
             if found.setdefault(name, relative) != relative:
                 raise RuntimeError(f"dpviz.{name} is offered by both {found[name]} and {relative}")
     return found
