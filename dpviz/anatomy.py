@@ -48,6 +48,8 @@ from .anatomy_records import (LayerAnatomy, StepAnatomy, classify_mm, kept_alloc
 from .config import RunConfig, validate
 from .launch import Cluster, RankContext, using_cluster
 
+FACADE = ("measure_anatomy",)  # what `dpviz.<name>` offers from here
+
 BLOCK_PREFIX = "dpviz_block"
 NODE = "autograd::engine::evaluate_function: "
 LINEAR_NODES = ("AddmmBackward0", "MmBackward0")    # a Linear: its mm children split into B and W

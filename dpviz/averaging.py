@@ -35,6 +35,9 @@ def _tupled(fields: dict) -> dict:
     return {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
 
 
+# what `dpviz.<name>` offers from here
+FACADE = ("worked_example", "uneven_shards", "compare_averaging", "compare_hooks", "period_slider")
+
 # --- 1. the worked example (seed 002 §4.3) -----------------------------------------------------
 
 def worked_example_rank(ctx: RankContext, xs, ys, w0: float, lr: float, steps: int,

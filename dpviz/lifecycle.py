@@ -17,6 +17,8 @@ from __future__ import annotations
 from .launch import Cluster, RankContext, using_cluster
 from .lifecycle_records import Lifecycle, RankIdentity, SamplerShards, torchrun_layout
 
+FACADE = ("rank_identities", "sampler_shards", "ddp_lifecycle")  # what `dpviz.<name>` offers from here
+
 # --- 1. rank, local rank, world size ---------------------------------------------------------
 
 

@@ -29,6 +29,8 @@ from .launch import Cluster, RankContext, using_cluster
 from .trace import STEP_PREFIX, read_trace
 from .zero_records import ADAM_LR, STRATEGIES, ShardedRank, ZeroSweep, count_collectives
 
+FACADE = ("run_sharded",)  # what `dpviz.<name>` offers from here
+
 
 def _group(ctx: RankContext, n: int):
     """The first `n` ranks as a process group (every rank must call this, member or not)."""
