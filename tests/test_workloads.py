@@ -193,3 +193,21 @@ def test_model_names_are_checked_without_importing(tmp_path):
     cfg = RunConfig(model="some.module:factory")   # a record may name a model this machine lacks
     assert RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
     assert RunConfig(model="gpt").width == 64 and RunConfig().replace(model="gpt").width == 64
+
+
+@pytest.mark.numeric
+@pytest.mark.parametrize("model", ["gpt", "cnn"])
+def test_accumulated_gradient_is_the_large_batch_one_for_gpt_and_cnn(cluster2, model):
+    """K = 3 micro-steps under no_sync (the run loop's own code) give the gradient of one
+    process on all K × world samples (per slice for BatchNorm), within the rounding bound of
+    the workload's own chain of additions."""
+    from dpviz.accumulation import check_gradients
+    from dpviz.rounding import sum_order_bound
+    from dpviz.workloads import addition_chain, build_workload
+
+    cfg = RunConfig(model=model, accum_steps=3)
+    check = check_gradients(cfg, cluster=cluster2)
+    assert check.all_reduces_per_micro[:2] == (0, 0) and check.all_reduces_per_micro[2] >= 1
+    assert check.max_diff_across_ranks == 0.0
+    assert check.max_diff_vs_large_batch <= sum_order_bound(addition_chain(cfg, build_workload(cfg)),
+                                                            check.reference_max_abs)
