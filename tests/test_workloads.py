@@ -151,6 +151,7 @@ def test_gpt_buckets_under_ddps_default_cap_match_its_logging(cluster2, factory)
     _assert_buckets_are_ddps(record)
     first = step_buckets(record, step=2)[0]
     names = record.workload.param_names()
+    _assert_gradient_figure_and_text(record)
     if factory is None:
         assert len(step_buckets(record, step=2)) >= 2 and first.bytes >= 1 << 20
         assert first.params[0] == "head.weight"
@@ -158,6 +159,31 @@ def test_gpt_buckets_under_ddps_default_cap_match_its_logging(cluster2, factory)
         assert "head.weight" not in names     # shared: DDP sees tok_emb.weight once
         # its gradient (head's + embedding's) is complete only at the very end of backward
         assert step_buckets(record, step=2)[-1].params[-1] == "tok_emb.weight"
+
+
+def _assert_gradient_figure_and_text(record) -> None:
+    """The gradient-size figure names real layers without overlapping labels; the text names
+    the largest gradient and one line per rebuilt bucket."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dpviz.buckets_records import describe_gradients, gradients
+    from dpviz.plots.buckets import plot_gradient_sizes
+    from dpviz.plots.legibility import overlapping_texts
+
+    grads = gradients(record)
+    assert sorted(g.name for g in grads) == sorted(record.workload.param_names())
+    fig = plot_gradient_sizes(record).figure
+    try:
+        assert overlapping_texts(fig) == []
+        assert max(grads, key=lambda g: g.bytes).name in {t.get_text() for t in fig.axes[0].texts}
+    finally:
+        plt.close(fig)
+    text = describe_gradients(record)
+    assert f"largest {max(grads, key=lambda g: g.bytes).name}" in text
+    assert text.count("  bucket ") == len(logged_layout(record).rebuilt_params)
 
 
 @pytest.mark.numeric
