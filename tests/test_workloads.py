@@ -237,3 +237,13 @@ def test_accumulated_gradient_is_the_large_batch_one_for_gpt_and_cnn(cluster2, m
     assert check.max_diff_across_ranks == 0.0
     assert check.max_diff_vs_large_batch <= sum_order_bound(addition_chain(cfg, build_workload(cfg)),
                                                             check.reference_max_abs)
+
+
+@pytest.mark.parametrize("model", ["gpt", "cnn"])
+def test_checkpointed_blocks_recompute_in_backward_and_train_the_same(cluster2, model):
+    """checkpoint_every=2: segments of two blocks recompute their forward inside backward
+    (found in the trace), and the parameters still equal one process's."""
+    record = run(RunConfig(model=model, checkpoint_every=2), cluster=cluster2)
+    assert record.spans_of(rank=0, kind="recompute", step=1)
+    for check in record.checks:
+        assert check.max_diff_vs_single_process <= check.rounding_bound
