@@ -26,16 +26,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from dpviz import Cluster, RunConfig  # noqa: E402
-from dpviz.accumulation import DEMO_CONFIG  # noqa: E402
-from dpviz.averaging import compare_averaging  # noqa: E402
-from dpviz.buckets import sweep_config  # noqa: E402
+from dpviz.accumulation import DEMO_CONFIG, LIVE_STEPS, k_slider  # noqa: E402
+from dpviz.averaging import compare_averaging, period_slider  # noqa: E402
+from dpviz.buckets import bucket_cap_slider, sweep_config  # noqa: E402
 from dpviz.ddp_run import assemble_run, run, train_rank  # noqa: E402
 from dpviz.plots.accumulation import plot_schedule  # noqa: E402
 from dpviz.plots.averaging import plot_drift  # noqa: E402
 from dpviz.plots.buckets import plot_bucket_timeline  # noqa: E402
-from dpviz.widgets.accumulation import LIVE_STEPS, k_slider  # noqa: E402
-from dpviz.widgets.averaging import period_slider  # noqa: E402
-from dpviz.widgets.buckets import bucket_cap_slider  # noqa: E402
 from dpviz.widgets.slider import _Figure  # noqa: E402
 
 

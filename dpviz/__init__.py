@@ -32,6 +32,9 @@ _EXPORTS = {
     "run_pipeline": "pipeline", "sweep_pipeline": "pipeline",
     "measure_tensor_parallel": "tensor_parallel",
     "run_expert_layer": "experts", "expert_parallel": "experts",
+    # live sliders: each re-runs its verb on warm ranks (the panels in dpviz.widgets hold no torch)
+    "bucket_cap_slider": "buckets", "link_bandwidth_slider": "buckets", "k_slider": "accumulation",
+    "period_slider": "averaging",
     # bring your own trace; every animation
     "load_trace": "trace_files", "export_all": "export",
 }

@@ -16,15 +16,18 @@ DDP reads that flag in *forward*: when it is set, `_post_forward` calls
 Once forward ran outside `no_sync()`, the coming backward all-reduces whatever the flag
 says by then. Gradients stay right either way (averaging is linear); the traffic is K×.
 
-This module runs the ranks (torch only inside the functions that run on them); the records
-and the pure functions of them (no torch) are `dpviz.accumulation_records`.
+This module runs the ranks (torch only inside the functions that run on them) and binds the
+K slider of `dpviz.widgets.accumulation` to them; the records and the pure functions of them
+(no torch) are `dpviz.accumulation_records`.
 """
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Iterable
+from functools import partial
+from typing import Iterable, Sequence
 
 from .accumulation_records import AccumulationSweep, GradientCheck, accumulation_row
+from .buckets_records import SLIDER_GBPS
 from .config import NO_SYNC_SCOPES, RunConfig, validate
 from .ddp_run import run
 from .launch import Cluster, RankContext, using_cluster
@@ -34,6 +37,9 @@ from .record import RunRecord
 # 1 MB MLP into several buckets, so "one all-reduce per bucket" is visible.
 DEMO_CONFIG = RunConfig(world_size=2, steps=4, layers=4, width=256, batch_per_rank=16,
                         bucket_cap_mb=0.25)
+# A slider move re-runs DDP's bucket-rebuild step and the one steady step the figure draws, no
+# more: a shorter wait per move (benchmarks/knob_latency.py), the same figure.
+LIVE_STEPS = 2
 
 
 # --- live runs ----------------------------------------------------------------------------
@@ -53,6 +59,41 @@ def sweep_accumulation(cfg: RunConfig | None = None, *, cluster: Cluster | None 
                 runs[k].append(run(cfg, cluster=ranks, accum_steps=k))
     rows = tuple(accumulation_row(*runs[k]) for k in ks)
     return AccumulationSweep(config=cfg.to_dict(), world_size=cfg.world_size, rows=rows)
+
+
+def _run_k(cfg: RunConfig, cluster: Cluster, k: int) -> RunRecord:
+    return run(cfg, cluster=cluster, accum_steps=k)
+
+
+def k_slider(cluster: Cluster, cfg: RunConfig | None = None,
+             values: Sequence[int] = tuple(range(1, 9)), value: int = 4):
+    """Slide K (micro-steps per optimizer step) over `values`; runs on the warm `cluster`.
+
+    The figure is one steady step of every rank: K forward/backward blocks, and the
+    all-reduces only in the last one (move `cfg.no_sync` to see the pitfalls instead).
+    """
+    from .widgets.accumulation import k_panel
+
+    cfg = validate(cfg or DEMO_CONFIG)
+    live = cfg.replace(steps=min(cfg.steps, LIVE_STEPS))
+    return k_panel(partial(_run_k, live, cluster), cfg.world_size, values, value, cluster=cluster)
+
+
+def _run_k_gbps(cfg: RunConfig, cluster: Cluster, k: int, gbps: float) -> RunRecord:
+    return run(cfg.replace(link=cfg.link.with_gbps(gbps)), cluster=cluster, accum_steps=k)
+
+
+def link_bandwidth_slider(cluster: Cluster, cfg: RunConfig, k: int = 4,
+                          gbps: Sequence[float] = SLIDER_GBPS, value: float | None = None):
+    """Slide the emulated link's bandwidth (same latency) at K micro-steps on the warm
+    `cluster`, beside 03's: the same widget, drawing one steady step's schedule."""
+    from .link import slider_start
+    from .widgets.accumulation import link_bandwidth_panel
+
+    cfg = validate(cfg)
+    live = cfg.replace(steps=min(cfg.steps, LIVE_STEPS))
+    return link_bandwidth_panel(partial(_run_k_gbps, live, cluster, k), slider_start(cfg.link, value),
+                                cfg.world_size, gbps, cluster=cluster)
 
 
 def compare_scopes(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,

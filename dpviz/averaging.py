@@ -1,6 +1,6 @@
 """What ranks average, and when: the worked example, uneven shards, parameter vs gradient averaging.
 
-Three live experiments on the same idea — data parallel training is one optimizer seeing the
+Four live experiments on the same idea — data parallel training is one optimizer seeing the
 *global* gradient, and averaging is how ranks agree on it:
 
 1. `worked_example`: f(x) = w·x, squared loss, 2 ranks, w = 1, lr = 0.1 (seed 002 §4.3),
@@ -14,51 +14,20 @@ Three live experiments on the same idea — data parallel training is one optimi
    gradients stay local and training leaves large-batch SGD.
 
 Rank-side functions (`*_rank`) run via `Cluster.run_task` and return plain data; the parent
-functions assemble frozen records that render without torch.
+functions assemble the frozen records of `averaging_records.py`, which render without torch.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import partial
+from typing import Sequence
 
+from .averaging_records import (AGGREGATIONS, HOOK_MODES, PERIODS, WORKED_LR, WORKED_W0, WORKED_X,
+                                WORKED_Y, AveragingComparison, AveragingRun, HookComparison,
+                                HookRun, UnevenShards, WorkedExample, WorkedStep)
 from .config import RunConfig, validate
 from .launch import Cluster, RankContext
 
 # --- 1. the worked example (seed 002 §4.3) -----------------------------------------------------
-
-# The seed prints y1 = 2, y2 = 4 for x1 = 1, x2 = 2 (y = 2x) and never prints y3, y4: they follow
-# the same rule, so the data are x = 1..4, y = 2x, and the best w is 2.
-WORKED_X = (1.0, 2.0, 3.0, 4.0)
-WORKED_Y = (2.0, 4.0, 6.0, 8.0)
-WORKED_W0, WORKED_LR = 1.0, 0.1
-
-# What seed 002 prints for iteration 1 (its worker 1 = our rank 0, worker 2 = rank 1).
-SEED_PRINTED = {"loss rank 0": 5.0, "grad rank 0": -10.0, "loss rank 1": 13.0,
-                "grad rank 1": -14.0, "averaged grad": -12.0, "w after step 1": 2.2}
-
-
-@dataclass(frozen=True)
-class WorkedStep:
-    """One iteration on every rank: local loss and gradient, their average, the update."""
-
-    step: int
-    w: float                      # before the update (equal on all ranks)
-    losses: tuple[float, ...]     # per rank, on its own shard
-    grads: tuple[float, ...]      # per rank: d(local loss)/dw
-    averaged_grad: float          # all_reduce(sum) / world_size, as every rank received it
-    w_after: float
-
-
-@dataclass(frozen=True)
-class WorkedExample:
-    """The worked example run live; `reduction` is how each rank's loss adds its samples."""
-
-    reduction: str                # "sum" (the seed's worked numbers) or "mean" (its §4.2 ℓ_n)
-    xs: tuple[float, ...]
-    ys: tuple[float, ...]
-    lr: float
-    steps: tuple[WorkedStep, ...]
-    max_w_diff_across_ranks: float
-
 
 def worked_example_rank(ctx: RankContext, xs, ys, w0: float, lr: float, steps: int,
                         reduction: str) -> list[dict]:
@@ -102,78 +71,12 @@ def worked_example(cluster: Cluster, steps: int = 4, reduction: str = "sum") -> 
                                 steps, reduction)
     worst = max(abs(a["w_after"] - b["w_after"]) for r in per_rank[1:]
                 for a, b in zip(per_rank[0], r)) if len(per_rank) > 1 else 0.0
-    return WorkedExample(reduction=reduction, xs=WORKED_X, ys=WORKED_Y, lr=WORKED_LR,
-                         steps=tuple(WorkedStep(step=s["step"], w=s["w"], losses=tuple(s["losses"]),
-                                                grads=tuple(s["grads"]),
-                                                averaged_grad=s["averaged_grad"], w_after=s["w_after"])
-                                     for s in per_rank[0]),
-                         max_w_diff_across_ranks=worst)
-
-
-@dataclass(frozen=True)
-class SeedCheck:
-    """One number the seed prints next to the live value."""
-
-    quantity: str
-    printed: float
-    live: float
-
-    @property
-    def agrees(self) -> bool:
-        return abs(self.printed - self.live) < 1e-9
-
-
-def check_seed(example: WorkedExample) -> list[SeedCheck]:
-    """The seed's iteration-1 numbers against the live run with the same (sum) loss."""
-    if example.reduction != "sum" or len(example.steps[0].losses) != 2:
-        raise ValueError("the seed's numbers are for the per-worker *sum* loss on 2 ranks: "
-                         "run worked_example(cluster_of_2, reduction='sum')")
-    first = example.steps[0]
-    live = {"loss rank 0": first.losses[0], "grad rank 0": first.grads[0],
-            "loss rank 1": first.losses[1], "grad rank 1": first.grads[1],
-            "averaged grad": first.averaged_grad, "w after step 1": first.w_after}
-    return [SeedCheck(q, SEED_PRINTED[q], live[q]) for q in SEED_PRINTED]
-
-
-def grad_without_chain_factor(xs, ys, w: float) -> float:
-    """Σ 2(w·x − y) over a shard: d loss/dz summed, i.e. the gradient with the ·x factor dropped.
-
-    For rank 1's shard (x = 3, 4; y = 6, 8) at w = 1 this is −14, the seed's printed gradient.
-    """
-    return sum(2 * (w * x - y) for x, y in zip(xs, ys))
-
-
-def loss_readings(xs, ys, w: float) -> dict[str, float]:
-    """Every plain reading of "the loss on this shard", to hold the seed's printed value against.
-
-    For rank 1's shard (x = 3, 4; y = 6, 8) at w = 1 none gives the seed's 13: the sum of
-    squared errors is 25, their mean 12.5, half the sum 12.5, the sum of |errors| 7. The seed's
-    −14 (errors −3, −4) rules out data that would give 13 (errors of 2 and 3): the 13 cannot be
-    derived from the example's numbers.
-    """
-    errors = [w * x - y for x, y in zip(xs, ys)]
-    sq = [e * e for e in errors]
-    return {"Σ (z − y)²": sum(sq), "mean (z − y)²": sum(sq) / len(sq), "½ Σ (z − y)²": sum(sq) / 2,
-            "Σ |z − y|": sum(abs(e) for e in errors), "mean |z − y|": sum(abs(e) for e in errors) / len(errors)}
+    steps = tuple(WorkedStep(**{k: tuple(v) if isinstance(v, list) else v for k, v in s.items()})
+                  for s in per_rank[0])
+    return WorkedExample(reduction, WORKED_X, WORKED_Y, WORKED_LR, steps, worst)
 
 
 # --- 2. uneven shards ----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class UnevenShards:
-    """Gradients of one MLP on shards of unequal size, aggregated four ways, vs the full batch."""
-
-    sizes: tuple[int, ...]                 # M_n per rank
-    full_grad_norm: float                  # ‖∇ mean loss over all M samples‖
-    local_grad_norms: tuple[float, ...]    # ‖g_n‖ per rank
-    errors: dict[str, float]               # aggregation → max |aggregate − full| over parameters
-    relative_errors: dict[str, float]      # aggregation → ‖aggregate − full‖ / ‖full‖
-    rounding_bound: float | None = None    # what float32 re-ordering alone can reach in `errors`
-
-
-AGGREGATIONS = ("weighted Σ (M_n/M)·g_n", "plain mean (1/N)·Σ g_n", "DDP, loss as is",
-                "DDP, loss × N·M_n/M")
-
 
 def uneven_shards_rank(ctx: RankContext, cfg: RunConfig, sizes) -> dict:
     """Local mean-loss gradient on this rank's shard, aggregated four ways; rank 0 compares."""
@@ -236,25 +139,6 @@ def uneven_shards(cluster: Cluster, sizes, cfg: RunConfig | None = None) -> Unev
 
 
 # --- 3. parameter averaging (local SGD) vs gradient averaging --------------------------------------
-
-@dataclass(frozen=True)
-class AveragingRun:
-    """One training run: per step, replica drift and losses; communication it needed."""
-
-    mode: str                         # "gradient" (DDP, every step) or "parameter" (every H steps)
-    period: int                       # H: steps between averages (1 for gradient averaging)
-    drift: tuple[float, ...]          # per step, before any averaging: RMS over ranks of ‖θ_r − θ̄‖
-    eval_loss: tuple[float, ...]      # per step: loss of the averaged model θ̄ on a held-out batch
-    train_loss: tuple[float, ...]     # per step: mean over ranks of the local mini-batch loss
-    averages: int                     # all-reduces the algorithm itself issued
-    bytes_per_average: int            # payload of one such all-reduce (all parameters)
-
-
-@dataclass(frozen=True)
-class AveragingComparison:
-    config: dict
-    runs: tuple[AveragingRun, ...]
-
 
 def _drift_and_mean(params, world_size: int):
     """Measurement only: θ̄ = mean over ranks, and RMS over ranks of ‖θ_r − θ̄‖."""
@@ -336,30 +220,25 @@ def compare_averaging(cluster: Cluster, periods=(4, 16), steps: int = 48,
     return AveragingComparison(config=cfg.to_dict(), runs=tuple(runs))
 
 
+def _run_period(cluster: Cluster, steps: int, first: list, period: int) -> AveragingComparison:
+    """Both schemes on the first call; afterwards only parameter averaging with this H."""
+    comparison = compare_averaging(cluster, periods=(period,), steps=steps,
+                                   gradient=first[0] if first else None)
+    if not first:
+        first.append(comparison)
+    return comparison
+
+
+def period_slider(cluster: Cluster, periods: Sequence[int] = PERIODS, value: int = 8,
+                  steps: int = 32):
+    """Slider over H re-running parameter averaging live on the warm `cluster`, beside the
+    gradient-averaging run made when the slider was built."""
+    from .widgets.averaging import period_panel
+
+    return period_panel(partial(_run_period, cluster, steps, []), periods, value, cluster=cluster)
+
+
 # --- 4. a gradient hook that averages the weights (picotron #39) --------------------------------
-
-HOOK_MODES = ("gradient", "weight")   # what the post-accumulate-grad hook all-reduces
-
-
-@dataclass(frozen=True)
-class HookRun:
-    """Training with a hand-written averaging hook, checked three ways after every step."""
-
-    mode: str                               # "gradient" (right) or "weight" (the bug)
-    params_after_backward: tuple[float, ...]  # per step: max |θ_r − θ_0| right after backward
-    params_after_step: tuple[float, ...]    # per step: max |θ_r − θ_0| after optimizer.step()
-    grads_after_backward: tuple[float, ...]  # per step: max |∇_r − ∇_0| right after backward
-    vs_large_batch: tuple[float, ...]       # per step: max |θ_0 − one process on the whole batch|
-
-
-@dataclass(frozen=True)
-class HookComparison:
-    config: dict
-    runs: tuple[HookRun, ...]
-
-    def run(self, mode: str) -> HookRun:
-        return next(r for r in self.runs if r.mode == mode)
-
 
 def _average_hook(mode: str, world_size: int):
     """The hook `register_post_accumulate_grad_hook` calls with the *parameter*.

@@ -30,6 +30,8 @@ MIB = 1 << 20
 DEFAULT_CAP_MB = 25              # DDP's bucket_cap_mb when left unset
 FIRST_BUCKET_BYTES = 1 << 20     # dist._DEFAULT_FIRST_BUCKET_BYTES (a test checks it)
 ONE_BUCKET_CAP_MB = 4096.0       # a cap no demo model fills: every gradient in one bucket
+SLIDER_CAPS = (0.25, 0.5, 1.0, 2.0, 4.0, 25.0, ONE_BUCKET_CAP_MB)   # bucket_cap_mb a slider offers
+SLIDER_GBPS = (0.25, 0.5, 1.0, 2.0, 4.0, 10.0, 100.0)              # emulated link Gb/s a slider offers
 Intervals = list[tuple[float, float]]
 
 

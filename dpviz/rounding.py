@@ -124,9 +124,14 @@ def adam_entry_bounds(grads: Sequence, lr: float, terms: int, param_max: float):
     (|g| ≲ δ, the re-ordering bound) can therefore take an lr-sized step in either direction:
     up to 2·lr per step apart, however small the rounding. An entry with |g| ≫ δ changes its
     update by the relative change of its gradient, ≤ 2·lr·δ/|g| per step. So the bound is
-    lr-sized only where the gradient was near zero at some step, and tight everywhere else;
-    the SGD-like ulp term of the parameters themselves is added. `grads` are one run's flat
-    gradients per step (the reference's), δ = `sum_order_bound(terms, max |g|)`.
+    lr-sized only where the gradient was near zero at some step, and tight everywhere else.
+    Added per step: the update's own rounding, with the gradient's re-ordering already counted
+    above — one ulp of |θ| for θ − update, and ≤ 8 roundings of m, v, the corrections, the
+    square root and the division on an update of relative size ≤ 32 (as in
+    `memory.adam_formula_bounds`): ε·(|θ| + 8·32·lr). (Scaling the ulp by the chain length,
+    as an SGD step's gradient error must be, would let a GPT's N(0, 1) embeddings hide an
+    lr-sized error: a rank's shard alone would pass.) `grads` are one run's flat gradients
+    per step (the reference's), δ = `sum_order_bound(terms, max |g|)`.
     """
     import torch
 
@@ -134,7 +139,7 @@ def adam_entry_bounds(grads: Sequence, lr: float, terms: int, param_max: float):
     delta = sum_order_bound(terms, float(g.max()))
     floor = g.min(0).values                      # each entry's smallest |g| over the steps
     per_step = lr * torch.clamp(2 * delta / floor, max=2.0)   # |g| = 0 → 2·lr (inf clamped)
-    return len(grads) * (per_step + sum_order_bound(terms, param_max))
+    return len(grads) * (per_step + EPS32 * (param_max + 8 * 32 * lr))
 
 
 def describe_difference(diff: float, bound: float | None = None, exact_because: str = "") -> str:

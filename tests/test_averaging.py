@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from dpviz import averaging as A
+from dpviz import averaging_records as R
 from dpviz.config import RunConfig
 from dpviz.rounding import reference_sgd_bound, relative_bound
 
@@ -25,12 +26,12 @@ def test_worked_example_first_step_by_hand(sum_example):
 
 
 def test_seed_numbers_wrong_exactly_where_rank_1_enters(sum_example):
-    checks = {c.quantity: c for c in A.check_seed(sum_example)}
+    checks = {c.quantity: c for c in R.check_seed(sum_example)}
     assert checks["loss rank 0"].agrees and checks["grad rank 0"].agrees
     assert [q for q, c in checks.items() if not c.agrees] == [
         "loss rank 1", "grad rank 1", "averaged grad", "w after step 1"]
     # the printed −14 is Σ 2(z − y) over rank 1's shard: the chain-rule factor x is missing
-    assert A.grad_without_chain_factor((3.0, 4.0), (6.0, 8.0), 1.0) == A.SEED_PRINTED["grad rank 1"]
+    assert R.grad_without_chain_factor((3.0, 4.0), (6.0, 8.0), 1.0) == R.SEED_PRINTED["grad rank 1"]
 
 
 def test_sum_loss_diverges_mean_loss_converges(cluster2, sum_example):
@@ -50,9 +51,9 @@ def test_uneven_shards_weighted_average_is_the_full_gradient(cluster2):
     cfg = RunConfig(layers=2, width=32)
     rec = A.uneven_shards(cluster2, (24, 8), cfg)
     bound = rec.rounding_bound
-    weighted, plain, ddp_plain, ddp_scaled = (rec.errors[n] for n in A.AGGREGATIONS)
+    weighted, plain, ddp_plain, ddp_scaled = (rec.errors[n] for n in R.AGGREGATIONS)
     assert weighted <= bound and ddp_scaled <= bound
-    assert plain > 1000 * bound and rec.relative_errors[A.AGGREGATIONS[1]] > 0.05
+    assert plain > 1000 * bound and rec.relative_errors[R.AGGREGATIONS[1]] > 0.05
     assert abs(ddp_plain - plain) <= 2 * bound               # DDP computes the plain mean
 
 
@@ -95,7 +96,7 @@ def test_figures_draw_the_records(cluster2, sum_example):
     ax = plot_worked_example([sum_example])
     assert list(ax.lines[0].get_ydata()) == [1.0, 4.0, -2.0, 10.0]
     rec = A.uneven_shards(cluster2, (24, 8), RunConfig(layers=2, width=32))
-    assert len(plot_uneven(rec).patches) == len(A.AGGREGATIONS)
+    assert len(plot_uneven(rec).patches) == len(R.AGGREGATIONS)
     cmp = A.compare_averaging(cluster2, periods=(4,), steps=4,
                               cfg=RunConfig(layers=1, width=8, batch_per_rank=4))
     assert [list(l.get_ydata()) for l in plot_drift(cmp).lines] == [list(r.drift) for r in cmp.runs]
@@ -105,7 +106,7 @@ def test_figures_draw_the_records(cluster2, sum_example):
 def test_period_slider_reruns_live(cluster2):
     import matplotlib
 
-    from dpviz.widgets.averaging import period_slider
+    from dpviz import period_slider
 
     matplotlib.use("module://matplotlib_inline.backend_inline")  # the notebook's backend
     try:
@@ -148,7 +149,7 @@ def test_compare_hooks_needs_two_steps(cluster2):
 
 
 def test_no_reading_of_the_shard_loss_gives_the_seeds_13():
-    readings = A.loss_readings((3, 4), (6, 8), 1.0)
+    readings = R.loss_readings((3, 4), (6, 8), 1.0)
     assert readings["Σ (z − y)²"] == 25 and readings["mean (z − y)²"] == 12.5
     assert 13 not in readings.values()
-    assert A.loss_readings((1, 2), (2, 4), 1.0)["Σ (z − y)²"] == 5     # rank 0's printed 5 holds
+    assert R.loss_readings((1, 2), (2, 4), 1.0)["Σ (z − y)²"] == 5     # rank 0's printed 5 holds

@@ -4,8 +4,11 @@ from __future__ import annotations
 import pytest
 
 from dpviz import Cluster
+from dpviz import data_parallel as DP
 from dpviz import dp_vs_ddp as D
+from dpviz import dp_vs_ddp_records as DR
 from dpviz import lifecycle as L
+from dpviz import lifecycle_records as LR
 from dpviz.config import RunConfig
 from dpviz.plots.lifecycle import sampler_grid
 from dpviz.rounding import reference_sgd_bound
@@ -27,11 +30,11 @@ def test_rank_identities(cluster3):
 
 
 def test_torchrun_layout():
-    layout = L.torchrun_layout(4, 2)                         # the seed's 4 nodes × 2 GPUs
+    layout = LR.torchrun_layout(4, 2)                         # the seed's 4 nodes × 2 GPUs
     assert [(i.rank, i.host, i.local_rank) for i in layout[2:4]] == [(2, "node1", 0), (3, "node1", 1)]
     assert {i.world_size for i in layout} == {8}
     with pytest.raises(ValueError):
-        L.torchrun_layout(0, 2)
+        LR.torchrun_layout(0, 2)
 
 
 def test_sampler_shards_are_disjoint_and_cover(cluster3):
@@ -87,12 +90,12 @@ def test_three_patterns_train_identically_and_traffic_matches_model(cluster3):
     cfg = RunConfig(layers=2, width=128, batch_per_rank=8)
     rec = D.dp_vs_ddp(cluster3, (2, 3), cfg, steps=2, replicas=(1, 2, 3))
     # each pattern is within rounding of exact large-batch SGD, so two of them within twice that
-    bound = {n: reference_sgd_bound(cfg.replace(world_size=n, steps=D.WARMUP + 2)) for n in (1, 2, 3)}
+    bound = {n: reference_sgd_bound(cfg.replace(world_size=n, steps=DR.WARMUP + 2)) for n in (1, 2, 3)}
     assert set(rec.max_param_diff) == {2, 3}
     assert all(rec.max_param_diff[n] <= 2 * bound[n] for n in (2, 3))
     assert len(rec.points) == 2 * (2 + 3)
     for p in rec.points:
-        model = D.expected_sent_bytes(p.pattern, p.world_size, p.rank, rec.param_bytes)
+        model = DR.expected_sent_bytes(p.pattern, p.world_size, p.rank, rec.param_bytes)
         assert p.sent_bytes == pytest.approx(model, rel=0.02), p
     ps0, = [p for p in rec.of("ps", 3) if p.rank == 0]
     assert ps0.sent_bytes > 1.4 * max(p.sent_bytes for p in rec.of("ddp", 3))  # rank 0 bottleneck
@@ -117,7 +120,7 @@ def test_dp_vs_ddp_record_round_trips_through_json(cluster3, tmp_path):
 
     rec = D.dp_vs_ddp(cluster3, (2,), RunConfig(layers=1, width=16, batch_per_rank=4), steps=1,
                       replicas=(1, 2))
-    assert load(save(rec, tmp_path / "dp.json"), expect=D.DpVsDdp) == rec
+    assert load(save(rec, tmp_path / "dp.json"), expect=DR.DpVsDdp) == rec
 
 
 @pytest.mark.numeric
@@ -130,7 +133,7 @@ def test_single_process_dp_is_data_parallels_algorithm_and_copies_what_the_formu
 
     cfg = RunConfig(layers=2, width=32, batch_per_rank=5, world_size=3, steps=4)
     P = sum(p.numel() * 4 for p in build_mlp(cfg).parameters())
-    dp = D.SingleProcessDP(cfg, 3)
+    dp = DP.SingleProcessDP(cfg, 3)
     ref = single_process_params(cfg)
     backward_threads = set()
     for p in dp.module.parameters():      # where device 0's gradients are summed: one thread
@@ -145,14 +148,14 @@ def test_single_process_dp_is_data_parallels_algorithm_and_copies_what_the_formu
     # shards of 5 floats; in: 2 output shards, 2 parameter gradients. Targets never move.
     assert dp.bytes_out == 4 * (2 * 5 * 32 * 4 + 2 * P + 2 * 5 * 4)
     assert dp.bytes_in == 4 * (2 * 5 * 4 + 2 * P)
-    assert D.expected_copy_bytes(3, P, 5 * 32 * 4, 5 * 4) == {"out": dp.bytes_out / 4,
+    assert DR.expected_copy_bytes(3, P, 5 * 32 * 4, 5 * 4) == {"out": dp.bytes_out / 4,
                                                               "in": dp.bytes_in / 4}
     # replicas own no parameters: their weights are the broadcast copies, in the autograd graph
     copies = {n: p.detach().clone().requires_grad_() * 1 for n, p in dp.module.named_parameters()}
-    replica = D._replicate(dp.module, copies)
+    replica = DP._replicate(dp.module, copies)
     assert list(replica.parameters()) == [] and replica[0].weight is copies["0.weight"]
     assert torch.equal(replica(torch.ones(2, 32)), dp.module(torch.ones(2, 32)))
-    dev, final = D.data_parallel(cfg, 1, steps=1, warmup=0)
+    dev, final = DP.data_parallel(cfg, 1, steps=1, warmup=0)
     assert dev.threads == 1 and dev.bytes_in == dev.bytes_out == 0    # one device: no copies
     # exact by construction: one replica runs the very kernels the reference runs (one
     # intra-op thread each), on the same numbers (the loss scaled by 1.0)
@@ -164,7 +167,7 @@ def test_parallel_apply_raises_a_workers_error():
         raise RuntimeError("replica 1 failed")
 
     with pytest.raises(RuntimeError, match="replica 1 failed"):
-        D._parallel_apply([lambda: None, boom])
+        DP._parallel_apply([lambda: None, boom])
 
 
 def test_dp_vs_ddp_world_sizes_must_fit_the_cluster(cluster3):
@@ -174,9 +177,9 @@ def test_dp_vs_ddp_world_sizes_must_fit_the_cluster(cluster3):
 
 def test_expected_sent_bytes_rejects_unknown_pattern():
     with pytest.raises(ValueError, match="pattern"):
-        D.expected_sent_bytes("allgather", 2, 0, 10)
+        DR.expected_sent_bytes("allgather", 2, 0, 10)
     with pytest.raises(ValueError, match="expected_copy_bytes"):
-        D.expected_sent_bytes("dp", 2, 0, 10)                   # single-process DP: no sockets
+        DR.expected_sent_bytes("dp", 2, 0, 10)                   # single-process DP: no sockets
 
 
 def test_figures_draw_the_records(cluster3, synced):
@@ -185,8 +188,8 @@ def test_figures_draw_the_records(cluster3, synced):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.plots.lifecycle import (plot_buffers, plot_construction, plot_dp_phases,
-                                       plot_sampler, plot_step_time, plot_traffic)
+    from dpviz.plots.dp_vs_ddp import plot_dp_phases, plot_step_time, plot_traffic
+    from dpviz.plots.lifecycle import plot_buffers, plot_construction, plot_sampler
 
     shards = L.sampler_shards(cluster3, dataset_size=10, epochs=2)
     assert len(plot_sampler(shards).patches) == 2 * 12        # 3 ranks × 4 slots per epoch
@@ -196,7 +199,7 @@ def test_figures_draw_the_records(cluster3, synced):
     # one bar per rank and rank pattern, and device 0's out and in for DP at N = 2, 3
     assert len(plot_traffic(rec).patches) == 2 * (2 + 3) + 2 * 2
     assert len(plot_step_time(rec).lines) == 3                # DP, parameter server, DDP
-    assert len(plot_dp_phases(rec).patches) == 4 * len(D.DP_PHASES)  # N = 1 … 4, stacked
+    assert len(plot_dp_phases(rec).patches) == 4 * len(DR.DP_PHASES)  # N = 1 … 4, stacked
     plt.close("all")
 
 

@@ -8,9 +8,8 @@ machine with no torch. Two guards, over modules discovered from the tree (not a 
    (`record.RECORD_MODULES`, `dpviz.record`) imports, and nothing even tried to import torch.
 2. Statically, what importing such a module loads (its module-level imports, followed through
    dpviz) contains no module that imports torch anywhere, even inside a function: a renderer
-   that reaches rank code can call into torch while drawing. Modules whose records and
-   analysis still share a file with rank code are in NOT_YET_SEPARATED (issue 15); a test
-   checks each still is, so the list only shrinks.
+   that reaches rank code can call into torch while drawing. No exceptions: a subject keeps
+   its records and analysis in a module of their own, apart from its rank code (issue 15).
 """
 from __future__ import annotations
 
@@ -40,18 +39,6 @@ RENDERERS = sorted(_module_name(p) for p in [*ROOT.glob("dpviz/plots/*.py"),
                                              *ROOT.glob("dpviz/widgets/*.py"), *SCENES.glob("*.py")])
 RECORDS = sorted({*RECORD_MODULES.values(), "dpviz.record"})
 CHECKED = sorted({*RENDERERS, *RECORDS})
-
-# Modules whose import still loads torch code: their records share a file with rank code, or
-# they are live widgets that run ranks. Issue 15; the list only shrinks.
-NOT_YET_SEPARATED = {
-    "dpviz.plots.averaging", "dpviz.plots.collectives",
-    "dpviz.plots.exercises", "dpviz.plots.lifecycle",
-    "dpviz.widgets.accumulation", "dpviz.widgets.averaging", "dpviz.widgets.buckets",
-    "dpviz.widgets.collectives",
-    "ring",
-    "dpviz.collectives.bandwidth", "dpviz.collectives.record",
-    "dpviz.dp_vs_ddp", "dpviz.exercises.records",
-}
 
 BLOCK_TORCH = """
 import importlib, importlib.abc, json, sys
@@ -167,12 +154,6 @@ def test_the_static_view_sees_torch_code():
     assert "dpviz.record" in loads("dpviz.plots.timeline")
 
 
-@pytest.mark.parametrize("module", sorted(set(CHECKED) - NOT_YET_SEPARATED))
+@pytest.mark.parametrize("module", CHECKED)
 def test_loads_no_torch_code(module):
     assert torch_code_loaded_by(module) == []
-
-
-@pytest.mark.parametrize("module", sorted(NOT_YET_SEPARATED))
-def test_not_yet_separated_is_current(module):
-    """Each exception is a checked module that still loads torch code; fixed ones leave the list."""
-    assert module in CHECKED and torch_code_loaded_by(module) != []
