@@ -27,6 +27,7 @@ from functools import partial
 from typing import Iterable, Sequence
 
 from .accumulation_records import AccumulationSweep, GradientCheck, accumulation_row
+from .buckets_records import SLIDER_GBPS
 from .config import NO_SYNC_SCOPES, RunConfig, validate
 from .ddp_run import run
 from .launch import Cluster, RankContext, using_cluster
@@ -75,7 +76,24 @@ def k_slider(cluster: Cluster, cfg: RunConfig | None = None,
 
     cfg = validate(cfg or DEMO_CONFIG)
     live = cfg.replace(steps=min(cfg.steps, LIVE_STEPS))
-    return k_panel(partial(_run_k, live, cluster), cfg.world_size, values, value)
+    return k_panel(partial(_run_k, live, cluster), cfg.world_size, values, value, cluster=cluster)
+
+
+def _run_k_gbps(cfg: RunConfig, cluster: Cluster, k: int, gbps: float) -> RunRecord:
+    return run(cfg.replace(link=cfg.link.with_gbps(gbps)), cluster=cluster, accum_steps=k)
+
+
+def link_bandwidth_slider(cluster: Cluster, cfg: RunConfig, k: int = 4,
+                          gbps: Sequence[float] = SLIDER_GBPS, value: float | None = None):
+    """Slide the emulated link's bandwidth (same latency) at K micro-steps on the warm
+    `cluster`, beside 03's: the same widget, drawing one steady step's schedule."""
+    from .link import slider_start
+    from .widgets.accumulation import link_bandwidth_panel
+
+    cfg = validate(cfg)
+    live = cfg.replace(steps=min(cfg.steps, LIVE_STEPS))
+    return link_bandwidth_panel(partial(_run_k_gbps, live, cluster, k), slider_start(cfg.link, value),
+                                cfg.world_size, gbps, cluster=cluster)
 
 
 def compare_scopes(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,

@@ -235,7 +235,7 @@ def period_slider(cluster: Cluster, periods: Sequence[int] = PERIODS, value: int
     gradient-averaging run made when the slider was built."""
     from .widgets.averaging import period_panel
 
-    return period_panel(partial(_run_period, cluster, steps, []), periods, value)
+    return period_panel(partial(_run_period, cluster, steps, []), periods, value, cluster=cluster)
 
 
 # --- 4. a gradient hook that averages the weights (picotron #39) --------------------------------

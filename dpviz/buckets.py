@@ -103,7 +103,7 @@ def bucket_cap_slider(cluster, cfg=None, caps: Sequence[float] = SLIDER_CAPS, va
     if cluster.world_size != cfg.world_size:
         raise ValueError(f"the cluster has {cluster.world_size} ranks, the config {cfg.world_size}: "
                          "pass a matching cfg or Cluster")
-    return bucket_cap_panel(partial(_run_with, cluster, cfg, _with_cap), caps, value, model)
+    return bucket_cap_panel(partial(_run_with, cluster, cfg, _with_cap), caps, value, model, cluster=cluster)
 
 
 def link_bandwidth_slider(cluster, cfg, gbps: Sequence[float] = SLIDER_GBPS,
@@ -113,7 +113,7 @@ def link_bandwidth_slider(cluster, cfg, gbps: Sequence[float] = SLIDER_GBPS,
     `value`, default the link's own bandwidth."""
     from .widgets.buckets import link_bandwidth_panel
 
-    if cfg.link is None:
-        raise ValueError("cfg has no emulated link: pass cfg.replace(link='classroom') or another preset")
-    value = cfg.link.gbps if value is None else value
-    return link_bandwidth_panel(partial(_run_with, cluster, cfg, _with_gbps), value, gbps)
+    from .link import slider_start
+
+    return link_bandwidth_panel(partial(_run_with, cluster, cfg, _with_gbps), slider_start(cfg.link, value),
+                                gbps, cluster=cluster)

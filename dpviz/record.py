@@ -28,7 +28,7 @@ RECORD_MODULES = {
     "collective": "dpviz.collectives.record",
     "primitives": "dpviz.collectives.record",
     "bench": "dpviz.collectives.bandwidth",
-    "bucket_sweep": "dpviz.buckets_records",
+    "bucket_sweep": "dpviz.buckets_records", "cpu_sharing": "dpviz.cpu_sharing_records",
     "accumulation_sweep": "dpviz.accumulation_records",
     "checkpointing": "dpviz.checkpointing_records", "memory": "dpviz.checkpointing_records",
     "memory_breakdown": "dpviz.memory_records", "zero_sweep": "dpviz.zero_records", "precision_run": "dpviz.precision_records",

@@ -15,9 +15,11 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
 from ..collectives.bandwidth import BenchRecord, fit_alpha_beta
+from ..link import describe_link
 from ..collectives.record import CollectiveRecord, PrimitivesRecord, Transfer
 from ..collectives.schedule import holds_per_step
 from . import style
+from .legibility import place_labels
 
 PHASE_TEXT = {
     "reduce_scatter": "each rank sends one chunk to its right neighbour, which adds it",
@@ -254,7 +256,8 @@ def plot_alpha_beta(record: BenchRecord, ax=None, ops=None, world_size=None):
     ax.set_yscale("log")
     ax.set_xlabel("message size S (bytes)")
     ax.set_ylabel("time (ms, median)")
-    ax.set_title("measured (points) vs alpha-beta model (lines); dotted: knee α/β", loc="left")
+    ax.set_title("measured (points) vs alpha-beta model (lines); dotted: knee α/β\n"
+                 f"{describe_link(record.link)}", loc="left", fontsize=9)
     ax.legend(fontsize=8, frameon=False, loc="upper left")
     style.tag(ax, "live", "model")
     return ax
@@ -269,10 +272,11 @@ def plot_busbw(record: BenchRecord, ax=None, ops=None, world_size=None, seed_con
                 label=f"{op}, {n} ranks (gloo, CPU)", **_series_style(i))
     handles, _ = ax.get_legend_handles_labels()
     if seed_context:
+        seed_labels = []
         for label, gbps in SEED_V100_BUSBW:
             ax.axhline(gbps, color=style.MUTED, linestyle="--", linewidth=1)
-            ax.text(0.01, gbps * 1.08, label, fontsize=7, color=style.MUTED,
-                    transform=ax.get_yaxis_transform())  # x in axes units, y in GB/s
+            seed_labels.append(ax.text(0.01, gbps * 1.08, label, fontsize=7, color=style.MUTED,
+                                       transform=ax.get_yaxis_transform()))  # x in axes units, y in GB/s
         handles.append(Line2D([], [], color=style.MUTED, linestyle="--", label="seed 000 §2.4, for context"))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -281,4 +285,7 @@ def plot_busbw(record: BenchRecord, ax=None, ops=None, world_size=None, seed_con
     ax.set_title("bus bandwidth grows with message size, then levels off", loc="left")
     ax.legend(handles=handles, fontsize=8, frameon=False, loc="lower right")
     style.tag(ax, "live", *(["quoted"] if seed_context else []))
+    if seed_context:   # lines close in GB/s: slide a label along its line rather than stack them
+        place_labels(seed_labels, "a quoted line's label with no free place beside it",
+                     shifts_pt=((0, 0), (0, -10), (250, 0)))
     return ax

@@ -54,7 +54,7 @@ def plot_traffic(record: DpVsDdp, ax=None):
                        Patch(color=COLORS["ps"], label="parameter server: rank sends"),
                        Patch(color=COLORS["ddp"], label="DDP: rank sends"),
                        Patch(color="black", label="model")],
-              fontsize=8, frameon=False, loc="lower left", bbox_to_anchor=(0.0, 1.08), ncol=4)
+              fontsize=8, frameon=False, loc="lower left", bbox_to_anchor=(0.0, 1.08), ncol=2)  # the source tag sits right
     ax.set_title(f"P = {record.param_bytes / 2 ** 20:.1f} MiB of parameters; d0 = DP's device 0,"
                  f" r = rank", loc="left", fontsize=9, pad=4)
     style.tidy(ax)

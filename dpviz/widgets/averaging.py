@@ -11,9 +11,9 @@ from .slider import rerun
 
 
 def period_panel(run: Callable[[int], AveragingComparison], periods: Sequence[int] = PERIODS,
-                 value: int = 8):
+                 value: int = 8, cluster=None):
     """Slider over H (steps between parameter averages); `run(H)` returns the comparison."""
     if value not in periods:
         raise ValueError(f"value {value} is not one of the periods {list(periods)}")
     return rerun(list(periods), run, lambda ax, record: plot_drift(record, ax), label="H",
-                 value=value, figsize=(9, 3.2))
+                 value=value, figsize=(9, 3.2), cluster=cluster)

@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 from ..buckets_records import SLIDER_CAPS, SLIDER_GBPS
 from ..plots.buckets import cap_label, plot_bucket_timeline
 from ..record import RunRecord
-from .slider import rerun
+from .slider import link_panel, rerun
 
 
 def _draw(ax, record: RunRecord, model=None) -> None:
@@ -17,19 +17,17 @@ def _draw(ax, record: RunRecord, model=None) -> None:
 
 
 def bucket_cap_panel(run: Callable[[float], RunRecord], caps: Sequence[float] = SLIDER_CAPS,
-                     value: float = 1.0, model=None):
+                     value: float = 1.0, model=None, cluster=None):
     """Slider over `caps` (MiB); `run(cap)` returns a run's record; `model` (an alpha-beta fit)
-    outlines each all-reduce's predicted time."""
+    outlines each all-reduce's predicted time; `cluster`, the ranks `run` uses, lets the
+    status line say when a move (re)started them."""
     if value not in caps:
         raise ValueError(f"value {value} is not one of the caps {list(caps)}")
     return rerun(list(caps), run, partial(_draw, model=model), label="bucket_cap_mb", value=value,
-                 figsize=(11, 3.8), format_value=cap_label)
+                 figsize=(11, 3.8), format_value=cap_label, cluster=cluster)
 
 
 def link_bandwidth_panel(run: Callable[[float], RunRecord], value: float,
-                         gbps: Sequence[float] = SLIDER_GBPS):
+                         gbps: Sequence[float] = SLIDER_GBPS, cluster=None):
     """Slider over the emulated link's bandwidth (Gb/s); `run(gbps)` returns a run's record."""
-    if value not in gbps:
-        raise ValueError(f"value {value} is not one of {list(gbps)}")
-    return rerun(list(gbps), run, _draw, label="link Gb/s", value=value, figsize=(11, 3.8),
-                 format_value=lambda g: f"{g:g}")
+    return link_panel(run, value, _draw, gbps, figsize=(11, 3.8), cluster=cluster)
