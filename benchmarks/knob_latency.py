@@ -25,7 +25,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from dpviz import Cluster  # noqa: E402
+from dpviz import Cluster, RunConfig  # noqa: E402
 from dpviz.accumulation import DEMO_CONFIG, LIVE_STEPS, k_slider  # noqa: E402
 from dpviz.averaging import compare_averaging, period_slider  # noqa: E402
 from dpviz.buckets import bucket_cap_slider, sweep_config  # noqa: E402
@@ -58,10 +58,15 @@ def _old_figure(draw, figsize, record) -> bytes:
 
 # name → (build the widget on a cluster, two values to move between, old run, draw, figsize)
 BUCKETS = sweep_config(steps=2)
+GPT_BUCKETS = RunConfig(model="gpt", steps=2)     # the built-in transformer (dpviz.workloads)
 WIDGETS = {
     "bucket_cap_mb (nb 03)": (
         lambda c: bucket_cap_slider(c, value=1.0), (1.0, 2.0),
         lambda c, cap: run(BUCKETS.replace(bucket_cap_mb=cap), cluster=c),
+        lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8)),
+    "bucket_cap_mb, GPT (nb 03, 15)": (
+        lambda c: bucket_cap_slider(c, GPT_BUCKETS, value=1.0), (1.0, 2.0),
+        lambda c, cap: run(GPT_BUCKETS.replace(bucket_cap_mb=cap), cluster=c),
         lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8)),
     "accumulation K (nb 04)": (
         lambda c: k_slider(c, DEMO_CONFIG, value=4), (4, 5),
@@ -150,7 +155,7 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
         t5 = time.perf_counter()
         add("new figure: clear + plot calls + one draw", (t4 - t3) * 1e3)
         add("new figure: PNG encode", (t5 - t4) * 1e3)
-    print(f"\none {name} move by parts ({cfg.layers}x{cfg.width} MLP, batch {cfg.batch_per_rank}"
+    print(f"\none {name} move by parts ({cfg.layers}x{cfg.width} {cfg.model}, batch {cfg.batch_per_rank}"
           f"/rank, {cfg.steps} steps of {cfg.accum_steps} micro-steps, 2 ranks), median of {n} "
           f"({load()})")
     print("| part | ms |")
@@ -174,6 +179,7 @@ def main() -> None:
     with Cluster(2) as cluster:
         knob_table(cluster, args.moves, args.cold)
         parts_table(cluster, "bucket_cap_mb (nb 03)", BUCKETS.replace(bucket_cap_mb=1.0), n_parts)
+        parts_table(cluster, "bucket_cap_mb, GPT (nb 03, 15)", GPT_BUCKETS.replace(bucket_cap_mb=1.0), n_parts)
         parts_table(cluster, "accumulation K (nb 04)", DEMO_CONFIG.replace(accum_steps=4, steps=LIVE_STEPS),
                     n_parts)
 

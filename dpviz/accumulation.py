@@ -150,16 +150,25 @@ def large_batch_gradient(cfg: RunConfig):
     """One process, one forward and backward on all micro × K × world samples of step 0.
 
     The mean loss over the concatenated batch is (1/K) Σ_k mean loss of micro-batch k:
-    this is what accumulation with the loss scaled by 1/K must reproduce.
+    this is what accumulation with the loss scaled by 1/K must reproduce. A BatchNorm
+    model normalises each rank's micro-batch by its own statistics under DDP, so its
+    reference runs every (micro-step, rank) slice separately and averages their losses.
     """
     import torch
 
-    from .workloads import build_mlp, global_batch, loss_fn
+    from .workloads import build_workload, compute_loss, has_batchnorm
 
-    model = build_mlp(cfg)
-    parts = [global_batch(cfg, 0, micro) for micro in range(cfg.accum_steps)]
-    x, y = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
-    loss_fn(model(x), y).backward()
+    workload = build_workload(cfg)
+    model, n = workload.model, cfg.world_size * cfg.batch_per_rank
+    parts = [workload.batch(0, micro, n) for micro in range(cfg.accum_steps)]
+    if has_batchnorm(model):
+        slices = [(x[i:i + cfg.batch_per_rank], y[i:i + cfg.batch_per_rank])
+                  for x, y in parts for i in range(0, n, cfg.batch_per_rank)]
+        for x, y in slices:
+            (compute_loss(workload, model(x), y) / len(slices)).backward()
+    else:
+        x, y = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+        compute_loss(workload, model(x), y).backward()
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
 
 
@@ -170,15 +179,16 @@ def accumulated_gradient(ctx: RankContext, cfg: RunConfig) -> dict:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from .ddp_run import record_buckets, train_step
-    from .workloads import build_mlp
+    from .workloads import build_workload
 
     device = torch.device(ctx.device)
-    model = build_mlp(cfg).to(device)
+    workload = build_workload(cfg)
+    model = workload.model.to(device)
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb,
               device_ids=[device.index] if device.type == "cuda" else None)
     log = record_buckets(ddp, model, ctx.world_size)  # counts buckets per micro-step
     keep = _KeepGradient(model)
-    train_step(ctx, cfg, ddp, keep, log, 0, lambda name: nullcontext())
+    train_step(ctx, cfg, ddp, keep, log, 0, lambda name: nullcontext(), workload)
 
     everyone = [torch.empty_like(keep.flat) for _ in range(ctx.world_size)]
     dist.all_gather(everyone, keep.flat)

@@ -151,6 +151,7 @@ def test_gpt_buckets_under_ddps_default_cap_match_its_logging(cluster2, factory)
     _assert_buckets_are_ddps(record)
     first = step_buckets(record, step=2)[0]
     names = record.workload.param_names()
+    _assert_gradient_figure_and_text(record)
     if factory is None:
         assert len(step_buckets(record, step=2)) >= 2 and first.bytes >= 1 << 20
         assert first.params[0] == "head.weight"
@@ -158,6 +159,31 @@ def test_gpt_buckets_under_ddps_default_cap_match_its_logging(cluster2, factory)
         assert "head.weight" not in names     # shared: DDP sees tok_emb.weight once
         # its gradient (head's + embedding's) is complete only at the very end of backward
         assert step_buckets(record, step=2)[-1].params[-1] == "tok_emb.weight"
+
+
+def _assert_gradient_figure_and_text(record) -> None:
+    """The gradient-size figure names real layers without overlapping labels; the text names
+    the largest gradient and one line per rebuilt bucket."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from dpviz.buckets_records import describe_gradients, gradients
+    from dpviz.plots.buckets import plot_gradient_sizes
+    from dpviz.plots.legibility import overlapping_texts
+
+    grads = gradients(record)
+    assert sorted(g.name for g in grads) == sorted(record.workload.param_names())
+    fig = plot_gradient_sizes(record).figure
+    try:
+        assert overlapping_texts(fig) == []
+        assert max(grads, key=lambda g: g.bytes).name in {t.get_text() for t in fig.axes[0].texts}
+    finally:
+        plt.close(fig)
+    text = describe_gradients(record)
+    assert f"largest {max(grads, key=lambda g: g.bytes).name}" in text
+    assert text.count("  bucket ") == len(logged_layout(record).rebuilt_params)
 
 
 @pytest.mark.numeric
@@ -193,3 +219,31 @@ def test_model_names_are_checked_without_importing(tmp_path):
     cfg = RunConfig(model="some.module:factory")   # a record may name a model this machine lacks
     assert RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
     assert RunConfig(model="gpt").width == 64 and RunConfig().replace(model="gpt").width == 64
+
+
+@pytest.mark.numeric
+@pytest.mark.parametrize("model", ["gpt", "cnn"])
+def test_accumulated_gradient_is_the_large_batch_one_for_gpt_and_cnn(cluster2, model):
+    """K = 3 micro-steps under no_sync (the run loop's own code) give the gradient of one
+    process on all K × world samples (per slice for BatchNorm), within the rounding bound of
+    the workload's own chain of additions."""
+    from dpviz.accumulation import check_gradients
+    from dpviz.rounding import sum_order_bound
+    from dpviz.workloads import addition_chain, build_workload
+
+    cfg = RunConfig(model=model, accum_steps=3)
+    check = check_gradients(cfg, cluster=cluster2)
+    assert check.all_reduces_per_micro[:2] == (0, 0) and check.all_reduces_per_micro[2] >= 1
+    assert check.max_diff_across_ranks == 0.0
+    assert check.max_diff_vs_large_batch <= sum_order_bound(addition_chain(cfg, build_workload(cfg)),
+                                                            check.reference_max_abs)
+
+
+@pytest.mark.parametrize("model", ["gpt", "cnn"])
+def test_checkpointed_blocks_recompute_in_backward_and_train_the_same(cluster2, model):
+    """checkpoint_every=2: segments of two blocks recompute their forward inside backward
+    (found in the trace), and the parameters still equal one process's."""
+    record = run(RunConfig(model=model, checkpoint_every=2), cluster=cluster2)
+    assert record.spans_of(rank=0, kind="recompute", step=1)
+    for check in record.checks:
+        assert check.max_diff_vs_single_process <= check.rounding_bound
