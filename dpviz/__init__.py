@@ -12,7 +12,7 @@ import importlib
 _EXPORTS = {
     # the spine: ranks, runs, records
     "Cluster": "launch", "RankError": "launch", "RankTimeout": "launch",
-    "RunConfig": "config", "run": "ddp_run",
+    "RunConfig": "config", "run": "ddp_run", "Workload": "workloads",
     "RunRecord": "record", "RecordError": "record", "load": "record", "save": "record",
     "describe": "overlap", "summarize": "overlap",
     # collectives and bandwidth

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .workload_records import WorkloadInfo
+
 SCHEMA_VERSION = 1
 T = TypeVar("T")
 _KINDS: dict[str, type] = {}
@@ -255,6 +257,7 @@ class StepCheck:
     max_diff_across_ranks: float          # exactly 0: every rank receives the same all-reduce
     max_diff_vs_single_process: float     # float32 rounding: re-ordered sums
     rounding_bound: float | None = None   # what rounding can reach by this step (dpviz.rounding)
+    reference: str = "the concatenated batch at once"   # what the single process computed
 
 
 @record_kind("ddp_run")
@@ -275,6 +278,7 @@ class RunRecord:
     param_bytes: tuple[int, ...] = ()
     notes: tuple[str, ...] = field(default=())
     rank_labels: dict[int, str] = field(default_factory=dict)   # e.g. "1:0 (rank 2)": node:local
+    workload: WorkloadInfo | None = None           # what was trained: name, parameters, buffers
 
     def spans_of(self, rank: int | None = None, kind: str | None = None,
                  step: int | None = None) -> list[Span]:

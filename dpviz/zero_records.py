@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from .record import record_kind
 from .trace import spans_from_trace
+from .workload_records import WorkloadInfo
 
 STAGES = (0, 1, 2, 3)
 STRATEGIES = {"ddp": 0, "zero1": 1, "fsdp": 3}   # live strategy → the ZeRO stage it is
@@ -129,6 +130,7 @@ class ZeroSweep:
 
     config: dict
     ranks: tuple[ShardedRank, ...]
+    workload: WorkloadInfo | None = None    # the model trained: name and parameter list
 
     def rows(self, strategy: str | None = None, world_size: int | None = None) -> list[ShardedRank]:
         return [r for r in self.ranks if (strategy is None or r.strategy == strategy)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from matplotlib.patches import Patch, Rectangle
 
 from ..buckets_records import (ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap_limits,
-                               step_buckets, step_timeline)
+                               gradients, step_buckets, step_timeline)
 from ..link import link_note
 from .legibility import place_labels
 from ..record import RunRecord
@@ -65,6 +65,31 @@ def plot_layout(record: RunRecord, ax=None, rank: int = 0):
 # tick) before one is hidden; a hidden one keeps its tick, in its bucket's colour.
 READY_SHIFTS = ((0, 0), (0, 8), (0, 16))
 READY_WHY = "bucket ready within a label's width of 2 others: its tick and colour remain"
+
+
+def plot_gradient_sizes(record: RunRecord, ax=None, rank: int = 0, label_top: int = 3):
+    """Each gradient's bytes (log scale) in the order DDP packs them, coloured by bucket;
+    the largest few and the smallest are named. A transformer's embeddings stand out next
+    to its LayerNorms' few hundred bytes; an MLP's layers are all alike."""
+    grads = gradients(record, rank)
+    ax = style.new_axes(ax, figsize=(10, 3.2))
+    ax.bar([g.position for g in grads], [g.bytes for g in grads], width=0.9,
+           color=[style.bucket_color(g.bucket) for g in grads])
+    ax.set_yscale("log")
+    ax.set_ylim(top=max(g.bytes for g in grads) * 12)     # room for the names
+    named = sorted(grads, key=lambda g: g.bytes)[-label_top:] + [min(grads, key=lambda g: g.bytes)]
+    labels = [ax.annotate(g.name, (g.position, g.bytes), xytext=(0, 3), textcoords="offset points",
+                          ha="center", fontsize=7, color=style.TEXT, rotation=30) for g in named]
+    ax.set_xlabel("gradients in the order DDP packs them (ready order); colour = bucket")
+    ax.set_ylabel("bytes")
+    name = record.workload.name if record.workload else "mlp"
+    ax.set_title(f"{name}: {len(grads)} gradients in {grads[-1].bucket + 1} bucket(s) "
+                 f"(bucket_cap_mb={record.config.get('bucket_cap_mb')})", loc="left")
+    style.tidy(ax)
+    style.tag(ax, style.source_of(record))
+    place_labels(labels, "gradient names within a label's width of a larger gradient's name",
+                 shifts_pt=((0, 0), (0, 10), (0, 20)))
+    return ax
 
 
 def _bars(ax, intervals, y, h, **kw) -> None:
