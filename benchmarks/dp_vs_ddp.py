@@ -7,7 +7,7 @@ on subgroups of one warm cluster (N = 2 … --ranks). Same model, same batches, 
 worker. DP's bytes are what device 0 copies out (input shards, parameters, output gradients) and
 in (outputs, parameter gradients); rank bytes are each process's socket writes (/proc/self/io).
 Prints per N:
-  DP d0 out/P, in/P          (model: dpviz.dp_vs_ddp.expected_copy_bytes)
+  DP d0 out/P, in/P          (model: dpviz.dp_vs_ddp_records.expected_copy_bytes)
   PS r0 sent/P, DDP sent/P   (model: N−1 and 2(N−1)/N)
   step ms of DP / PS / DDP   (slowest rank; medians of --steps steps, median over --repeats)
 Usage: python benchmarks/dp_vs_ddp.py [--ranks 4] [--steps 8] [--repeats 3] [--width 1024]
@@ -32,7 +32,7 @@ def main() -> None:
     sizes = tuple(range(2, args.ranks + 1))
     replicas = tuple(range(1, args.ranks + 1))
     with Cluster(args.ranks) as cluster:
-        recs = [dp_vs_ddp(cluster, sizes, cfg, steps=args.steps, replicas=replicas)
+        recs = [dp_vs_ddp(cfg, cluster=cluster, world_sizes=sizes, steps=args.steps, replicas=replicas)
                 for _ in range(args.repeats)]
     p = recs[0].param_bytes
     print(f"MLP 2x{args.width} (P = {p / 2**20:.1f} MiB), batch 16 per worker, gloo on CPU, "

@@ -29,17 +29,14 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from dpviz import Cluster  # noqa: E402
-from dpviz.accumulation import DEMO_CONFIG  # noqa: E402
-from dpviz.averaging import compare_averaging  # noqa: E402
-from dpviz.buckets import sweep_config  # noqa: E402
+from dpviz.accumulation import DEMO_CONFIG, LIVE_STEPS, k_slider  # noqa: E402
+from dpviz.averaging import compare_averaging, period_slider  # noqa: E402
+from dpviz.buckets import bucket_cap_slider, sweep_config  # noqa: E402
 from dpviz.ddp_run import assemble_run, rank_spans, run, train_rank  # noqa: E402
 from dpviz.plots.accumulation import plot_schedule  # noqa: E402
 from dpviz.plots.averaging import plot_drift  # noqa: E402
 from dpviz.plots.buckets import plot_bucket_timeline  # noqa: E402
 from dpviz.trace import read_trace  # noqa: E402
-from dpviz.widgets.accumulation import LIVE_STEPS, k_slider  # noqa: E402
-from dpviz.widgets.averaging import period_slider  # noqa: E402
-from dpviz.widgets.buckets import bucket_cap_slider  # noqa: E402
 from dpviz.widgets.slider import _Figure  # noqa: E402
 
 
@@ -142,7 +139,7 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
         add("ranks: equality checks (all_gather + cached reference)", slow["checks"])
         add("parent: task round trip beyond the slowest rank", (t1 - t0) * 1e3 - sum(slow.values()))
         add("parent: record from the ranks' events", (t2 - t1) * 1e3)
-        full = cluster.run_task(train_rank, cfg, True)   # the old path, for comparison
+        full = cluster.run_task(train_rank, cfg, (), True)   # the old path, for comparison
         add("old path, ranks: events + chrome JSON export (slowest rank)",
             max(r["parts_ms"]["events"] for r in full))
         t6 = time.perf_counter()

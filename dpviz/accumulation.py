@@ -16,24 +16,33 @@ DDP reads that flag in *forward*: when it is set, `_post_forward` calls
 Once forward ran outside `no_sync()`, the coming backward all-reduces whatever the flag
 says by then. Gradients stay right either way (averaging is linear); the traffic is K×.
 
-This module runs the ranks (torch only inside the functions that run on them); the records
-and the pure functions of them (no torch) are `dpviz.accumulation_records`.
+This module runs the ranks (torch only inside the functions that run on them) and binds the
+K slider of `dpviz.widgets.accumulation` to them; the records and the pure functions of them
+(no torch) are `dpviz.accumulation_records`.
 """
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Iterable
+from functools import partial
+from typing import Iterable, Sequence
 
 from .accumulation_records import AccumulationSweep, GradientCheck, accumulation_row
+from .buckets_records import SLIDER_GBPS
 from .config import NO_SYNC_SCOPES, RunConfig, validate
 from .ddp_run import run
 from .launch import Cluster, RankContext, using_cluster
 from .record import RunRecord
 
+# what `dpviz.<name>` offers from here
+FACADE = ("sweep_accumulation", "check_gradients", "compare_scopes", "k_slider")
+
 # Small enough to run K = 1..8 in seconds on 2 cores; a 0.25 MB bucket cap splits the
 # 1 MB MLP into several buckets, so "one all-reduce per bucket" is visible.
 DEMO_CONFIG = RunConfig(world_size=2, steps=4, layers=4, width=256, batch_per_rank=16,
                         bucket_cap_mb=0.25)
+# A slider move re-runs DDP's bucket-rebuild step and the one steady step the figure draws, no
+# more: a shorter wait per move (benchmarks/knob_latency.py), the same figure.
+LIVE_STEPS = 2
 
 
 # --- live runs ----------------------------------------------------------------------------
@@ -53,6 +62,41 @@ def sweep_accumulation(cfg: RunConfig | None = None, *, cluster: Cluster | None 
                 runs[k].append(run(cfg, cluster=ranks, accum_steps=k))
     rows = tuple(accumulation_row(*runs[k]) for k in ks)
     return AccumulationSweep(config=cfg.to_dict(), world_size=cfg.world_size, rows=rows)
+
+
+def _run_k(cfg: RunConfig, cluster: Cluster, k: int) -> RunRecord:
+    return run(cfg, cluster=cluster, accum_steps=k)
+
+
+def k_slider(cluster: Cluster, cfg: RunConfig | None = None,
+             values: Sequence[int] = tuple(range(1, 9)), value: int = 4):
+    """Slide K (micro-steps per optimizer step) over `values`; runs on the warm `cluster`.
+
+    The figure is one steady step of every rank: K forward/backward blocks, and the
+    all-reduces only in the last one (move `cfg.no_sync` to see the pitfalls instead).
+    """
+    from .widgets.accumulation import k_panel
+
+    cfg = validate(cfg or DEMO_CONFIG)
+    live = cfg.replace(steps=min(cfg.steps, LIVE_STEPS))
+    return k_panel(partial(_run_k, live, cluster), cfg.world_size, values, value, cluster=cluster)
+
+
+def _run_k_gbps(cfg: RunConfig, cluster: Cluster, k: int, gbps: float) -> RunRecord:
+    return run(cfg.replace(link=cfg.link.with_gbps(gbps)), cluster=cluster, accum_steps=k)
+
+
+def link_bandwidth_slider(cluster: Cluster, cfg: RunConfig, k: int = 4,
+                          gbps: Sequence[float] = SLIDER_GBPS, value: float | None = None):
+    """Slide the emulated link's bandwidth (same latency) at K micro-steps on the warm
+    `cluster`, beside 03's: the same widget, drawing one steady step's schedule."""
+    from .link import slider_start
+    from .widgets.accumulation import link_bandwidth_panel
+
+    cfg = validate(cfg)
+    live = cfg.replace(steps=min(cfg.steps, LIVE_STEPS))
+    return link_bandwidth_panel(partial(_run_k_gbps, live, cluster, k), slider_start(cfg.link, value),
+                                cfg.world_size, gbps, cluster=cluster)
 
 
 def compare_scopes(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
@@ -109,16 +153,25 @@ def large_batch_gradient(cfg: RunConfig):
     """One process, one forward and backward on all micro × K × world samples of step 0.
 
     The mean loss over the concatenated batch is (1/K) Σ_k mean loss of micro-batch k:
-    this is what accumulation with the loss scaled by 1/K must reproduce.
+    this is what accumulation with the loss scaled by 1/K must reproduce. A BatchNorm
+    model normalises each rank's micro-batch by its own statistics under DDP, so its
+    reference runs every (micro-step, rank) slice separately and averages their losses.
     """
     import torch
 
-    from .workloads import build_mlp, global_batch, loss_fn
+    from .workloads import build_workload, compute_loss, has_batchnorm
 
-    model = build_mlp(cfg)
-    parts = [global_batch(cfg, 0, micro) for micro in range(cfg.accum_steps)]
-    x, y = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
-    loss_fn(model(x), y).backward()
+    workload = build_workload(cfg)
+    model, n = workload.model, cfg.world_size * cfg.batch_per_rank
+    parts = [workload.batch(0, micro, n) for micro in range(cfg.accum_steps)]
+    if has_batchnorm(model):
+        slices = [(x[i:i + cfg.batch_per_rank], y[i:i + cfg.batch_per_rank])
+                  for x, y in parts for i in range(0, n, cfg.batch_per_rank)]
+        for x, y in slices:
+            (compute_loss(workload, model(x), y) / len(slices)).backward()
+    else:
+        x, y = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
+        compute_loss(workload, model(x), y).backward()
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
 
 
@@ -129,15 +182,16 @@ def accumulated_gradient(ctx: RankContext, cfg: RunConfig) -> dict:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from .ddp_run import record_buckets, train_step
-    from .workloads import build_mlp
+    from .workloads import build_workload
 
     device = torch.device(ctx.device)
-    model = build_mlp(cfg).to(device)
+    workload = build_workload(cfg)
+    model = workload.model.to(device)
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb,
               device_ids=[device.index] if device.type == "cuda" else None)
     log = record_buckets(ddp, model, ctx.world_size)  # counts buckets per micro-step
     keep = _KeepGradient(model)
-    train_step(ctx, cfg, ddp, keep, log, 0, lambda name: nullcontext())
+    train_step(ctx, cfg, ddp, keep, log, 0, lambda name: nullcontext(), workload)
 
     everyone = [torch.empty_like(keep.flat) for _ in range(ctx.world_size)]
     dist.all_gather(everyone, keep.flat)

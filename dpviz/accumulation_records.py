@@ -30,6 +30,7 @@ class AccumulationRow:
     step_ms_quartiles: tuple[float, float] = (0.0, 0.0)   # spread of step_ms: 25th, 75th pct
 
 
+@record_kind("gradient_check")
 @dataclass(frozen=True)
 class GradientCheck:
     """The gradient the run loop accumulated over one step, vs one process on the large batch."""

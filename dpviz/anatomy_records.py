@@ -7,11 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .record import record_kind
+from .workload_records import WorkloadInfo
 
 
 @dataclass(frozen=True)
 class LayerAnatomy:
-    """One block (Linear + ReLU, or the Linear head) of the workload MLP."""
+    """One layer of the workload: an MLP block (Linear + ReLU) or its head; a GPT's
+    embeddings, a block's attention (ln1 → attn) or MLP (ln2 → mlp), its ln_f + head."""
 
     index: int
     name: str
@@ -25,7 +27,8 @@ class LayerAnatomy:
     kept_unsaved_bytes: int   # of kept_bytes, storage this block's hooks did not save
     input_grad_products: int  # aten::mm calls classified B in one backward (0 for block 0)
     weight_grad_products: int  # aten::mm calls classified W in one backward
-    flops: int                # one matrix product: 2 · batch · in · out (forward, B and W each)
+    flops: int                # its Linears' products: Σ 2 · rows · in · out (forward, B and W each)
+    kind: str = "block"       # "block", "attention", "mlp", "embedding" or "head"
 
     @property
     def other_ms(self) -> float:
@@ -48,13 +51,20 @@ class StepAnatomy:
     forward_kept_bytes: int   # profiler: allocated during the whole forward, alive at its end
     activation_bytes: int     # hooks: distinct tensors saved for backward, all blocks (shared once)
     step_ms: float            # median forward + backward wall time, profiled
+    outside_backward_ms: float = 0.0   # autograd nodes of no layer: the loss, residual adds
+    workload: WorkloadInfo | None = None   # the model measured: name and parameter list
+
+    def of_kind(self, kind: str) -> tuple[LayerAnatomy, ...]:
+        """The layers of one kind, e.g. every block's "attention"."""
+        return tuple(l for l in self.layers if l.kind == kind)
 
 
 # --- pure helpers (tested without torch) ------------------------------------------------------
 
 def classify_mm(shapes, batch: int) -> str:
     """'W' if an mm contracts over the batch ([a, batch] @ [batch, b]), 'B' if it maps
-    (batch, out) → (batch, in); raise when the shapes cannot tell (batch equals a width)."""
+    (batch, out) → (batch, in); raise when the shapes cannot tell (batch equals a width).
+    `batch` is the rows a Linear sees: samples, or samples × tokens for a transformer."""
     (a0, a1), (b0, b1) = shapes[0], shapes[1]
     w_like, b_like = a1 == batch and b0 == batch, a0 == batch
     if w_like == b_like:

@@ -1,6 +1,6 @@
 """What ranks average, and when: the worked example, uneven shards, parameter vs gradient averaging.
 
-Three live experiments on the same idea — data parallel training is one optimizer seeing the
+Four live experiments on the same idea — data parallel training is one optimizer seeing the
 *global* gradient, and averaging is how ranks agree on it:
 
 1. `worked_example`: f(x) = w·x, squared loss, 2 ranks, w = 1, lr = 0.1 (seed 002 §4.3),
@@ -14,51 +14,31 @@ Three live experiments on the same idea — data parallel training is one optimi
    gradients stay local and training leaves large-batch SGD.
 
 Rank-side functions (`*_rank`) run via `Cluster.run_task` and return plain data; the parent
-functions assemble frozen records that render without torch.
+functions assemble the frozen records of `averaging_records.py`, which render without torch.
+Why over 300 lines: four experiments on one idea, each rank function beside the verb that runs
+it; their records and analysis already live apart.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import partial
+from typing import Sequence
 
+from .averaging_records import (AGGREGATIONS, HOOK_MODES, PERIODS, WORKED_LR, WORKED_W0, WORKED_X,
+                                WORKED_Y, AveragingComparison, AveragingRun, HookComparison,
+                                HookRun, UnevenShards, WorkedExample, WorkedStep)
 from .config import RunConfig, validate
-from .launch import Cluster, RankContext
+from .launch import Cluster, RankContext, using_cluster
+
+
+def _tupled(fields: dict) -> dict:
+    """A rank's plain lists → tuples, as the frozen records hold them."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+
+
+# what `dpviz.<name>` offers from here
+FACADE = ("worked_example", "uneven_shards", "compare_averaging", "compare_hooks", "period_slider")
 
 # --- 1. the worked example (seed 002 §4.3) -----------------------------------------------------
-
-# The seed prints y1 = 2, y2 = 4 for x1 = 1, x2 = 2 (y = 2x) and never prints y3, y4: they follow
-# the same rule, so the data are x = 1..4, y = 2x, and the best w is 2.
-WORKED_X = (1.0, 2.0, 3.0, 4.0)
-WORKED_Y = (2.0, 4.0, 6.0, 8.0)
-WORKED_W0, WORKED_LR = 1.0, 0.1
-
-# What seed 002 prints for iteration 1 (its worker 1 = our rank 0, worker 2 = rank 1).
-SEED_PRINTED = {"loss rank 0": 5.0, "grad rank 0": -10.0, "loss rank 1": 13.0,
-                "grad rank 1": -14.0, "averaged grad": -12.0, "w after step 1": 2.2}
-
-
-@dataclass(frozen=True)
-class WorkedStep:
-    """One iteration on every rank: local loss and gradient, their average, the update."""
-
-    step: int
-    w: float                      # before the update (equal on all ranks)
-    losses: tuple[float, ...]     # per rank, on its own shard
-    grads: tuple[float, ...]      # per rank: d(local loss)/dw
-    averaged_grad: float          # all_reduce(sum) / world_size, as every rank received it
-    w_after: float
-
-
-@dataclass(frozen=True)
-class WorkedExample:
-    """The worked example run live; `reduction` is how each rank's loss adds its samples."""
-
-    reduction: str                # "sum" (the seed's worked numbers) or "mean" (its §4.2 ℓ_n)
-    xs: tuple[float, ...]
-    ys: tuple[float, ...]
-    lr: float
-    steps: tuple[WorkedStep, ...]
-    max_w_diff_across_ranks: float
-
 
 def worked_example_rank(ctx: RankContext, xs, ys, w0: float, lr: float, steps: int,
                         reduction: str) -> list[dict]:
@@ -91,89 +71,24 @@ def worked_example_rank(ctx: RankContext, xs, ys, w0: float, lr: float, steps: i
     return out
 
 
-def worked_example(cluster: Cluster, steps: int = 4, reduction: str = "sum") -> WorkedExample:
-    """Run the seed's example on the cluster's ranks (it needs len(WORKED_X) % ranks == 0)."""
+def worked_example(*, cluster: Cluster | None = None, world_size: int = 2, steps: int = 4,
+                   reduction: str = "sum") -> WorkedExample:
+    """The seed's example on the warm `cluster` or `world_size` fresh ranks (1, 2 or 4)."""
+    n = cluster.world_size if cluster is not None else world_size
     if reduction not in ("sum", "mean"):
         raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
-    if len(WORKED_X) % cluster.world_size:
-        raise ValueError(f"the worked example has {len(WORKED_X)} samples: use 1, 2 or 4 ranks, "
-                         f"not {cluster.world_size}")
-    per_rank = cluster.run_task(worked_example_rank, WORKED_X, WORKED_Y, WORKED_W0, WORKED_LR,
-                                steps, reduction)
+    if len(WORKED_X) % n:
+        raise ValueError(f"the worked example has {len(WORKED_X)} samples: use 1, 2 or 4 ranks, not {n}")
+    with using_cluster(cluster, n) as ranks:
+        per_rank = ranks.run_task(worked_example_rank, WORKED_X, WORKED_Y, WORKED_W0, WORKED_LR,
+                                  steps, reduction)
     worst = max(abs(a["w_after"] - b["w_after"]) for r in per_rank[1:]
                 for a, b in zip(per_rank[0], r)) if len(per_rank) > 1 else 0.0
-    return WorkedExample(reduction=reduction, xs=WORKED_X, ys=WORKED_Y, lr=WORKED_LR,
-                         steps=tuple(WorkedStep(step=s["step"], w=s["w"], losses=tuple(s["losses"]),
-                                                grads=tuple(s["grads"]),
-                                                averaged_grad=s["averaged_grad"], w_after=s["w_after"])
-                                     for s in per_rank[0]),
-                         max_w_diff_across_ranks=worst)
-
-
-@dataclass(frozen=True)
-class SeedCheck:
-    """One number the seed prints next to the live value."""
-
-    quantity: str
-    printed: float
-    live: float
-
-    @property
-    def agrees(self) -> bool:
-        return abs(self.printed - self.live) < 1e-9
-
-
-def check_seed(example: WorkedExample) -> list[SeedCheck]:
-    """The seed's iteration-1 numbers against the live run with the same (sum) loss."""
-    if example.reduction != "sum" or len(example.steps[0].losses) != 2:
-        raise ValueError("the seed's numbers are for the per-worker *sum* loss on 2 ranks: "
-                         "run worked_example(cluster_of_2, reduction='sum')")
-    first = example.steps[0]
-    live = {"loss rank 0": first.losses[0], "grad rank 0": first.grads[0],
-            "loss rank 1": first.losses[1], "grad rank 1": first.grads[1],
-            "averaged grad": first.averaged_grad, "w after step 1": first.w_after}
-    return [SeedCheck(q, SEED_PRINTED[q], live[q]) for q in SEED_PRINTED]
-
-
-def grad_without_chain_factor(xs, ys, w: float) -> float:
-    """Σ 2(w·x − y) over a shard: d loss/dz summed, i.e. the gradient with the ·x factor dropped.
-
-    For rank 1's shard (x = 3, 4; y = 6, 8) at w = 1 this is −14, the seed's printed gradient.
-    """
-    return sum(2 * (w * x - y) for x, y in zip(xs, ys))
-
-
-def loss_readings(xs, ys, w: float) -> dict[str, float]:
-    """Every plain reading of "the loss on this shard", to hold the seed's printed value against.
-
-    For rank 1's shard (x = 3, 4; y = 6, 8) at w = 1 none gives the seed's 13: the sum of
-    squared errors is 25, their mean 12.5, half the sum 12.5, the sum of |errors| 7. The seed's
-    −14 (errors −3, −4) rules out data that would give 13 (errors of 2 and 3): the 13 cannot be
-    derived from the example's numbers.
-    """
-    errors = [w * x - y for x, y in zip(xs, ys)]
-    sq = [e * e for e in errors]
-    return {"Σ (z − y)²": sum(sq), "mean (z − y)²": sum(sq) / len(sq), "½ Σ (z − y)²": sum(sq) / 2,
-            "Σ |z − y|": sum(abs(e) for e in errors), "mean |z − y|": sum(abs(e) for e in errors) / len(errors)}
+    steps = tuple(WorkedStep(**_tupled(s)) for s in per_rank[0])
+    return WorkedExample(reduction, WORKED_X, WORKED_Y, WORKED_LR, steps, worst)
 
 
 # --- 2. uneven shards ----------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class UnevenShards:
-    """Gradients of one MLP on shards of unequal size, aggregated four ways, vs the full batch."""
-
-    sizes: tuple[int, ...]                 # M_n per rank
-    full_grad_norm: float                  # ‖∇ mean loss over all M samples‖
-    local_grad_norms: tuple[float, ...]    # ‖g_n‖ per rank
-    errors: dict[str, float]               # aggregation → max |aggregate − full| over parameters
-    relative_errors: dict[str, float]      # aggregation → ‖aggregate − full‖ / ‖full‖
-    rounding_bound: float | None = None    # what float32 re-ordering alone can reach in `errors`
-
-
-AGGREGATIONS = ("weighted Σ (M_n/M)·g_n", "plain mean (1/N)·Σ g_n", "DDP, loss as is",
-                "DDP, loss × N·M_n/M")
-
 
 def uneven_shards_rank(ctx: RankContext, cfg: RunConfig, sizes) -> dict:
     """Local mean-loss gradient on this rank's shard, aggregated four ways; rank 0 compares."""
@@ -220,14 +135,17 @@ def uneven_shards_rank(ctx: RankContext, cfg: RunConfig, sizes) -> dict:
     return result
 
 
-def uneven_shards(cluster: Cluster, sizes, cfg: RunConfig | None = None) -> UnevenShards:
-    """Run the comparison on live ranks; `sizes` gives M_n, one per rank."""
+def uneven_shards(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
+                  sizes=(24, 8)) -> UnevenShards:
+    """Run the comparison on live ranks; `sizes` gives M_n, one per rank (of the warm
+    `cluster`, or as many fresh ranks as sizes)."""
     cfg = validate(cfg or RunConfig(layers=2, width=32))
     sizes = tuple(int(s) for s in sizes)
-    if len(sizes) != cluster.world_size or min(sizes) < 1:
-        raise ValueError(f"give one shard size >= 1 per rank ({cluster.world_size} ranks), "
-                         f"got {list(sizes)}")
-    results = cluster.run_task(uneven_shards_rank, cfg, sizes)
+    n = cluster.world_size if cluster is not None else len(sizes)
+    if len(sizes) != n or min(sizes) < 1:
+        raise ValueError(f"give one shard size >= 1 per rank ({n} ranks), got {list(sizes)}")
+    with using_cluster(cluster, n, cfg.backend, cfg.timeout_s) as ranks:
+        results = ranks.run_task(uneven_shards_rank, cfg, sizes)
     head = results[0]
     return UnevenShards(sizes=sizes, full_grad_norm=head["full_norm"],
                         local_grad_norms=tuple(r["local_norm"] for r in results),
@@ -236,25 +154,6 @@ def uneven_shards(cluster: Cluster, sizes, cfg: RunConfig | None = None) -> Unev
 
 
 # --- 3. parameter averaging (local SGD) vs gradient averaging --------------------------------------
-
-@dataclass(frozen=True)
-class AveragingRun:
-    """One training run: per step, replica drift and losses; communication it needed."""
-
-    mode: str                         # "gradient" (DDP, every step) or "parameter" (every H steps)
-    period: int                       # H: steps between averages (1 for gradient averaging)
-    drift: tuple[float, ...]          # per step, before any averaging: RMS over ranks of ‖θ_r − θ̄‖
-    eval_loss: tuple[float, ...]      # per step: loss of the averaged model θ̄ on a held-out batch
-    train_loss: tuple[float, ...]     # per step: mean over ranks of the local mini-batch loss
-    averages: int                     # all-reduces the algorithm itself issued
-    bytes_per_average: int            # payload of one such all-reduce (all parameters)
-
-
-@dataclass(frozen=True)
-class AveragingComparison:
-    config: dict
-    runs: tuple[AveragingRun, ...]
-
 
 def _drift_and_mean(params, world_size: int):
     """Measurement only: θ̄ = mean over ranks, and RMS over ranks of ‖θ_r − θ̄‖."""
@@ -310,8 +209,8 @@ def averaging_rank(ctx: RankContext, cfg: RunConfig, mode: str, period: int, ste
                 bytes_per_average=int(params.numel() * params.element_size()))
 
 
-def compare_averaging(cluster: Cluster, periods=(4, 16), steps: int = 48,
-                      cfg: RunConfig | None = None,
+def compare_averaging(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
+                      periods=(4, 16), steps: int = 48,
                       gradient: AveragingComparison | None = None) -> AveragingComparison:
     """Gradient averaging every step vs parameter averaging every H in `periods`, same data.
 
@@ -319,7 +218,7 @@ def compare_averaging(cluster: Cluster, periods=(4, 16), steps: int = 48,
     run is reused (it does not depend on H), so a slider over H re-runs only the H side.
     """
     cfg = validate(cfg or RunConfig(layers=2, width=64, batch_per_rank=16, lr=0.2))
-    cfg = cfg.replace(world_size=cluster.world_size)
+    cfg = cfg.replace(world_size=cluster.world_size if cluster is not None else cfg.world_size)
     if any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in periods):
         raise ValueError(f"periods are steps between parameter averages, whole numbers >= 1: {periods}")
     if gradient is not None and (gradient.config != cfg.to_dict()
@@ -327,39 +226,32 @@ def compare_averaging(cluster: Cluster, periods=(4, 16), steps: int = 48,
         raise ValueError("the earlier comparison ran another config or step count: run both afresh")
     runs = [gradient.runs[0]] if gradient is not None else []
     todo = [("parameter", h) for h in periods]
-    for mode, period in todo if gradient is not None else [("gradient", 1)] + todo:
-        res = cluster.run_task(averaging_rank, cfg, mode, period, steps)[0]
-        runs.append(AveragingRun(mode=mode, period=period, drift=tuple(res["drift"]),
-                                 eval_loss=tuple(res["eval_loss"]),
-                                 train_loss=tuple(res["train_loss"]), averages=res["averages"],
-                                 bytes_per_average=res["bytes_per_average"]))
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
+        for mode, period in todo if gradient is not None else [("gradient", 1)] + todo:
+            res = ranks.run_task(averaging_rank, cfg, mode, period, steps)[0]
+            runs.append(AveragingRun(mode=mode, period=period, **_tupled(res)))
     return AveragingComparison(config=cfg.to_dict(), runs=tuple(runs))
 
 
+def _run_period(cluster: Cluster, steps: int, first: list, period: int) -> AveragingComparison:
+    """Both schemes on the first call; afterwards only parameter averaging with this H."""
+    comparison = compare_averaging(cluster=cluster, periods=(period,), steps=steps,
+                                   gradient=first[0] if first else None)
+    if not first:
+        first.append(comparison)
+    return comparison
+
+
+def period_slider(cluster: Cluster, periods: Sequence[int] = PERIODS, value: int = 8,
+                  steps: int = 32):
+    """Slider over H re-running parameter averaging live on the warm `cluster`, beside the
+    gradient-averaging run made when the slider was built."""
+    from .widgets.averaging import period_panel
+
+    return period_panel(partial(_run_period, cluster, steps, []), periods, value, cluster=cluster)
+
+
 # --- 4. a gradient hook that averages the weights (picotron #39) --------------------------------
-
-HOOK_MODES = ("gradient", "weight")   # what the post-accumulate-grad hook all-reduces
-
-
-@dataclass(frozen=True)
-class HookRun:
-    """Training with a hand-written averaging hook, checked three ways after every step."""
-
-    mode: str                               # "gradient" (right) or "weight" (the bug)
-    params_after_backward: tuple[float, ...]  # per step: max |θ_r − θ_0| right after backward
-    params_after_step: tuple[float, ...]    # per step: max |θ_r − θ_0| after optimizer.step()
-    grads_after_backward: tuple[float, ...]  # per step: max |∇_r − ∇_0| right after backward
-    vs_large_batch: tuple[float, ...]       # per step: max |θ_0 − one process on the whole batch|
-
-
-@dataclass(frozen=True)
-class HookComparison:
-    config: dict
-    runs: tuple[HookRun, ...]
-
-    def run(self, mode: str) -> HookRun:
-        return next(r for r in self.runs if r.mode == mode)
-
 
 def _average_hook(mode: str, world_size: int):
     """The hook `register_post_accumulate_grad_hook` calls with the *parameter*.
@@ -408,14 +300,15 @@ def hook_rank(ctx: RankContext, cfg: RunConfig, mode: str) -> dict:
     return out
 
 
-def compare_hooks(cluster: Cluster, steps: int = 6, cfg: RunConfig | None = None) -> HookComparison:
+def compare_hooks(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
+                  steps: int = 6) -> HookComparison:
     """The right hook (average gradients) and picotron #39's (average weights), same data."""
     cfg = validate(cfg or RunConfig(layers=2, width=32, batch_per_rank=8, lr=0.1))
     if steps < 2:
         raise ValueError(f"need steps >= 2 (the weight hook first changes weights in step 1), got {steps}")
-    cfg = cfg.replace(world_size=cluster.world_size, steps=steps)
-    runs = []
-    for mode in HOOK_MODES:
-        res = cluster.run_task(hook_rank, cfg, mode)[0]
-        runs.append(HookRun(mode=mode, **{k: tuple(v) for k, v in res.items()}))
+    cfg = cfg.replace(world_size=cluster.world_size if cluster is not None else cfg.world_size,
+                      steps=steps)
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
+        results = [ranks.run_task(hook_rank, cfg, mode)[0] for mode in HOOK_MODES]
+    runs = [HookRun(mode=mode, **_tupled(res)) for mode, res in zip(HOOK_MODES, results)]
     return HookComparison(config=cfg.to_dict(), runs=tuple(runs))

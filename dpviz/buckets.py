@@ -1,14 +1,19 @@
 """DDP's gradient buckets on live ranks: torch's own bucket assignment, and the cap sweep.
 
 What a sweep records, and everything that reads a run's buckets (layout, timing, the
-predictions), is `dpviz.buckets_records` (no torch): this module only runs ranks.
+predictions), is `dpviz.buckets_records` (no torch): this module only runs ranks, and binds
+the sliders of `dpviz.widgets.buckets` to them.
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Sequence
 
-from .buckets_records import BucketSweep, cap_row
+from .buckets_records import SLIDER_CAPS, SLIDER_GBPS, BucketSweep, cap_row
 from .record import RunRecord
+
+# what `dpviz.<name>` offers from here
+FACADE = ("sweep_buckets", "bucket_cap_slider", "link_bandwidth_slider")
 
 
 def torch_assignment(ctx, sizes: list[int], order: list[int], limits: list[int]) -> list[list[int]]:
@@ -73,3 +78,45 @@ def _sweep_on(cluster, cfg, caps: list[float], repeats: int, progress: bool, war
     bar.close()
     return BucketSweep(config={**cfg.to_dict(), "bucket_cap_mb": None}, world_size=cfg.world_size,
                        rows=tuple(cap_row(*records[cap]) for cap in caps))
+
+
+# --- live sliders: each release re-runs DDP on the warm cluster --------------------------------
+
+def _run_with(cluster, cfg, change, value: float) -> RunRecord:
+    from .ddp_run import run
+
+    return run(change(cfg, value), cluster=cluster)
+
+
+def _with_cap(cfg, cap: float):
+    return cfg.replace(bucket_cap_mb=cap)
+
+
+def _with_gbps(cfg, gbps: float):
+    return cfg.replace(link=cfg.link.with_gbps(gbps))
+
+
+def bucket_cap_slider(cluster, cfg=None, caps: Sequence[float] = SLIDER_CAPS, value: float = 1.0,
+                      model=None):
+    """Slider over `caps` (MiB) re-running `cfg` on `cluster`; `model` (an alpha-beta fit)
+    outlines each all-reduce's predicted time. Two steps per run: step 1 is already rebuilt."""
+    from .widgets.buckets import bucket_cap_panel
+
+    cfg = cfg or sweep_config(steps=2)
+    if cluster.world_size != cfg.world_size:
+        raise ValueError(f"the cluster has {cluster.world_size} ranks, the config {cfg.world_size}: "
+                         "pass a matching cfg or Cluster")
+    return bucket_cap_panel(partial(_run_with, cluster, cfg, _with_cap), caps, value, model, cluster=cluster)
+
+
+def link_bandwidth_slider(cluster, cfg, gbps: Sequence[float] = SLIDER_GBPS,
+                          value: float | None = None):
+    """Slider over the emulated link's bandwidth (Gb/s, same latency), re-running `cfg` live:
+    fast links leave little to hide, slow ones more than backward can cover. Starts at
+    `value`, default the link's own bandwidth."""
+    from .widgets.buckets import link_bandwidth_panel
+
+    from .link import slider_start
+
+    return link_bandwidth_panel(partial(_run_with, cluster, cfg, _with_gbps), slider_start(cfg.link, value),
+                                gbps, cluster=cluster)

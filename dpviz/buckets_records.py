@@ -1,3 +1,4 @@
+# Over 300 lines: the bucket data side in three sections (layout, one step's timing, the cap sweep).
 """DDP's gradient buckets, read from a live run: layout, per-step timing, the cap sweep.
 
 DDP does not all-reduce gradients one by one: it packs them into buckets of about
@@ -30,6 +31,8 @@ MIB = 1 << 20
 DEFAULT_CAP_MB = 25              # DDP's bucket_cap_mb when left unset
 FIRST_BUCKET_BYTES = 1 << 20     # dist._DEFAULT_FIRST_BUCKET_BYTES (a test checks it)
 ONE_BUCKET_CAP_MB = 4096.0       # a cap no demo model fills: every gradient in one bucket
+SLIDER_CAPS = (0.25, 0.5, 1.0, 2.0, 4.0, 25.0, ONE_BUCKET_CAP_MB)   # bucket_cap_mb a slider offers
+SLIDER_GBPS = (0.25, 0.5, 1.0, 2.0, 4.0, 10.0, 100.0)              # emulated link Gb/s a slider offers
 Intervals = list[tuple[float, float]]
 
 
@@ -109,6 +112,49 @@ def modelled_layout(record: RunRecord, rank: int = 0) -> list[list[int]]:
     sizes = [record.param_bytes[i] for i in order]
     limits = cap_limits(record.config.get("bucket_cap_mb"))
     return [[order[p] for p in bucket] for bucket in assign_buckets(sizes, limits)]
+
+
+@dataclass(frozen=True)
+class Gradient:
+    """One parameter's gradient as DDP packs it: ready position, name, bytes, its bucket."""
+
+    position: int
+    name: str
+    bytes: int
+    bucket: int
+
+
+def gradients(record: RunRecord, rank: int = 0) -> list[Gradient]:
+    """Every gradient in the order DDP's rebuilt buckets hold them (its logging), labelled
+    with the recorded parameter names ("blocks.3.attn.qkv.weight")."""
+    logged = logged_layout(record, rank)
+    out = []
+    for bucket, indices in enumerate(logged.rebuilt_params):
+        for i in indices:
+            out.append(Gradient(len(out), record.param_names[i], record.param_bytes[i], bucket))
+    return out
+
+
+def _size(n: int) -> str:
+    return f"{n / MIB:.2f} MiB" if n >= MIB / 4 else f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} B"
+
+
+def describe_gradients(record: RunRecord, rank: int = 0) -> str:
+    """The gradients' sizes and how DDP's rebuilt buckets hold them, in a few lines: the
+    largest and smallest gradient, then each bucket's size, count and first/last names."""
+    grads = gradients(record, rank)
+    big, small = max(grads, key=lambda g: g.bytes), min(grads, key=lambda g: g.bytes)
+    name = record.workload.name if record.workload else "mlp"
+    lines = [f"{name}: {len(grads)} gradients, {_size(sum(g.bytes for g in grads))} in all; "
+             f"largest {big.name} {_size(big.bytes)}, smallest {small.name} {_size(small.bytes)} "
+             f"({big.bytes / small.bytes:,.0f}x)",
+             f"buckets after the rebuild (bucket_cap_mb={record.config.get('bucket_cap_mb')}, "
+             f"first bucket's cap {_size(cap_limits(record.config.get('bucket_cap_mb'))[0])}):"]
+    for b in sorted({g.bucket for g in grads}):
+        held = [g for g in grads if g.bucket == b]
+        lines.append(f"  bucket {b}: {_size(sum(g.bytes for g in held)):>10}, {len(held):3d} gradients, "
+                     f"{held[0].name} … {held[-1].name}")
+    return "\n".join(lines)
 
 
 # --- timing: one step of one rank ---------------------------------------------------------

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from .record import record_kind
+from .workload_records import WorkloadInfo
 
 BACKWARD_MARK = "dpviz:backward"
 
@@ -29,10 +30,15 @@ class CurvePoint:
 
 @dataclass(frozen=True)
 class BlockBytes:
-    """What one Linear+ReLU block hands autograd when nothing is checkpointed."""
+    """What one block (an MLP's Linear+ReLU, a transformer block, …) hands autograd when
+    nothing is checkpointed."""
 
     input_bytes: int   # the tensor entering the block (a segment boundary if checkpointed)
-    saved_bytes: int   # tensors it saves besides its input (here: the ReLU output)
+    saved_bytes: int   # tensors it saves besides its input (MLP: the ReLU output; GPT: the
+    #                    LayerNorm statistics, q/k/v, attention output, the MLP's hidden, …)
+    # True when the block is the first to save its input: a transformer's residual stream is
+    # saved by the next block's LayerNorm, an MLP's hidden by the previous block's ReLU
+    saves_input: bool = False
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,10 @@ class CheckpointingRecord:
     rows: tuple[MemoryRow, ...]
     model: tuple[Prediction, ...]    # every k from 0 to layers
     notes: tuple[str, ...] = ()
+    stem_bytes: int = 0              # saved before the first block (a GPT's token and position ids)
+    head_saves_input: bool = False   # the head is the first to save the last block's output
+    tail_largest_bytes: int = 0      # the largest tensor the head and loss save (a GPT's logits)
+    workload: WorkloadInfo | None = None   # the model measured: name and parameter list
 
     def row(self, checkpoint_every: int) -> MemoryRow:
         for r in self.rows:
@@ -96,30 +106,46 @@ def segments(layers: int, k: int) -> list[range]:
     return [range(s, min(s + k, layers)) for s in range(0, layers, k)] if k else [range(layers)]
 
 
-def predict(blocks: Sequence[BlockBytes], head_input_bytes: int, tail_bytes: int, k: int) -> Prediction:
-    """Peak bytes of one step from per-block bytes, assuming each block saves its output.
+def predict(blocks: Sequence[BlockBytes], head_input_bytes: int, tail_bytes: int, k: int,
+            stem_bytes: int = 0, head_saves_input: bool = False,
+            tail_largest_bytes: int = 0) -> Prediction:
+    """Peak bytes of one step from per-block bytes.
 
-    Forward with k: autograd keeps each segment's input, the head's input and the loss's
-    tensors. Backward through segment j (last to first) holds the inputs of segments 0..j,
-    that segment's recomputed activations, and the gradient in flight (≈ two block
-    outputs: the incoming and the outgoing gradient). With k = 0 every block's
-    activations stay from forward until its own backward.
+    Forward with k: autograd keeps what the stem saved, each segment's input, the head's input
+    and the loss's tensors. Backward through segment j (last to first) holds the inputs of
+    segments 0..j, that segment's recomputed activations, and the gradient in flight (≈ two
+    block outputs: the incoming and the outgoing gradient). With k = 0 every block's
+    activations stay from forward until its own backward — and a block's input too where the
+    block is the one that saves it (`saves_input`: a transformer's residual stream).
+    Backward starts at the loss with everything held and two gradients of its largest tensor
+    (a GPT's (tokens, vocab) logits, which can outweigh a block): that is a floor for any k;
+    by the time backward reaches the blocks those are freed and block-sized gradients flow.
     """
     n = len(blocks)
-    grads = 2 * max([head_input_bytes] + [b.saved_bytes for b in blocks])
+    grads = 2 * max([head_input_bytes] + [b.input_bytes for b in blocks])
+    at_loss = max(grads, 2 * tail_largest_bytes)
+
+    def own(i: int) -> int:           # what block i holds beyond the previous blocks' bytes
+        return blocks[i].saved_bytes + (blocks[i].input_bytes if blocks[i].saves_input else 0)
+
+    head = head_input_bytes if head_saves_input else 0
     if k == 0:
-        held = blocks[0].input_bytes + sum(b.saved_bytes for b in blocks) + tail_bytes
-        return Prediction(0, held, held + grads, 0)
+        held = stem_bytes + blocks[0].input_bytes + sum(own(i) for i in range(1, n)) \
+            + blocks[0].saved_bytes + head + tail_bytes
+        return Prediction(0, held, held + at_loss, 0)
     segs = segments(n, k)
     inputs = [blocks[s.start].input_bytes for s in segs]
-    held = sum(inputs) + head_input_bytes + tail_bytes
-    peak = max(sum(inputs[:j + 1]) + sum(blocks[i].saved_bytes for i in s) + grads
-               for j, s in enumerate(segs))
-    return Prediction(k, held, max(peak, held), n)
+    held = stem_bytes + sum(inputs) + head_input_bytes + tail_bytes
+    peak = max(stem_bytes + sum(inputs[:j + 1]) + blocks[s.start].saved_bytes
+               + sum(own(i) for i in s[1:]) + grads for j, s in enumerate(segs))
+    return Prediction(k, held, max(peak, held + at_loss), n)
 
 
-def model_sweep(blocks: Sequence[BlockBytes], head_input_bytes: int, tail_bytes: int) -> list[Prediction]:
-    return [predict(blocks, head_input_bytes, tail_bytes, k) for k in range(len(blocks) + 1)]
+def model_sweep(blocks: Sequence[BlockBytes], head_input_bytes: int, tail_bytes: int,
+                stem_bytes: int = 0, head_saves_input: bool = False,
+                tail_largest_bytes: int = 0) -> list[Prediction]:
+    return [predict(blocks, head_input_bytes, tail_bytes, k, stem_bytes, head_saves_input,
+                    tail_largest_bytes) for k in range(len(blocks) + 1)]
 
 
 # --- the trace: memory curve and recomputed forwards (pure, no torch) ----------------------
@@ -145,7 +171,9 @@ def memory_curve(trace: dict, t0_us: float, t1_us: float) -> list[CurvePoint]:
 def describe(record: CheckpointingRecord) -> str:
     """A table for the CLI and notebooks: measured vs predicted peak, time, recompute."""
     mb = lambda b: b / 2 ** 20
-    lines = [f"{record.layers} blocks of Linear({record.width})+ReLU, batch {record.batch}; "
+    name = record.workload.name if record.workload is not None else "mlp"
+    what = f"Linear({record.width})+ReLU" if name == "mlp" else f"{name} (width {record.width})"
+    lines = [f"{record.layers} blocks of {what}, batch {record.batch}; "
              f"model optimum k = {', '.join(map(str, record.best_ks))} (√n = {math.sqrt(record.layers):.1f})",
              "   k  peak MB  predicted MB  held-after-fwd MB  step ms  recompute ms"]
     for r in record.rows:

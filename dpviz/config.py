@@ -12,10 +12,20 @@ from pathlib import Path
 
 from .link import Link, as_link
 
+FACADE = ("RunConfig",)  # what `dpviz.<name>` offers from here
+
 BACKENDS = ("gloo", "nccl")
 # Where no_sync() goes during accumulation: around forward and backward (right), around
 # backward only (the pitfall: forward already armed the all-reduce), or nowhere (forgotten).
 NO_SYNC_SCOPES = ("forward_backward", "backward_only", "off")
+# The built-in workloads (dpviz.workloads); any other model is a user's "module:function".
+BUILTIN_MODELS = ("mlp", "gpt", "cnn")
+# Each built-in's size when layers/width/batch_per_rank are left unset: a 3-step, 2-rank
+# run stays well under a second on 2 CPU cores (benchmarks/warm_vs_cold.py measures it).
+MODEL_DEFAULTS = {"mlp": dict(layers=4, width=256, batch_per_rank=32),
+                  "gpt": dict(layers=4, width=64, batch_per_rank=16),
+                  "cnn": dict(layers=3, width=16, batch_per_rank=16)}
+_SIZE_FIELDS = ("layers", "width", "batch_per_rank")
 
 
 def max_cpu_ranks() -> int:
@@ -29,9 +39,10 @@ class RunConfig:
 
     world_size: int = 2
     steps: int = 3
-    layers: int = 4          # Linear+ReLU blocks in the MLP
-    width: int = 256         # hidden features
-    batch_per_rank: int = 32  # samples per rank per micro-step
+    # None: the model's own size (MODEL_DEFAULTS); a user's model ignores layers and width
+    layers: int | None = None   # blocks: MLP's Linear+ReLU, GPT's transformer, CNN's conv
+    width: int | None = None    # hidden size: MLP features, GPT d_model, CNN channels
+    batch_per_rank: int | None = None  # samples per rank per micro-step
     accum_steps: int = 1     # micro-steps per optimizer step (no_sync on all but the last)
     no_sync: str = "forward_backward"  # see NO_SYNC_SCOPES
     scale_loss: bool = True  # divide each micro-step's loss by accum_steps (False shows why)
@@ -47,9 +58,16 @@ class RunConfig:
     # An emulated wire for the all-reduces (dpviz.link): None is raw loopback, gloo on the
     # same cores as backward. Accepts a Link, a preset name ("10GbE", ...) or a dict.
     link: Link | None = None
+    # What to train: "mlp", "gpt", "cnn" or a user's "package.module:function" returning a
+    # dpviz.Workload (checked by dpviz.workloads.validate_model_spec before ranks start).
+    model: str = "mlp"
 
     def __post_init__(self):
         object.__setattr__(self, "link", as_link(self.link))  # a bad link fails here, early
+        defaults = MODEL_DEFAULTS.get(self.model, MODEL_DEFAULTS["mlp"])
+        for name in _SIZE_FIELDS:
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, defaults[name])
 
     @property
     def device(self) -> str:
@@ -57,7 +75,10 @@ class RunConfig:
         return "cuda" if self.backend == "nccl" else "cpu"
 
     def replace(self, **changes) -> "RunConfig":
-        """A validated copy with some fields changed (the notebooks' knob)."""
+        """A validated copy with some fields changed (the notebooks' knob). Changing the
+        model resets the sizes not given to the new model's own."""
+        if changes.get("model", self.model) != self.model:
+            changes = {**{name: None for name in _SIZE_FIELDS}, **changes}
         return validate(dataclasses.replace(self, **changes))
 
     def to_dict(self) -> dict:
@@ -104,6 +125,7 @@ def validate_world_size(world_size, backend: str = "gloo", minimum: int = 1) -> 
 def validate(cfg: RunConfig) -> RunConfig:
     """Reject a bad config with a message that says how to fix it; returns cfg."""
     validate_world_size(cfg.world_size, cfg.backend)
+    validate_model_name(cfg.model)
     _require_int("steps", cfg.steps, 1, 10_000)
     _require_int("layers", cfg.layers, 1, 512)
     _require_int("width", cfg.width, 1, 1 << 16)
@@ -125,6 +147,19 @@ def validate(cfg: RunConfig) -> RunConfig:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(f"{name} must be a number > 0, got {value!r}")
     return cfg
+
+
+def validate_model_name(model) -> str:
+    """A built-in name or the form "package.module:function" (importing it is the run side's
+    job: a record names a user's model without needing it)."""
+    if model in BUILTIN_MODELS:
+        return model
+    module, sep, function = model.partition(":") if isinstance(model, str) else ("", "", "")
+    if not (sep and function.isidentifier()
+            and all(part.isidentifier() for part in module.split("."))):
+        raise ValueError(f"model must be one of {', '.join(BUILTIN_MODELS)} or MODULE:FUNCTION "
+                         f"(a function returning a dpviz.Workload), got {model!r}")
+    return model
 
 
 def _validate_straggler(cfg: RunConfig) -> None:

@@ -68,22 +68,23 @@ def record_buckets(ddp, model, world_size: int, link=None) -> BucketLog:
 
 
 def train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step: int,
-                annotate) -> float:
+               annotate, workload=None) -> float:
     """One optimizer step of `accum_steps` micro-steps (the run loop's own code, also run by
-    the accumulation check); `annotate(name)` marks each micro-step. Returns the step's loss."""
-    from .workloads import loss_fn, rank_batch
+    the accumulation check) on `workload`'s data and loss (None: the MLP's); `annotate(name)`
+    marks each micro-step. Returns the step's loss."""
+    from .workloads import compute_loss, rank_batch
 
     total = 0.0
     scale = cfg.accum_steps if cfg.scale_loss else 1
     for micro in range(cfg.accum_steps):
         log.micro_step = micro
-        x, y = (t.to(ctx.device) for t in rank_batch(cfg, step, micro, ctx.rank))
+        x, y = (t.to(ctx.device) for t in rank_batch(cfg, workload, step, micro, ctx.rank))
         skip = micro < cfg.accum_steps - 1  # all but the last micro-step skip the all-reduce
         around_all = ddp.no_sync() if skip and cfg.no_sync == "forward_backward" else nullcontext()
         around_backward = ddp.no_sync() if skip and cfg.no_sync == "backward_only" else nullcontext()
         # no_sync must cover forward too: DDP decides in forward whether backward syncs
         with annotate(f"{MICRO_PREFIX}{micro}"), around_all:
-            loss = loss_fn(ddp(x), y) / scale
+            loss = compute_loss(workload, ddp(x), y) / scale
             with around_backward:
                 loss.backward()
         total += loss.item() * scale / cfg.accum_steps
@@ -92,9 +93,11 @@ def train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step:
     return total
 
 
-def train_rank(ctx: RankContext, cfg: RunConfig, export_trace: bool = False) -> dict:
+def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
+               export_trace: bool = False) -> dict:
     """Train `cfg.steps` optimizer steps under the profiler; return what this rank saw.
 
+    `search_path` is the caller's module path (a user's model imports from it).
     The profile comes back as the few events the record reads (`dpviz.profile_events`),
     not as a trace file: a knob's move skips writing and re-reading chrome JSON. The full
     chrome trace is written when `export_trace` asks for it (`run(..., out=...)`), and
@@ -106,13 +109,16 @@ def train_rank(ctx: RankContext, cfg: RunConfig, export_trace: bool = False) -> 
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from .rounding import max_abs, sgd_bound
-    from .workloads import build_mlp, flat_params
+    from .rounding import max_abs, update_bound
+    from .workloads import addition_chain, build_workload, describe_workload, flat_params, \
+        reference_kind, use_import_path
 
     t_called = time.perf_counter()
+    use_import_path(list(search_path))
     device = torch.device(ctx.device)
-    model = build_mlp(cfg).to(device)
-    initial = flat_params(model).cpu() if ctx.rank == 0 else None   # bounds the rounding check
+    workload = build_workload(cfg)
+    model = workload.model.to(device)
+    initial = flat_params(model).cpu()
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb,
               device_ids=[device.index] if device.type == "cuda" else None)
     ddp._set_ddp_runtime_logging_sample_rate(1)  # timing stats on every iteration
@@ -134,7 +140,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig, export_trace: bool = False) -> 
             for step in range(cfg.steps):
                 log.step, t0 = step, time.perf_counter()
                 with annotate(f"{STEP_PREFIX}{step}"):
-                    losses.append(train_step(ctx, cfg, ddp, opt, log, step, annotate))
+                    losses.append(train_step(ctx, cfg, ddp, opt, log, step, annotate, workload))
                 wall_ms.append((time.perf_counter() - t0) * 1e3)
                 snapshots.append(flat_params(model))
     finally:   # a warm rank runs many tasks: never leave a link thread behind
@@ -159,13 +165,15 @@ def train_rank(ctx: RankContext, cfg: RunConfig, export_trace: bool = False) -> 
     checks = []
     if ctx.rank == 0:
         reference = _reference(cfg.replace(bucket_cap_mb=None, profile=True))
-        param_max = max_abs([initial, *reference])
+        param_max, sums = max_abs([initial, *reference]), addition_chain(cfg, workload)
+        max_update = max_abs(b - a for a, b in zip([initial, *reference], reference))  # lr·max|g|
         for step in range(cfg.steps):
             across = max(float((e[step].cpu() - mine[step]).abs().max()) for e in everyone)
             single = float((reference[step] - mine[step]).abs().max())
             checks.append(dict(step=step, max_diff_across_ranks=across,
                                max_diff_vs_single_process=single,
-                               rounding_bound=sgd_bound(cfg, param_max, steps=step + 1)))
+                               rounding_bound=update_bound(sums, max_update, param_max, step + 1),
+                               reference=reference_kind(model)))
     logging = {k: v for k, v in ddp._get_ddp_logging_data().items()
                if isinstance(v, (int, float, str, bool))}
     parts_ms = {"setup": t_start - t_called, "train": t_trained - t_start, "events": t_exported - t_trained,
@@ -175,8 +183,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig, export_trace: bool = False) -> 
                 link_events=_link_events(link, clock) if link is not None else [],
                 step_wall_ms=wall_ms,
                 ddp_logging=logging,
-                param_names=[n for n, _ in model.named_parameters()],
-                param_bytes=[p.numel() * p.element_size() for p in model.parameters()])
+                workload=describe_workload(model, workload.name))
 
 
 def _clock_mark(annotate) -> float:
@@ -221,12 +228,15 @@ def run(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
     Pass a warm `cluster` to re-run in a fraction of a cold start; without one, ranks are
     started for this run and stopped after it. Keyword `changes` override config fields.
     """
+    from .workloads import import_path, validate_model_spec
+
     cfg = validate(cfg or RunConfig())
     if changes:
         cfg = cfg.replace(**changes)
+    validate_model_spec(cfg.model, seed=cfg.seed)   # a user's model fails here, before any rank
     out_dir = writable_dir(out) if out is not None else None
     with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s, exact=True) as ranks:
-        results = ranks.run_task(train_rank, cfg, out_dir is not None, timeout_s=cfg.timeout_s)
+        results = ranks.run_task(train_rank, cfg, import_path(), out_dir is not None, timeout_s=cfg.timeout_s)
         return assemble_run(cfg, results, out_dir)   # the traces live in the ranks' workdir
 
 
@@ -252,8 +262,9 @@ def assemble_run(cfg: RunConfig, results: list[dict], out_dir: Path | None = Non
         checks=tuple(StepCheck(**c) for c in results[0]["checks"]),
         ddp_logging={r: res["ddp_logging"] for r, res in enumerate(results)},
         step_wall_ms={r: tuple(res["step_wall_ms"]) for r, res in enumerate(results)},
-        param_names=tuple(results[0]["param_names"]),
-        param_bytes=tuple(results[0]["param_bytes"]))
+        param_names=results[0]["workload"].param_names(),
+        param_bytes=tuple(p.bytes for p in results[0]["workload"].params),
+        workload=results[0]["workload"])
     if out_dir is not None:
         for rank, trace in files.items():
             write_json(trace, out_dir / f"trace-rank{rank}.json")

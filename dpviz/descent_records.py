@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .record import record_kind
+
 
 @dataclass(frozen=True)
 class NoisePoint:
@@ -15,6 +17,7 @@ class NoisePoint:
     draws: int
 
 
+@record_kind("gradient_noise")
 @dataclass(frozen=True)
 class GradientNoise:
     config: dict
@@ -33,6 +36,7 @@ class DescentCurve:
     loss: tuple[float, ...]      # loss over the whole dataset after that update
 
 
+@record_kind("descent_comparison")
 @dataclass(frozen=True)
 class DescentComparison:
     config: dict

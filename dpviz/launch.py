@@ -1,3 +1,4 @@
+# Over 300 lines: the one module that spawns; start, collect, failure and teardown share private state.
 """Local ranks as processes: start (forked from a torch-preloaded forkserver), rendezvous on
 127.0.0.1, run tasks, tear down.
 
@@ -30,6 +31,8 @@ from typing import Any, Callable, Iterator
 
 from .config import validate_world_size
 from .rank_stderr import Relay, attach_stderr
+
+FACADE = ("Cluster", "RankError", "RankTimeout")  # what `dpviz.<name>` offers from here
 
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 60.0
@@ -260,6 +263,7 @@ class Cluster:
         self.timeout_s = float(timeout_s)
         self._ranks: _Ranks | None = None
         self._starts = 0
+        self.start_seconds = 0.0   # how long the last (re)start took, spawn to all joined
         if start_method == "forkserver":
             _prewarm_forkserver()
 
@@ -274,6 +278,12 @@ class Cluster:
     @property
     def alive(self) -> bool:
         return self._ranks is not None
+
+    @property
+    def starts(self) -> int:
+        """How many times ranks were started: a widget compares it before and after a run
+        to say that its move (re)started them, and how long that took (`start_seconds`)."""
+        return self._starts
 
     def pids(self) -> list[int]:
         """The ranks' process ids (empty when not started)."""
@@ -292,8 +302,10 @@ class Cluster:
             print(f"dpviz: restarting {self.world_size} {self.backend} ranks (they were stopped)",
                   file=sys.stderr)
         self._starts += 1
+        began = time.perf_counter()
         self._ranks = _Ranks(self.world_size, self.backend, self.timeout_s, self.start_method)
         self._collect("start-up", min(self.timeout_s, START_TIMEOUT_S) + 30)
+        self.start_seconds = time.perf_counter() - began
 
     def close(self) -> None:
         """Stop the ranks cleanly; safe to call twice."""

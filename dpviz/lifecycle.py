@@ -9,27 +9,17 @@ what happens to buffers, and why one rank saves.
    (re-broadcast rank 0's buffers before every forward; torch < 2.13 called it
    `broadcast_buffers`) does to BatchNorm running statistics; rank 0 saves, all ranks load.
 
-Rank-side functions (`*_rank`) run via `Cluster.run_task` and return plain data.
+Rank-side functions (`*_rank`) run via `Cluster.run_task` and return plain data; the parent
+functions assemble the records of `lifecycle_records.py`, which render without torch.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from .launch import Cluster, RankContext, using_cluster
+from .lifecycle_records import Lifecycle, RankIdentity, SamplerShards, torchrun_layout
 
-from .launch import Cluster, RankContext
+FACADE = ("rank_identities", "sampler_shards", "ddp_lifecycle")  # what `dpviz.<name>` offers from here
 
 # --- 1. rank, local rank, world size ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RankIdentity:
-    """The numbers a rank uses to pick its data, its device and whether it writes files."""
-
-    rank: int               # global rank: 0 … world_size − 1, unique in the job
-    world_size: int         # all ranks of the job, on every node
-    local_rank: int         # index among the ranks on the same host (picks the GPU)
-    local_world_size: int   # ranks on this host
-    host: str
-    pid: int
 
 
 def identity_rank(ctx: RankContext) -> dict:
@@ -48,18 +38,10 @@ def identity_rank(ctx: RankContext) -> dict:
                 local_world_size=len(same_host), host=host, pid=os.getpid())
 
 
-def rank_identities(cluster: Cluster) -> list[RankIdentity]:
-    return [RankIdentity(**r) for r in cluster.run_task(identity_rank)]
-
-
-def torchrun_layout(nnodes: int, nproc_per_node: int) -> list[RankIdentity]:
-    """How torchrun numbers ranks across nodes: rank = node · nproc_per_node + local_rank."""
-    if nnodes < 1 or nproc_per_node < 1:
-        raise ValueError(f"need at least 1 node and 1 process per node, got {nnodes} × {nproc_per_node}")
-    world = nnodes * nproc_per_node
-    return [RankIdentity(rank=node * nproc_per_node + local, world_size=world, local_rank=local,
-                         local_world_size=nproc_per_node, host=f"node{node}", pid=0)
-            for node in range(nnodes) for local in range(nproc_per_node)]
+def rank_identities(*, cluster: Cluster | None = None, world_size: int = 2) -> list[RankIdentity]:
+    """Who each rank is, asked on the warm `cluster` or on `world_size` fresh ranks."""
+    with using_cluster(cluster, world_size) as ranks:
+        return [RankIdentity(**r) for r in ranks.run_task(identity_rank)]
 
 
 def shards_by_rank_argument(nnodes: int, nproc_per_node: int, dataset_size: int,
@@ -83,23 +65,6 @@ def shards_by_rank_argument(nnodes: int, nproc_per_node: int, dataset_size: int,
 # --- 2. DistributedSampler ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SamplerShards:
-    """`shards[epoch][rank]`: the dataset indices that rank visits in that epoch, in order."""
-
-    dataset_size: int
-    world_size: int
-    shuffle: bool
-    drop_last: bool
-    set_epoch: bool                              # False: the same order every epoch
-    shards: tuple[tuple[tuple[int, ...], ...], ...]
-
-    def padding(self, epoch: int = 0) -> int:
-        """Indices drawn twice so every rank gets the same count (drop_last=False)."""
-        drawn = [i for shard in self.shards[epoch] for i in shard]
-        return len(drawn) - len(set(drawn))
-
-
 def sampler_rank(ctx: RankContext, dataset_size: int, epochs: int, shuffle: bool, drop_last: bool,
                  set_epoch: bool, seed: int) -> list[list[int]]:
     """This rank's indices per epoch, from torch's own DistributedSampler."""
@@ -115,41 +80,25 @@ def sampler_rank(ctx: RankContext, dataset_size: int, epochs: int, shuffle: bool
     return out
 
 
-def sampler_shards(cluster: Cluster, dataset_size: int = 10, epochs: int = 2, shuffle: bool = True,
-                   drop_last: bool = False, set_epoch: bool = True, seed: int = 0) -> SamplerShards:
-    if dataset_size < cluster.world_size:
-        raise ValueError(f"a dataset of {dataset_size} samples cannot feed {cluster.world_size} "
+def sampler_shards(*, cluster: Cluster | None = None, world_size: int = 2, dataset_size: int = 10,
+                   epochs: int = 2, shuffle: bool = True, drop_last: bool = False,
+                   set_epoch: bool = True, seed: int = 0) -> SamplerShards:
+    """The indices DistributedSampler hands each rank (the warm `cluster`'s, or `world_size`
+    fresh ones), per epoch."""
+    n = cluster.world_size if cluster is not None else world_size
+    if dataset_size < n:
+        raise ValueError(f"a dataset of {dataset_size} samples cannot feed {n} "
                          "ranks: use at least one sample per rank")
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
-    per_rank = cluster.run_task(sampler_rank, dataset_size, epochs, shuffle, drop_last, set_epoch, seed)
-    shards = tuple(tuple(tuple(per_rank[r][e]) for r in range(cluster.world_size))
-                   for e in range(epochs))
-    return SamplerShards(dataset_size=dataset_size, world_size=cluster.world_size, shuffle=shuffle,
+    with using_cluster(cluster, n) as ranks:
+        per_rank = ranks.run_task(sampler_rank, dataset_size, epochs, shuffle, drop_last, set_epoch, seed)
+    shards = tuple(tuple(tuple(per_rank[r][e]) for r in range(n)) for e in range(epochs))
+    return SamplerShards(dataset_size=dataset_size, world_size=n, shuffle=shuffle,
                          drop_last=drop_last, set_epoch=set_epoch, shards=shards)
 
 
 # --- 3. construction broadcast, buffers, save on rank 0 -----------------------------------------
-
-
-@dataclass(frozen=True)
-class Lifecycle:
-    """One DDP life on every rank, from different starting weights to a checkpoint."""
-
-    forward_sync_buffers: bool
-    data_shift: float                                  # rank r's inputs have mean r · shift
-    weights_before: tuple[tuple[float, ...], ...]      # [rank]: first Linear weights, before DDP
-    weights_after: tuple[tuple[float, ...], ...]       # [rank]: the same weights after DDP(...)
-    param_diff_before: float                           # max |θ_r − θ_0| over ranks, before DDP
-    param_diff_after: float                            # ... right after DDP's constructor
-    buffer_diff_before: float                          # same for BatchNorm buffers
-    buffer_diff_after: float
-    running_mean: tuple[tuple[float, ...], ...]        # [rank][step]: mean BatchNorm running_mean
-    saved_by: tuple[int, ...]                          # ranks that wrote the checkpoint
-    checkpoint_bytes: int
-    checkpoint_keys: tuple[str, ...]
-    load_param_diff: tuple[float, ...]                 # [rank]: max |loaded − own| parameters
-    load_buffer_diff: tuple[float, ...]                # [rank]: max |loaded − own| buffers
 
 
 def bn_net(width: int, seed: int):
@@ -224,12 +173,15 @@ def lifecycle_rank(ctx: RankContext, width: int, steps: int, forward_sync_buffer
                 load_param=load_param, load_buffer=load_buffer)
 
 
-def ddp_lifecycle(cluster: Cluster, forward_sync_buffers: bool = True, steps: int = 20,
-                  width: int = 8, shift: float = 1.0, seed: int = 0) -> Lifecycle:
-    """Run one DDP life on every rank of `cluster` (see `lifecycle_rank`)."""
+def ddp_lifecycle(*, cluster: Cluster | None = None, world_size: int = 2,
+                  forward_sync_buffers: bool = True, steps: int = 20, width: int = 8,
+                  shift: float = 1.0, seed: int = 0) -> Lifecycle:
+    """Run one DDP life on every rank of the warm `cluster`, or of `world_size` fresh ranks
+    (see `lifecycle_rank`)."""
     if steps < 1 or width < 1:
         raise ValueError(f"steps and width must be >= 1, got steps={steps}, width={width}")
-    res = cluster.run_task(lifecycle_rank, width, steps, forward_sync_buffers, float(shift), seed)
+    with using_cluster(cluster, world_size) as ranks:
+        res = ranks.run_task(lifecycle_rank, width, steps, forward_sync_buffers, float(shift), seed)
     d = res[0]["diffs"]
     return Lifecycle(
         forward_sync_buffers=forward_sync_buffers, data_shift=float(shift),

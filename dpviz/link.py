@@ -141,6 +141,14 @@ def describe_link(link: Link | dict | None) -> str:
     return "raw loopback (gloo on the same CPU cores: no separate link)" if link is None else link.label()
 
 
+def slider_start(link: Link | None, value: float | None) -> float:
+    """The bandwidth a link slider starts at: `value`, default the link's own; a clear error
+    for a run with no emulated link (nothing to slide)."""
+    if link is None:
+        raise ValueError("cfg has no emulated link: pass cfg.replace(link='classroom') or another preset")
+    return link.gbps if value is None else value
+
+
 def link_note(config: dict) -> str:
     """What carried a record's all-reduces, from its config; '' for records that do not say
     (a loaded trace: dpviz cannot know its interconnect)."""

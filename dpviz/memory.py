@@ -1,9 +1,11 @@
 """Where a training step's memory goes: parameters, gradients, optimizer state, activations.
 
-Every number is measured on real tensors after a real step of dpviz's MLP workload, never
+Every number is measured on real tensors after a real step of a workload (the MLP, the GPT, the
+CNN or the user's model; `cfg.model`), never
 computed from a formula: parameter and gradient bytes from the tensors themselves,
 optimizer state from `optimizer.state` (Adam keeps two moments per parameter, SGD with
-momentum one, plain SGD none), activations from saved-tensor hooks (exactly the tensors
+momentum one, plain SGD none), buffers from the module's registered buffers (BatchNorm's running
+statistics), activations from saved-tensor hooks (exactly the tensors
 autograd keeps for backward; process RSS is useless on CPU because glibc keeps freed pages).
 
 Runs in the calling process (no ranks): one replica's memory is the same on every rank.
@@ -19,6 +21,8 @@ from typing import Iterable
 
 from .config import RunConfig, validate
 from .memory_records import OPTIMIZERS, MemoryBreakdown
+
+FACADE = ("measure_breakdown",)  # what `dpviz.<name>` offers from here
 
 # --- measuring tensors ----------------------------------------------------------------------
 
@@ -87,12 +91,13 @@ def make_optimizer(name: str, params: Iterable, lr: float):
 def saved_activation_bytes(model, x) -> tuple[object, int]:
     """Run `model(x)`; return (output, bytes of the tensors autograd saved for backward).
 
-    Parameters saved by an op (a Linear keeps its weight) are not activations and are left
-    out; a tensor saved by two ops (ReLU's output is the next Linear's input) counts once.
+    Parameters and buffers saved by an op (a Linear keeps its weight, BatchNorm its running
+    statistics) are not activations and are left out; a tensor saved by two ops (ReLU's output
+    is the next Linear's input) counts once.
     """
     import torch
 
-    param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    param_ptrs = {p.untyped_storage().data_ptr() for p in [*model.parameters(), *model.buffers()]}
     held: dict[int, int] = {}   # data pointer → bytes of the saved tensor (a view counts its own size)
 
     def pack(t):
@@ -111,14 +116,15 @@ def saved_activation_bytes(model, x) -> tuple[object, int]:
 def measure_breakdown(cfg: RunConfig | None = None, optimizer: str = "adam",
                       lr: float = 1e-3) -> MemoryBreakdown:
     """One real training step of the workload (one rank's batch); bytes of each part."""
-    from .workloads import build_mlp, loss_fn, rank_batch
+    from .workloads import build_workload, compute_loss, describe_workload, rank_batch
 
     cfg = validate(cfg or RunConfig())
-    model = build_mlp(cfg)
+    workload = build_workload(cfg)
+    model = workload.model
     opt = make_optimizer(optimizer, model.parameters(), lr)
-    x, y = rank_batch(cfg, 0, 0, 0)                     # (batch, width), (batch, 1)
+    x, y = rank_batch(cfg, workload, 0, 0, 0)           # one rank's inputs and targets
     out, activations = saved_activation_bytes(model, x)
-    loss_fn(out, y).backward()
+    compute_loss(workload, out, y).backward()
     opt.step()                                          # optimizer state exists only after a step
     state = optimizer_state_bytes(opt)
     params = list(model.parameters())
@@ -126,7 +132,9 @@ def measure_breakdown(cfg: RunConfig | None = None, optimizer: str = "adam",
         config=cfg.to_dict(), optimizer=optimizer, n_params=sum(p.numel() for p in params),
         params=sum(tensor_bytes(p) for p in params),
         grads=sum(tensor_bytes(p.grad) for p in params if p.grad is not None),
-        optimizer_state=sum(state.values()), activations=activations, state_by_key=state)
+        optimizer_state=sum(state.values()), activations=activations, state_by_key=state,
+        buffers=sum(tensor_bytes(b) for b in model.buffers()),
+        workload=describe_workload(model, workload.name))
 
 
 def sweep_batch(cfg: RunConfig | None = None, batches: Iterable[int] = (32, 128, 512),
@@ -149,10 +157,11 @@ def adam_moments_check(cfg: RunConfig | None = None, steps: int = 3, lr: float =
     """
     import torch
 
-    from .workloads import build_mlp, global_batch, loss_fn
+    from .workloads import build_workload, compute_loss
 
     cfg = validate(cfg or RunConfig())
-    model = build_mlp(cfg)
+    workload = build_workload(cfg)
+    model = workload.model
     opt = torch.optim.Adam(model.parameters(), lr=lr, betas=betas, eps=eps)
     params = list(model.parameters())
     w = [p.detach().clone() for p in params]
@@ -162,8 +171,8 @@ def adam_moments_check(cfg: RunConfig | None = None, steps: int = 3, lr: float =
     scale = dict(exp_avg=0.0, exp_avg_sq=0.0, params=0.0)       # largest |m|, |v|, |w| seen
     b1, b2 = betas
     for t in range(1, steps + 1):
-        x, y = global_batch(cfg, t - 1, 0)
-        loss_fn(model(x), y).backward()
+        x, y = workload.batch(t - 1, 0, cfg.world_size * cfg.batch_per_rank)   # the global batch
+        compute_loss(workload, model(x), y).backward()
         for i, p in enumerate(params):
             g = p.grad
             m[i] = b1 * m[i] + (1 - b1) * g

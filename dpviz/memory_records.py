@@ -8,8 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .record import record_kind
+from .workload_records import WorkloadInfo
 
-PARTS = ("params", "grads", "optimizer", "activations")
+# buffers: model state that is neither a parameter nor a gradient (BatchNorm's running mean and
+# variance and its batch counter); 0 for models without them (the MLP, the GPT)
+PARTS = ("params", "buffers", "grads", "optimizer", "activations")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 
 
@@ -27,6 +30,8 @@ class MemoryBreakdown:
     optimizer_state: int
     activations: int
     state_by_key: dict[str, int]     # e.g. exp_avg → bytes, exp_avg_sq → bytes, step → bytes
+    buffers: int = 0                 # registered buffers (BatchNorm running statistics)
+    workload: WorkloadInfo | None = None   # the model measured: name and parameter list
 
     def part(self, name: str) -> int:
         """Bytes of one of PARTS."""

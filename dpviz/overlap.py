@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 from .record import RunRecord, Span
 from .trace import COMM_KINDS
 
+FACADE = ("describe", "summarize")  # what `dpviz.<name>` offers from here
+
 COMPUTE_KINDS = ("forward", "backward", "recompute", "optimizer", "compute")
 
 
@@ -206,7 +208,7 @@ def describe_checks(record: RunRecord) -> list[str]:
     single = max(c.max_diff_vs_single_process for c in record.checks)
     return [f"params across ranks, max |diff|: "
             f"{describe_difference(worst, exact_because='every rank receives the same all-reduce result')}",
-            f"params vs one process on the whole batch, max |diff|: "
+            f"params vs one process ({last.reference}), max |diff|: "
             f"{describe_difference(single, last.rounding_bound)}"]
 
 

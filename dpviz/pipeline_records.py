@@ -71,6 +71,7 @@ class PipelineStep:
         return sum(self.bubble) / len(self.bubble)
 
 
+@record_kind("pipeline_run")
 @dataclass(frozen=True)
 class PipelineRun:
     """Repeated steps of one schedule with m micro-batches, and what they showed."""

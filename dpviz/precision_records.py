@@ -27,6 +27,7 @@ class FloatFormat:
     eps: float                   # gap between 1 and the next representable number
 
 
+@record_kind("format_table")
 @dataclass(frozen=True)
 class FormatTable:
     """Each format's layout and range, and how it stores one value: read from torch when
@@ -37,6 +38,7 @@ class FormatTable:
     bits: tuple[tuple[str, str, str], ...]   # (sign, exponent, mantissa) of `value`, per format
 
 
+@record_kind("underflow")
 @dataclass(frozen=True)
 class Underflow:
     """Weight gradients of one backward pass, FP32 vs FP16 autocast, with and without scaling."""
@@ -50,6 +52,7 @@ class Underflow:
     fp16: FloatFormat                  # the format the gradients were flushed in (torch.finfo)
 
 
+@record_kind("loss_scaling")
 @dataclass(frozen=True)
 class ScalingRun:
     """torch.amp.GradScaler on CPU, step by step: the scale and whether the step was skipped."""

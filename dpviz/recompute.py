@@ -9,6 +9,7 @@ from __future__ import annotations
 
 FORWARD_MARK = "dpviz:forward"
 BACKWARD_NODE = "autograd::engine::evaluate_function: "
+SEQUENCE = "Sequence number"   # a trace event's autograd sequence number (ops run with grad on)
 
 
 def mark_window(events: list[dict], name: str) -> dict:
@@ -35,9 +36,10 @@ def _parents(events: list[dict]) -> list[int | None]:
 def recompute_spans(trace: dict, forward_mark: str = FORWARD_MARK) -> list[tuple[float, float]]:
     """(start, end) µs of each recomputed forward: forward ops nested inside a backward node.
 
-    The ops the forward ran at top level (aten::linear, aten::relu, …) never appear inside
-    a backward node in plain backward, which uses their derivatives (aten::mm,
-    aten::threshold_backward). Under non-reentrant checkpointing they re-run when backward
+    The ops the forward ran at top level (aten::linear, aten::relu, …) run inside a backward
+    node in plain backward only with grad off: it uses their derivatives (aten::mm,
+    aten::threshold_backward) and a few of the same ops (a GPT's aten::add, aten::view)
+    without building a graph. Under non-reentrant checkpointing they re-run when backward
     first unpacks a segment's saved tensor: `evaluate_function: ReluBackward0 → ReluBackward0
     → aten::linear …`. One span per backward node that triggered a recompute. `forward_mark`
     names the event whose direct children are the forward ops (DDP's own forward in a run).
@@ -47,9 +49,12 @@ def recompute_spans(trace: dict, forward_mark: str = FORWARD_MARK) -> list[tuple
     parents = _parents(events)
     fwd = events.index(mark_window(events, forward_mark))
     forward_ops = {e["name"] for e, p in zip(events, parents) if p == fwd}
+    # With grad off an op carries no autograd sequence number; a recomputed op runs with grad
+    # on and has one. Traces that record sequence numbers are read by that; others by name.
+    numbered = any(SEQUENCE in e.get("args", {}) for e in events)
     by_node: dict[int, list[dict]] = {}
     for i, e in enumerate(events):
-        if e["name"] not in forward_ops:
+        if e["name"] not in forward_ops or (numbered and SEQUENCE not in e.get("args", {})):
             continue
         node, p = None, parents[i]
         while p is not None:

@@ -2,7 +2,8 @@
 
 A record is what a live run measured, in plain numbers and strings. It loads without torch,
 so a record saved today renders tomorrow on a machine with no ranks. Every record kind
-registers itself with `@record_kind("name")`; `load()` dispatches on the file's `kind`.
+registers itself with `@record_kind("name")` where it is defined; `load()` dispatches on the
+file's `kind` and, on first sight of a kind, imports the module `dpviz.discover` found it in.
 """
 from __future__ import annotations
 
@@ -17,28 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .discover import record_modules
+from .workload_records import WorkloadInfo
+
+FACADE = ("RunRecord", "RecordError", "load", "save")  # what `dpviz.<name>` offers from here
+
 SCHEMA_VERSION = 1
 T = TypeVar("T")
 _KINDS: dict[str, type] = {}
-# Record kinds defined beside their subject: `load()` imports the module on first sight of
-# the kind. These modules must not import torch at module level (records load without it).
-RECORD_MODULES = {
-    "collective": "dpviz.collectives.record",
-    "primitives": "dpviz.collectives.record",
-    "bench": "dpviz.collectives.bandwidth",
-    "bucket_sweep": "dpviz.buckets_records",
-    "accumulation_sweep": "dpviz.accumulation_records",
-    "checkpointing": "dpviz.checkpointing_records", "memory": "dpviz.checkpointing_records",
-    "memory_breakdown": "dpviz.memory_records", "zero_sweep": "dpviz.zero_records", "precision_run": "dpviz.precision_records",
-    "pipeline_sweep": "dpviz.pipeline_records",
-    "expert_parallel": "dpviz.experts_records",
-    "tensor_parallel": "dpviz.tensor_parallel_records",
-    "step_anatomy": "dpviz.anatomy_records",
-    "dp_vs_ddp": "dpviz.dp_vs_ddp",
-    "ring_exercise": "dpviz.exercises.records", "hook_exercise": "dpviz.exercises.records",
-    "buckets_exercise": "dpviz.exercises.records", "accumulation_exercise": "dpviz.exercises.records",
-    "zero1_exercise": "dpviz.exercises.records",
-}
 
 
 class RecordError(ValueError):
@@ -177,8 +164,8 @@ def load(path: str | os.PathLike, expect: type[T] | None = None) -> T:
     kind = data["kind"]
     if not isinstance(kind, str):
         raise RecordError(f"{path}: 'kind' must be a string, got {kind!r}")
-    if kind not in _KINDS and kind in RECORD_MODULES:
-        importlib.import_module(RECORD_MODULES[kind])
+    if kind not in _KINDS and kind in record_modules():
+        importlib.import_module(record_modules()[kind])
     cls = _KINDS.get(kind)
     if cls is None:
         raise RecordError(f"{path} has unknown kind {data['kind']!r}; known: {sorted(_KINDS)}")
@@ -248,6 +235,7 @@ class StepCheck:
     max_diff_across_ranks: float          # exactly 0: every rank receives the same all-reduce
     max_diff_vs_single_process: float     # float32 rounding: re-ordered sums
     rounding_bound: float | None = None   # what rounding can reach by this step (dpviz.rounding)
+    reference: str = "the concatenated batch at once"   # what the single process computed
 
 
 @record_kind("ddp_run")
@@ -268,6 +256,7 @@ class RunRecord:
     param_bytes: tuple[int, ...] = ()
     notes: tuple[str, ...] = field(default=())
     rank_labels: dict[int, str] = field(default_factory=dict)   # e.g. "1:0 (rank 2)": node:local
+    workload: WorkloadInfo | None = None           # what was trained: name, parameters, buffers
 
     def spans_of(self, rank: int | None = None, kind: str | None = None,
                  step: int | None = None) -> list[Span]:

@@ -45,18 +45,44 @@ def mlp_sums(cfg: RunConfig, batch: int | None = None) -> int:
     return 2 * (cfg.layers + 1) * cfg.width + batch
 
 
-def sgd_bound(cfg: RunConfig, param_max: float, steps: int | None = None) -> float:
-    """Largest rounding difference between two SGD trajectories of the MLP after `steps`.
+def network_sums(fans: Iterable[int], positions: int, samples: int) -> int:
+    """`mlp_sums` for any network: the chain behind one gradient entry passes each layer's
+    dot product forward (fan-in) and backward (fan-out) — `fans` holds fan-in + fan-out per
+    parameterised layer, and a normalisation's mean over its features — plus, per layer, at
+    most one parameter-free reduction over a sample's `positions` (attention over tokens),
+    then the weight gradient's sum over every position (token, pixel) of every sample in the
+    step (a BatchNorm's batch mean is no longer)."""
+    fans = list(fans)
+    return sum(fans) + len(fans) * positions + samples * positions
+
+
+def update_bound(sums: int, max_update: float, param_max: float, steps: int) -> float:
+    """Largest rounding difference between two SGD trajectories after `steps`, scaled by the
+    gradient rather than the parameters (tighter than `sgd_bound` where parameters such as a
+    norm's scale of 1.0 dwarf the steps taken).
+
+    Each step sets θ ← θ − lr·g. Re-ordered sums change g by at most `gradient_bound`'s
+    `sum_order_bound(sums, grad_max)`, so lr·g by `sum_order_bound(sums, lr·grad_max)`, where
+    lr·grad_max is the largest single update one process made (`max_update`); the update's
+    own rounding adds one ulp of θ, ε·`param_max`. Steps add up, as in `sgd_bound`.
+    """
+    return steps * (sum_order_bound(sums, max_update) + EPS32 * param_max)
+
+
+def sgd_bound(cfg: RunConfig, param_max: float, steps: int | None = None,
+              sums: int | None = None) -> float:
+    """Largest rounding difference between two SGD trajectories after `steps`, for a chain
+    of `sums` additions per gradient entry (default: the MLP's, `mlp_sums(cfg)`).
 
     Each step sets θ ← θ − lr·g. Re-ordered sums change g by at most
-    `sum_order_bound(mlp_sums(cfg), Σ|terms|)`; lr times the absolute gradient terms stays below
+    `sum_order_bound(sums, Σ|terms|)`; lr times the absolute gradient terms stays below
     the parameters' own size here (one SGD step moves a weight by less than the weight), so a
-    step adds at most `sum_order_bound(mlp_sums(cfg), param_max)`, the update's own rounding
+    step adds at most `sum_order_bound(sums, param_max)`, the update's own rounding
     (one ulp of θ) included. Steps add up; at these learning rates a difference is not
     amplified by later steps.
     """
     steps = cfg.steps if steps is None else steps
-    return steps * sum_order_bound(mlp_sums(cfg), param_max)
+    return steps * sum_order_bound(mlp_sums(cfg) if sums is None else sums, param_max)
 
 
 def reference_sgd_bound(cfg: RunConfig) -> float:
@@ -98,9 +124,14 @@ def adam_entry_bounds(grads: Sequence, lr: float, terms: int, param_max: float):
     (|g| ≲ δ, the re-ordering bound) can therefore take an lr-sized step in either direction:
     up to 2·lr per step apart, however small the rounding. An entry with |g| ≫ δ changes its
     update by the relative change of its gradient, ≤ 2·lr·δ/|g| per step. So the bound is
-    lr-sized only where the gradient was near zero at some step, and tight everywhere else;
-    the SGD-like ulp term of the parameters themselves is added. `grads` are one run's flat
-    gradients per step (the reference's), δ = `sum_order_bound(terms, max |g|)`.
+    lr-sized only where the gradient was near zero at some step, and tight everywhere else.
+    Added per step: the update's own rounding, with the gradient's re-ordering already counted
+    above — one ulp of |θ| for θ − update, and ≤ 8 roundings of m, v, the corrections, the
+    square root and the division on an update of relative size ≤ 32 (as in
+    `memory.adam_formula_bounds`): ε·(|θ| + 8·32·lr). (Scaling the ulp by the chain length,
+    as an SGD step's gradient error must be, would let a GPT's N(0, 1) embeddings hide an
+    lr-sized error: a rank's shard alone would pass.) `grads` are one run's flat gradients
+    per step (the reference's), δ = `sum_order_bound(terms, max |g|)`.
     """
     import torch
 
@@ -108,7 +139,7 @@ def adam_entry_bounds(grads: Sequence, lr: float, terms: int, param_max: float):
     delta = sum_order_bound(terms, float(g.max()))
     floor = g.min(0).values                      # each entry's smallest |g| over the steps
     per_step = lr * torch.clamp(2 * delta / floor, max=2.0)   # |g| = 0 → 2·lr (inf clamped)
-    return len(grads) * (per_step + sum_order_bound(terms, param_max))
+    return len(grads) * (per_step + EPS32 * (param_max + 8 * 32 * lr))
 
 
 def describe_difference(diff: float, bound: float | None = None, exact_because: str = "") -> str:

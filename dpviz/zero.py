@@ -22,12 +22,15 @@ are `dpviz.zero_records`.
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from .config import RunConfig, validate, validate_world_size
 from .launch import Cluster, RankContext, using_cluster
 from .trace import STEP_PREFIX, read_trace
 from .zero_records import ADAM_LR, STRATEGIES, ShardedRank, ZeroSweep, count_collectives
+
+FACADE = ("run_sharded",)  # what `dpviz.<name>` offers from here
 
 
 def _group(ctx: RankContext, n: int):
@@ -56,12 +59,23 @@ def _wrap(model, strategy: str, group):
         from torch.distributed.fsdp import fully_shard
 
         mesh = DeviceMesh.from_group(group, "cpu")  # FSDP2 needs a mesh, on CPU too
-        for layer in model:                 # one FSDP unit per Linear: gathered just in time
-            if isinstance(layer, torch.nn.Linear):
-                fully_shard(layer, mesh=mesh)
-        fully_shard(model, mesh=mesh)
+        for unit in fsdp_units(model):      # gathered just in time, one unit after the other
+            fully_shard(unit, mesh=mesh)
+        fully_shard(model, mesh=mesh)       # the root: whatever no unit holds (embeddings, head)
         return model, torch.optim.Adam(model.parameters(), lr=ADAM_LR)
     raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+
+
+def fsdp_units(model) -> list:
+    """The modules FSDP2 shards one by one: each transformer or conv block (`model.blocks`,
+    an nn.ModuleList), else each Linear (the MLP: a unit per Linear, as before workloads).
+    The root unit takes the rest (embeddings, head)."""
+    import torch
+
+    blocks = getattr(model, "blocks", None)
+    if isinstance(blocks, torch.nn.ModuleList):
+        return list(blocks)
+    return [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
 
 
 def single_process_adam(cfg: RunConfig) -> tuple["torch.Tensor", list]:
@@ -69,31 +83,44 @@ def single_process_adam(cfg: RunConfig) -> tuple["torch.Tensor", list]:
     Returns the final flat parameters and the flat gradient of every step."""
     import torch
 
-    from .workloads import build_mlp, flat_params, global_batch, loss_fn
+    from .workloads import build_workload, compute_loss, flat_params, has_batchnorm
 
-    model = build_mlp(cfg)
+    workload = build_workload(cfg)
+    model = workload.model
     opt = torch.optim.Adam(model.parameters(), lr=ADAM_LR)
     grads = []
     for step in range(cfg.steps):
-        x, y = global_batch(cfg, step, 0)
-        loss_fn(model(x), y).backward()
+        x, y = workload.batch(step, 0, cfg.world_size * cfg.batch_per_rank)   # the global batch
+        # BatchNorm normalises each rank's slice by its own statistics: so does the reference
+        n = cfg.world_size if has_batchnorm(model) else 1
+        for xs, ys in zip(x.split(len(x) // n), y.split(len(y) // n)):
+            (compute_loss(workload, model(xs), ys) / n).backward()
         grads.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
         opt.step()
         opt.zero_grad(set_to_none=True)
     return flat_params(model), grads
 
 
-def compare_with_single_process(cfg: RunConfig, params) -> tuple[float, float]:
-    """(max |θ − one-process Adam|, max of |Δθ| ÷ its per-parameter rounding bound)."""
-    from .rounding import adam_entry_bounds, mlp_sums
+@functools.lru_cache(maxsize=4)
+def _reference(cfg: RunConfig) -> tuple:
+    """One-process Adam's final parameters and their per-parameter rounding bounds. Cached:
+    a warm rank 0 checks every strategy at one world size against the same reference."""
+    from .rounding import adam_entry_bounds
+    from .workloads import addition_chain, build_workload
 
     single, grads = single_process_adam(cfg)
+    chain = addition_chain(cfg, build_workload(cfg))
+    return single, adam_entry_bounds(grads, ADAM_LR, chain, float(single.abs().max()))
+
+
+def compare_with_single_process(cfg: RunConfig, params) -> tuple[float, float]:
+    """(max |θ − one-process Adam|, max of |Δθ| ÷ its per-parameter rounding bound)."""
+    single, bounds = _reference(cfg)
     diff = (params - single).abs()
-    bounds = adam_entry_bounds(grads, ADAM_LR, mlp_sums(cfg), float(single.abs().max()))
     return float(diff.max()), float((diff / bounds).max())
 
 
-def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
+def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str, paths: list[str] = ()) -> dict | None:
     """Train `cfg.steps` Adam steps under one strategy on the first `cfg.world_size` ranks;
     bytes held and collectives traced. Ranks outside that group return None.
 
@@ -105,21 +132,24 @@ def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from .memory import optimizer_state_bytes, tensor_bytes
-    from .workloads import build_mlp, loss_fn, rank_batch
+    from .workloads import build_workload, compute_loss, describe_workload, rank_batch, use_import_path
 
+    use_import_path(list(paths))     # the caller's import path: a user's model imports here too
     if cfg.world_size > ctx.world_size:
         raise ValueError(f"world size {cfg.world_size} needs a cluster of at least that many ranks")
     group = _group(ctx, cfg.world_size)
     if ctx.rank >= cfg.world_size:
         return None
-    model = build_mlp(cfg)
+    workload = build_workload(cfg)
+    model = workload.model
     n_params = sum(p.numel() for p in model.parameters())
+    info = describe_workload(model, workload.name) if ctx.rank == 0 else None
     module, opt = _wrap(model, strategy, group)
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         for step in range(cfg.steps):
             with record_function(f"{STEP_PREFIX}{step}"):
-                x, y = rank_batch(cfg, step, 0, ctx.rank)
-                loss_fn(module(x), y).backward()
+                x, y = rank_batch(cfg, workload, step, 0, ctx.rank)
+                compute_loss(workload, module(x), y).backward()
                 grad_bytes = sum(tensor_bytes(p.grad) for p in model.parameters() if p.grad is not None)
                 opt.step()
                 opt.zero_grad(set_to_none=True)
@@ -141,7 +171,7 @@ def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str) -> dict | None:
                 optimizer_bytes=state.get("exp_avg", 0) + state.get("exp_avg_sq", 0),
                 step_bytes=state.get("step", 0), collectives=gloo, collective_bytes=gloo_bytes,
                 launches=c10d, collectives_by_step=by_step,
-                max_diff_vs_single_process=diff, diff_over_rounding_bound=ratio)
+                max_diff_vs_single_process=diff, diff_over_rounding_bound=ratio, workload=info)
 
 
 def run_sharded(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
@@ -162,6 +192,9 @@ def run_sharded(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
         raise ValueError("give at least one world size, e.g. world_sizes=(1, 2, 4)")
     for n in world_sizes:
         validate_world_size(n, "gloo")
+    from .workloads import import_path, validate_model_spec
+
+    validate_model_spec(cfg.model, seed=cfg.seed)   # a user's model fails here, before any rank
     rows = []
     if cluster is not None and (cluster.backend != "gloo" or cluster.world_size < max(world_sizes)):
         raise ValueError(f"the sharded demo needs at least {max(world_sizes)} gloo ranks; this cluster "
@@ -170,7 +203,11 @@ def run_sharded(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
         for n in world_sizes:
             for strategy in strategies:
                 rows += ranks.run_task(shard_rank, cfg.replace(world_size=n), strategy,
-                                         timeout_s=cfg.timeout_s)
-    return ZeroSweep(config=cfg.to_dict(),
+                                       import_path(), timeout_s=cfg.timeout_s)
+    rows = [r for r in rows if r is not None]
+    info = next(r.pop("workload") for r in rows if r["rank"] == 0)
+    for r in rows:
+        r.pop("workload", None)
+    return ZeroSweep(config=cfg.to_dict(), workload=info,
                      ranks=tuple(ShardedRank(**{**r, "collectives_by_step": tuple(r["collectives_by_step"])})
-                                 for r in rows if r is not None))
+                                 for r in rows))

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 
 from .record import record_kind
 from .trace import spans_from_trace
+from .workload_records import WorkloadInfo
+
+FACADE = ("zero_memory",)  # what `dpviz.<name>` offers from here
 
 STAGES = (0, 1, 2, 3)
 STRATEGIES = {"ddp": 0, "zero1": 1, "fsdp": 3}   # live strategy → the ZeRO stage it is
@@ -129,6 +132,7 @@ class ZeroSweep:
 
     config: dict
     ranks: tuple[ShardedRank, ...]
+    workload: WorkloadInfo | None = None    # the model trained: name and parameter list
 
     def rows(self, strategy: str | None = None, world_size: int | None = None) -> list[ShardedRank]:
         return [r for r in self.ranks if (strategy is None or r.strategy == strategy)

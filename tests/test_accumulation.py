@@ -183,7 +183,7 @@ def test_figures_draw_what_the_records_hold(k3, scopes, cluster2):
 
 
 def test_k_slider_reruns_live(cluster2):
-    from dpviz.widgets.accumulation import k_slider
+    from dpviz import k_slider
 
     matplotlib.use("module://matplotlib_inline.backend_inline")  # the notebook's backend
     try:
@@ -215,3 +215,27 @@ def test_run_lengths_keep_the_counts_short_at_any_k():
     assert run_lengths([4]) == "4"
     assert run_lengths([0] * 7 + [4]) == "0×7, 4"
     assert run_lengths([4, 4, 4]) == "4×3"
+
+
+def test_link_slider_says_when_a_move_started_or_restarted_ranks():
+    """04's link-bandwidth slider (the same widget code as 03's) re-runs at K micro-steps; its
+    status line says when a move had to start ranks, and how long that took."""
+    from dpviz.launch import Cluster
+    from dpviz.accumulation import link_bandwidth_slider
+
+    cluster = Cluster(2)   # not started yet: the first draw starts it
+    try:
+        panel = link_bandwidth_slider(cluster, CFG.replace(link="classroom"), k=2, gbps=(0.5, 4.0))
+        slider, status = panel.children[0].children
+        assert "link Gb/s=0.5: re-ran live" in status.value and "; started 2 ranks in " in status.value
+        slider.value = 4.0   # warm: nothing started
+        assert "link Gb/s=4: re-ran live" in status.value and "started" not in status.value
+        cluster.close()      # as a Run All that closes its cluster would
+        slider.value = 0.5
+        assert "; restarted 2 ranks in " in status.value and cluster.starts == 2
+        seconds = float(status.value.split("restarted 2 ranks in ")[1].split(" s")[0])
+        assert seconds == round(cluster.start_seconds, 2) and seconds > 0
+        with pytest.raises(ValueError, match="no emulated link"):
+            link_bandwidth_slider(cluster, CFG.replace(link=None))
+    finally:
+        cluster.close()

@@ -126,3 +126,57 @@ def test_figures_draw_the_record(anatomy):
     assert [h + i for h, i in zip(kib[n:2 * n], kib[2 * n:])] == pytest.approx([l.saved_bytes for l in anatomy.layers])
     assert kib[2 * n:] == pytest.approx([l.saved_elsewhere_bytes for l in anatomy.layers])
     plt.close("all")
+
+
+# --- the GPT: attention and MLP of every block, B and W per layer -----------------------------
+
+GPT_CFG = RunConfig(model="gpt", layers=2, width=64, batch_per_rank=24)   # 384 token rows
+
+
+@pytest.fixture(scope="module")
+def gpt_anatomy():
+    with Cluster(1) as cluster:
+        return A.measure_anatomy(GPT_CFG, cluster=cluster, repeats=3)
+
+
+def test_gpt_layers_are_attention_and_mlp_of_each_block(gpt_anatomy):
+    assert [l.name for l in gpt_anatomy.layers] == [
+        "tok_emb + pos_emb", "blocks.0.attn", "blocks.0.mlp", "blocks.1.attn", "blocks.1.mlp", "ln_f + head"]
+    assert len(gpt_anatomy.of_kind("attention")) == len(gpt_anatomy.of_kind("mlp")) == GPT_CFG.layers
+    assert gpt_anatomy.workload.name == "gpt" and "blocks.1.attn.qkv.weight" in gpt_anatomy.workload.param_names()
+    for l in gpt_anatomy.layers:
+        assert l.forward_ms > 0 and l.backward_ms > 0
+        assert l.input_grad_ms + l.weight_grad_ms <= l.backward_ms + 1e-9   # exact: same step
+        assert l.bytes_reconciled
+
+
+def test_gpt_b_and_w_products_per_linear(gpt_anatomy):
+    d, rows = GPT_CFG.width, GPT_CFG.batch_per_rank * 16            # 16 tokens per sample
+    for l in gpt_anatomy.of_kind("attention") + gpt_anatomy.of_kind("mlp"):
+        # two Linears each (qkv + proj, fc + proj): one B and one W product apiece
+        assert (l.input_grad_products, l.weight_grad_products) == (2, 2)
+        assert l.input_grad_ms > 0 and l.weight_grad_ms > 0
+    assert gpt_anatomy.layers[1].flops == 2 * rows * (d * 3 * d + d * d)
+    assert gpt_anatomy.layers[2].flops == 2 * rows * (2 * d * 4 * d)
+    emb = gpt_anatomy.layers[0]          # token ids need no gradient: the embedding is W only
+    assert emb.input_grad_products == emb.weight_grad_products == 0 and emb.weight_grad_ms > 0
+    # the loss and the residual adds belong to no layer; they are recorded apart
+    assert gpt_anatomy.outside_backward_ms > 0
+
+
+def test_gpt_attention_saves_less_than_its_mlp(gpt_anatomy):
+    # bytes are exact: attention keeps q/k/v (3d) + output and a (heads, T) log-sum-exp per
+    # sample; the MLP its 4d hidden twice (fc output for GELU, GELU output for proj)
+    for attn, mlp in zip(gpt_anatomy.of_kind("attention"), gpt_anatomy.of_kind("mlp")):
+        assert attn.saved_bytes < mlp.saved_bytes
+
+
+def test_gpt_record_round_trips(gpt_anatomy, tmp_path):
+    from dpviz import record
+
+    assert record.load(record.save(gpt_anatomy, tmp_path / "a.json"), expect=A.StepAnatomy) == gpt_anatomy
+
+
+def test_gpt_rows_equal_to_a_width_are_rejected_before_spawning():
+    with pytest.raises(ValueError, match="batch size different"):   # 16 samples × 16 tokens = 4·64
+        A.measure_anatomy(RunConfig(model="gpt", layers=1, width=64, batch_per_rank=16))

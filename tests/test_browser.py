@@ -83,7 +83,7 @@ def _write_cap_notebook(path: Path) -> None:
     import nbformat
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("import dpviz\nfrom dpviz.widgets.buckets import bucket_cap_slider\n"
+    nb.cells = [nbformat.v4.new_code_cell("import dpviz\nfrom dpviz import bucket_cap_slider\n"
                                           "cluster = dpviz.Cluster(2)"),
                 nbformat.v4.new_code_cell("bucket_cap_slider(cluster)")]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}

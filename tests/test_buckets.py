@@ -235,7 +235,7 @@ def test_slider_reruns_live_on_release(cluster2):
     import matplotlib
 
     matplotlib.use("Agg")
-    from dpviz.widgets.buckets import bucket_cap_slider
+    from dpviz import bucket_cap_slider
 
     panel = bucket_cap_slider(cluster2, RunConfig(steps=2, **{k: v for k, v in SMALL.items() if k != "steps"}),
                               caps=(0.1, 4.0), value=0.1)

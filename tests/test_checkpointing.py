@@ -187,3 +187,106 @@ def test_scene_renders_from_a_live_record(swept):
 
     _, out = swept
     assert render("checkpointing", out / "checkpointing.json", dry_run=True) is None
+
+
+# --- the GPT: segments of transformer blocks -----------------------------------------------------
+
+GPT_LAYERS = 4
+
+
+@pytest.fixture(scope="module")
+def gpt_swept(cluster):
+    cfg = RunConfig(model="gpt", layers=GPT_LAYERS, width=64, batch_per_rank=8)
+    return measure_checkpointing(cfg, cluster=cluster, checkpoint_every=(2,))
+
+
+def test_gpt_record_names_its_layers(gpt_swept):
+    assert gpt_swept.workload.name == "gpt"
+    assert "blocks.3.mlp.fc.weight" in gpt_swept.workload.param_names()
+    assert len(gpt_swept.blocks) == GPT_LAYERS
+
+
+def test_gpt_blocks_save_their_residual_stream_and_the_ledger_matches_the_model(gpt_swept):
+    rec = gpt_swept
+    # each block's LayerNorm is the first to save its input, the residual stream (batch, T, d)
+    assert all(b.saves_input and b.input_bytes == rec.blocks[0].input_bytes for b in rec.blocks)
+    assert rec.head_saves_input                     # ln_f saves the last block's output
+    # a block saves far more than its input: LayerNorm statistics, q/k/v, attention, the MLP's 4d
+    assert all(b.saved_bytes > 4 * b.input_bytes for b in rec.blocks)
+    for row in rec.rows:                              # exact: both count the same storages
+        assert row.held_after_forward_bytes == row.prediction.held_after_forward_bytes
+
+
+def test_gpt_checkpointing_lowers_the_peak_and_recomputes_each_segment(gpt_swept):
+    none, k2 = gpt_swept.row(0), gpt_swept.row(2)
+    assert k2.held_after_forward_bytes < none.held_after_forward_bytes
+    assert k2.peak_activation_bytes < none.peak_activation_bytes
+    assert none.recompute_spans == ()
+    assert len(k2.recompute_spans) == len(segments(GPT_LAYERS, 2))
+    assert all(k2.forward_ms <= a < b <= k2.step_ms for a, b in k2.recompute_spans)
+    for row in gpt_swept.rows:
+        assert row.peak_activation_bytes == pytest.approx(row.prediction.peak_bytes, rel=0.1)
+
+
+# --- a user's model: `blocks` and a `head`, from a module in the current folder ------------------
+
+USER_MODULE = '''
+import torch
+from torch import nn
+import dpviz
+
+
+class Net(nn.Module):
+    def __init__(self, with_blocks=True):
+        super().__init__()
+        layers = [nn.Sequential(nn.Linear(32, 32), nn.Tanh()) for _ in range(4)]
+        if with_blocks:
+            self.blocks = nn.ModuleList(layers)
+        else:
+            self.body = nn.Sequential(*layers)
+        self.head = nn.Linear(32, 1)
+
+    def forward(self, x):
+        for block in (self.blocks if hasattr(self, "blocks") else self.body):
+            x = block(x)
+        return self.head(x)
+
+
+def batch(step, micro_step, size):
+    g = torch.Generator().manual_seed(step * 100 + micro_step)
+    return torch.randn(size, 32, generator=g), torch.randn(size, 1, generator=g)
+
+
+def build():
+    return dpviz.Workload(model=Net(), batch=batch)
+
+
+def no_blocks():
+    return dpviz.Workload(model=Net(with_blocks=False), batch=batch)
+'''
+
+
+def test_a_users_model_is_measured_per_block(cluster, tmp_path, monkeypatch):
+    (tmp_path / "usermodel_ckpt.py").write_text(USER_MODULE)
+    monkeypatch.chdir(tmp_path)
+    rec = measure_checkpointing(RunConfig(model="usermodel_ckpt:build", batch_per_rank=64),
+                                cluster=cluster, checkpoint_every=(2,))
+    assert rec.workload.name == "usermodel_ckpt:build" and "blocks.3.0.weight" in rec.workload.param_names()
+    assert len(rec.row(2).recompute_spans) == 2
+    for row in rec.rows:
+        assert row.held_after_forward_bytes == row.prediction.held_after_forward_bytes
+
+
+def test_a_users_model_without_blocks_is_rejected_before_spawning(tmp_path, monkeypatch):
+    (tmp_path / "usermodel_ckpt2.py").write_text(USER_MODULE)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="needs `blocks`"):
+        measure_checkpointing(RunConfig(model="usermodel_ckpt2:no_blocks"), checkpoint_every=(2,))
+
+
+def test_cli_takes_a_model_and_rejects_a_missing_one_before_spawning(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["checkpointing", "--model", "no_such_module_here:build", "--out", str(tmp_path / "o")])
+    assert exit_.value.code == 2
+    assert "cannot import module 'no_such_module_here'" in capsys.readouterr().err

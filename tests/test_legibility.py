@@ -87,3 +87,14 @@ def test_a_slider_figure_redrawn_in_place_stays_legible_and_returns_to_the_same_
         assert overlapping_texts(fig.figure) == []
     fig.show(first)
     assert fig.png() == frame
+
+
+def test_place_labels_moves_a_colliding_label_before_hiding_one():
+    from dpviz.plots.legibility import hidden_texts, place_labels
+
+    fig, ax = plt.subplots()
+    texts = [ax.text(0.5, 0.5, "b0"), ax.text(0.5, 0.5, "b1"), ax.text(0.5, 0.5, "b2")]
+    hidden = place_labels(texts, "no room", shifts_pt=((0, 0), (0, 12)))
+    assert hidden == [texts[2]] and texts[1].get_visible()   # b1 moved up, b2 had nowhere to go
+    assert overlapping_texts(fig) == [] and hidden_texts(fig) == [("b2", "no room")]
+    plt.close(fig)

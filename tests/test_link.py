@@ -128,7 +128,7 @@ def test_bandwidth_slider_reruns_with_the_new_link(cluster2):
     import matplotlib
 
     matplotlib.use("Agg")
-    from dpviz.widgets.buckets import link_bandwidth_slider
+    from dpviz import link_bandwidth_slider
 
     cfg = RunConfig(steps=2, layers=2, width=64, bucket_cap_mb=0.01, link="classroom")
     panel = link_bandwidth_slider(cluster2, cfg, gbps=(0.5, 4.0))

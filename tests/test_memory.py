@@ -55,9 +55,50 @@ def test_unknown_optimizer_and_part_are_rejected(by_optimizer):
     with pytest.raises(ValueError, match="choose one of"):
         measure_breakdown(CFG, "lamb")
     with pytest.raises(ValueError, match="unknown part"):
-        by_optimizer["adam"].part("buffers")
+        by_optimizer["adam"].part("kv_cache")
 
 
 def test_breakdown_round_trips(tmp_path, by_optimizer):
     path = save(by_optimizer["adam"], tmp_path / "b.json")
     assert load(path, MemoryBreakdown) == by_optimizer["adam"]
+
+
+# --- the GPT and the CNN: the same parts, read from real layers --------------------------------
+
+GPT = RunConfig(model="gpt", layers=2, width=64, batch_per_rank=4)
+
+
+def test_gpt_breakdown_labels_real_layers_and_counts_adam_twice():
+    b = measure_breakdown(GPT, "adam")
+    names = [p.name for p in b.workload.params]
+    assert b.workload.name == "gpt" and "tok_emb.weight" in names and "blocks.1.attn.qkv.weight" in names
+    assert b.params == b.grads == sum(p.bytes for p in b.workload.params) == 4 * b.n_params
+    assert b.state_by_key["exp_avg"] == b.state_by_key["exp_avg_sq"] == b.params
+    assert b.buffers == 0                        # LayerNorm keeps no running statistics
+    assert b.activations > 0
+
+
+def test_gpt_activations_grow_with_the_batch_and_nothing_else_does():
+    small, mid, big = sweep_batch(GPT, batches=(2, 4, 8), optimizer="adam")
+    # affine in the batch, exactly: every saved tensor but the position indices has it as a dim
+    per_sample = (mid.activations - small.activations) // 2
+    assert big.activations - mid.activations == 4 * per_sample
+    fixed = small.activations - 2 * per_sample          # the (seq,) position indices, int64
+    assert 0 <= fixed < 0.01 * small.activations
+    assert (big.params, big.grads, big.optimizer_state) == (small.params, small.grads, small.optimizer_state)
+
+
+def test_cnn_batchnorm_buffers_are_counted_apart_from_parameters():
+    import torch
+
+    from dpviz.workloads import build_workload
+
+    cfg = RunConfig(model="cnn", layers=2, width=8, batch_per_rank=4)
+    b = measure_breakdown(cfg, "sgd")
+    model = build_workload(cfg).model
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    assert norms, "the CNN has BatchNorm layers"
+    # running mean + running variance (float32, one per channel) + num_batches_tracked (int64)
+    assert b.buffers == sum(2 * 4 * m.num_features + 8 for m in norms) > 0
+    assert b.part("buffers") == b.buffers and b.total == b.params + b.buffers + b.grads + b.activations
+    assert b.params == 4 * b.n_params                    # buffers are not parameters

@@ -30,7 +30,7 @@ def _spans(cfg, traces):
                                  DEMO_CONFIG.replace(steps=2, accum_steps=3)],
                          ids=["bucket cap", "accumulation"])
 def test_reduced_events_give_the_spans_of_the_full_trace(cluster2, cfg):
-    results = cluster2.run_task(train_rank, cfg, True)   # both: the file and the events
+    results = cluster2.run_task(train_rank, cfg, (), True)   # both: the file and the events
     files = {r: read_trace(res["trace_path"]) for r, res in enumerate(results)}
     reduced = as_traces({r: res["events"] for r, res in enumerate(results)})
     assert all(len(reduced[r]["traceEvents"]) < len(files[r]["traceEvents"]) / 4 for r in files)

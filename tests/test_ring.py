@@ -11,9 +11,8 @@ import pytest
 matplotlib.use("Agg")
 
 from dpviz.cli import main as cli_main  # noqa: E402
-from dpviz.collectives import (ALGORITHMS, build, demo_inputs, holds_per_step,  # noqa: E402
-                               model_collective, record_collective)
-from dpviz.collectives.execute import record_rank  # noqa: E402
+from dpviz.collectives import ALGORITHMS, build, demo_inputs, holds_per_step, model_collective  # noqa: E402,E501
+from dpviz.collectives.execute import record_collective, record_rank  # noqa: E402
 from dpviz.collectives.schedule import apply_holds, chunk_bounds, initial_holds, make_steps  # noqa: E402
 from dpviz.launch import Cluster  # noqa: E402
 from dpviz.plots.collectives import collective_frames, plot_collective_step, plot_traffic  # noqa: E402

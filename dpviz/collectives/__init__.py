@@ -1,17 +1,16 @@
-"""Collectives on live ranks: torch's primitives, and all-reduce algorithms (ring, tree,
-naive, the unchunked ring) executed step by step with send/recv, modelled in numpy and timed.
+"""Collectives: all-reduce algorithms (ring, tree, naive, the unchunked ring) as schedules,
+their numpy model, the records of live runs and the bandwidth model.
 
-No torch at import: records load and render without it.
+This package imports no torch and loads no rank code, so records load and render without it.
+The live verbs run ranks and live beside it: `execute.record_collective`,
+`primitives.record_primitives`, `timing.bench_collectives` (also on the `dpviz` facade).
 """
 from .algorithms import ALGORITHMS, build
 from .bandwidth import AlphaBeta, BenchRecord, bus_factor, fit_alpha_beta, fit_all
-from .execute import demo_inputs, model_collective, record_collective
-from .primitives import PRIMITIVES, record_primitives
+from .model import demo_inputs, model_collective
 from .record import CollectiveRecord, PrimitivesRecord, describe_collective
 from .schedule import holds_per_step, simulate
-from .timing import bench_collectives
 
-__all__ = ["ALGORITHMS", "PRIMITIVES", "AlphaBeta", "BenchRecord", "CollectiveRecord",
-           "PrimitivesRecord", "bench_collectives", "build", "bus_factor", "demo_inputs",
-           "describe_collective", "fit_alpha_beta", "fit_all", "holds_per_step",
-           "model_collective", "record_collective", "record_primitives", "simulate"]
+__all__ = ["ALGORITHMS", "AlphaBeta", "BenchRecord", "CollectiveRecord", "PrimitivesRecord",
+           "build", "bus_factor", "demo_inputs", "describe_collective", "fit_alpha_beta", "fit_all",
+           "holds_per_step", "model_collective", "simulate"]

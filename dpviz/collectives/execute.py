@@ -6,7 +6,7 @@ as in the numpy model, every payload is the sender's state *before* the step. Th
 checked against `dist.all_reduce` on the same inputs.
 
 Parent side: `record_collective` validates, runs the ranks and returns a CollectiveRecord;
-`model_collective` is the same algorithm in numpy, for the test that they agree.
+`model.model_collective` is the same algorithm in numpy, for the test that they agree.
 """
 from __future__ import annotations
 
@@ -20,18 +20,14 @@ from ..config import validate_world_size, writable_dir
 from ..launch import Cluster, RankContext, using_cluster
 from ..record import save
 from .algorithms import build, check
+from .model import demo_inputs
 from .record import CollectiveRecord, Step
-from .schedule import Schedule, simulate, split
+from .schedule import Schedule, split
+
+FACADE = ("record_collective",)  # what `dpviz.<name>` offers from here
 
 MAX_RECORDED_ELEMENTS = 4096  # values are stored for every rank and step: keep records small
 F32_EPS = float(np.finfo(np.float32).eps)
-
-
-def demo_inputs(world_size: int, elements: int, seed: int = 0) -> np.ndarray:
-    """(ranks, elements) float32 of small integers 0..9: sums are exact in any order, so a
-    live run, the model and dist.all_reduce agree bit for bit and the values read well."""
-    rng = np.random.default_rng(seed)
-    return rng.integers(0, 10, size=(world_size, elements)).astype(np.float32)
 
 
 # --- rank side ----------------------------------------------------------------------------
@@ -145,9 +141,3 @@ def assemble_collective(schedule: Schedule, inputs: np.ndarray, results: list[di
         steps=steps, bytes_sent_per_rank=tuple(res["sent"] for res in results),
         matches_all_reduce=all(res["matches"] for res in results),
         max_abs_diff=max(res["max_diff"] for res in results), source="live")
-
-
-def model_collective(algorithm: str, inputs: np.ndarray) -> CollectiveRecord:
-    """The same algorithm on the same inputs in numpy: what a live record must equal."""
-    inputs = np.asarray(inputs, dtype=np.float32)
-    return simulate(build(algorithm, inputs.shape[0], inputs.shape[1]), inputs)

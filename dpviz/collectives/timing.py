@@ -3,9 +3,16 @@
 Every timed call starts right after a barrier; a call's time is the slowest rank's (the
 collective is done when the last rank is), and a size's time is the median over repeats
 after warm-up calls (the first calls pay for connection set-up and allocation).
+
+With `link=` (a preset name or a `dpviz.link.Link`) every all-reduce first crosses the
+emulated wire of live runs (`dpviz.link_thread`): a sleep of α + wire_bytes/β, then the
+real gloo all-reduce. The α-β fit of such a bench recovers the link's own α and β (plus
+the small cost of the real all-reduce after it); without a link it measures raw loopback,
+gloo computing on the same CPU cores, which is no wire at all.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -13,10 +20,13 @@ from typing import Sequence
 
 from ..config import validate_world_size, writable_dir
 from ..launch import Cluster, RankContext
+from ..link import Link, as_link
 from ..record import save
 from .algorithms import ALGORITHMS, build
 from .bandwidth import OPS, BenchRecord, BenchRow, make_row
 from .record import ITEMSIZE
+
+FACADE = ("bench_collectives",)  # what `dpviz.<name>` offers from here
 
 MAX_BYTES = 1 << 30
 
@@ -30,20 +40,25 @@ def op_elements(op: str, nbytes: int, world_size: int) -> int:
 # --- rank side ----------------------------------------------------------------------------
 
 def time_rank(ctx: RankContext, op: str, elements: int, warmup: int, repeats: int,
-              schedule=None) -> list[float]:
-    """This rank's time (ms) for each timed call of `op` on `elements` float32 in total."""
+              schedule=None, link: Link | None = None) -> list[float]:
+    """This rank's time (ms) for each timed call of `op` on `elements` float32 in total;
+    with `link`, each all-reduce crosses the emulated wire first (its thread sleeps)."""
     import torch
     import torch.distributed as dist
 
+    from ..link_thread import LinkThread
     from .execute import run_steps
 
     n = ctx.world_size
     gen = torch.Generator().manual_seed(ctx.rank)
     x = torch.randn(elements, generator=gen)
     parts = [torch.empty(elements // n) for _ in range(n)]
+    wire = LinkThread(link, n) if link is not None else None
 
     def call() -> None:
-        if op == "all_reduce":
+        if wire is not None:
+            wire.send(0, x).wait()
+        elif op == "all_reduce":
             dist.all_reduce(x)
         elif op == "reduce_scatter":
             dist.reduce_scatter(parts[0], list(x.chunk(n)))
@@ -60,6 +75,8 @@ def time_rank(ctx: RankContext, op: str, elements: int, warmup: int, repeats: in
         call()
         if i >= warmup:
             times.append((time.perf_counter() - t0) * 1e3)
+    if wire is not None:
+        wire.close()
     return times
 
 
@@ -96,10 +113,12 @@ def ring_phases_rank(ctx: RankContext, elements: int, warmup: int,
 # --- parent side --------------------------------------------------------------------------
 
 def check_bench(world_sizes: Sequence[int], sizes: Sequence[int], ops: Sequence[str],
-                warmup: int, repeats: int) -> None:
+                warmup: int, repeats: int, link: Link | None = None) -> None:
     """Every bench request is checked here, before anything spawns."""
     if not world_sizes or not sizes or not ops:
         raise ValueError("give at least one rank count, one size and one op")
+    if link is not None and set(ops) != {"all_reduce"}:
+        raise ValueError(f"the emulated link carries all_reduce only (as in DDP's runs), got ops {list(ops)}")
     for n in world_sizes:
         validate_world_size(n, minimum=2)
     for op in ops:
@@ -115,28 +134,32 @@ def check_bench(world_sizes: Sequence[int], sizes: Sequence[int], ops: Sequence[
 def bench_collectives(world_sizes: Sequence[int] = (2, 4), sizes: Sequence[int] = (1 << 10, 1 << 20),
                       ops: Sequence[str] = ("all_reduce", "ring"), warmup: int = 2, repeats: int = 5,
                       cluster: Cluster | None = None, progress: bool = True,
-                      out: str | os.PathLike | None = None) -> BenchRecord:
+                      out: str | os.PathLike | None = None, link: Link | str | None = None) -> BenchRecord:
     """Time every op at every size on every rank count; with `out`, write out/bench.json.
 
-    A warm `cluster` replaces `world_sizes` with its own size (no new ranks start).
+    A warm `cluster` replaces `world_sizes` with its own size (no new ranks start). `link`
+    (a preset name such as "classroom", or a Link; None = raw loopback) puts every
+    all-reduce on the emulated wire; the record keeps it.
     """
     world_sizes = [cluster.world_size] if cluster is not None else list(world_sizes)
-    check_bench(world_sizes, sizes, ops, warmup, repeats)
+    link = as_link(link)
+    check_bench(world_sizes, sizes, ops, warmup, repeats, link)
     out_dir = writable_dir(out) if out is not None else None
     points = [(n, size, op) for n in world_sizes for size in sizes for op in ops]
     bar = _progress(len(points)) if progress else None
     rows: list[BenchRow] = []
     for n in world_sizes:
         if cluster is not None:
-            rows += _bench_on(cluster, sizes, ops, warmup, repeats, bar)
+            rows += _bench_on(cluster, sizes, ops, warmup, repeats, bar, link)
         else:
             with Cluster(n) as fresh:
-                rows += _bench_on(fresh, sizes, ops, warmup, repeats, bar)
+                rows += _bench_on(fresh, sizes, ops, warmup, repeats, bar, link)
     if bar is not None:
         bar.close()
     record = BenchRecord(rows=tuple(rows), warmup=warmup, repeats=repeats,
                          cpu_count=os.cpu_count() or 0,
-                         notes=(f"gloo on CPU, {os.cpu_count()} cores shared by all ranks",))
+                         notes=(f"gloo on CPU, {os.cpu_count()} cores shared by all ranks",),
+                         link=dataclasses.asdict(link) if link is not None else None)
     if out_dir is not None:
         save(record, Path(out_dir) / "bench.json")
     return record
@@ -148,7 +171,8 @@ def _progress(total: int):
     return tqdm(total=total, desc="bench", unit="point")
 
 
-def _bench_on(cluster: Cluster, sizes, ops, warmup: int, repeats: int, bar) -> list[BenchRow]:
+def _bench_on(cluster: Cluster, sizes, ops, warmup: int, repeats: int, bar,
+              link: Link | None = None) -> list[BenchRow]:
     n, rows = cluster.world_size, []
     for size in sizes:
         for op in ops:
@@ -156,7 +180,7 @@ def _bench_on(cluster: Cluster, sizes, ops, warmup: int, repeats: int, bar) -> l
             schedule = build(op, n, elements) if op in ALGORITHMS else None
             if bar is not None:
                 bar.set_postfix_str(f"{op} {n} ranks {_human(elements * ITEMSIZE)}")
-            per_rank = cluster.run_task(time_rank, op, elements, warmup, repeats, schedule)
+            per_rank = cluster.run_task(time_rank, op, elements, warmup, repeats, schedule, link)
             slowest = [max(ts) for ts in zip(*per_rank)]
             rows.append(make_row(op, n, elements * ITEMSIZE, slowest))
             if bar is not None:

@@ -5,7 +5,7 @@ import argparse
 
 from ..collectives.bandwidth import OPS, fit_all
 from ..collectives.timing import bench_collectives
-from ._args import comma_list, positive_int, size_bytes
+from ._args import add_link_arguments, comma_list, link_of, positive_int, size_bytes
 
 NAME = "bench"
 HELP = "time dist.all_reduce and dpviz's ring per message size; algBW, busBW, alpha-beta fit"
@@ -45,10 +45,12 @@ def add_arguments(p) -> None:
     p.add_argument("--warmup", type=int, default=2, help="untimed calls per point (default %(default)s)")
     p.add_argument("--repeats", type=positive_int, default=5, help="timed calls per point; the median is kept")
     p.add_argument("--out", required=True, help="folder for bench.json")
+    add_link_arguments(p)   # with a link, --ops must be all_reduce
 
 
 def main(args) -> int:
-    record = bench_collectives(args.ranks, args.sizes, args.ops, args.warmup, args.repeats, out=args.out)
+    record = bench_collectives(args.ranks, args.sizes, args.ops, args.warmup, args.repeats, out=args.out,
+                               link=link_of(args))
     print(f"{'op':>15} {'ranks':>5} {'bytes':>10} {'time_ms':>9} {'algbw':>7} {'busbw':>7}  (GB/s)")
     for r in record.rows:
         print(f"{r.op:>15} {r.world_size:>5} {r.bytes:>10} {r.time_ms:>9.3f} {r.algbw_gbps:>7.3f} {r.busbw_gbps:>7.3f}")

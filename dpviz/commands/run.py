@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import NO_SYNC_SCOPES, RunConfig
+from ..config import MODEL_DEFAULTS, NO_SYNC_SCOPES, RunConfig
 from ..ddp_run import run
 from ..summary import write_summary
 from ..overlap import describe
@@ -15,11 +15,14 @@ def _cap(text: str) -> float | None:
     return None if text == "default" else positive_float(text)
 
 NAME = "run"
-HELP = "train the MLP with DDP on live ranks and record traces, buckets and checks"
+HELP = "train a model (mlp, gpt, cnn or your own) with DDP on live ranks and record traces, buckets and checks"
 
 
 def add_arguments(p) -> None:
     d = RunConfig()
+    p.add_argument("--model", default=d.model,
+                   help="mlp, gpt, cnn, or MODULE:FUNCTION: a function in a module importable from "
+                        "the current folder or PYTHONPATH that returns a dpviz.Workload (default %(default)s)")
     p.add_argument("--ranks", type=positive_int, default=d.world_size, help="number of ranks (default %(default)s)")
     p.add_argument("--steps", type=positive_int, default=d.steps, help="optimizer steps (default %(default)s)")
     p.add_argument("--bucket-cap-mb", type=_cap, default=d.bucket_cap_mb,
@@ -30,9 +33,12 @@ def add_arguments(p) -> None:
     p.add_argument("--no-loss-scaling", action="store_true", help="do not divide the loss by --accum-steps")
     p.add_argument("--checkpoint-every", type=non_negative_int, default=d.checkpoint_every,
                    help="recompute activations in segments of k blocks (0 = none)")
-    p.add_argument("--layers", type=positive_int, default=d.layers, help="Linear+ReLU blocks (default %(default)s)")
-    p.add_argument("--width", type=positive_int, default=d.width, help="hidden width (default %(default)s)")
-    p.add_argument("--batch", type=positive_int, default=d.batch_per_rank, help="samples per rank per micro-step")
+    sizes = "; ".join(f"{m} {v['layers']}, {v['width']}, {v['batch_per_rank']}" for m, v in MODEL_DEFAULTS.items())
+    p.add_argument("--layers", type=positive_int, default=None,
+                   help=f"blocks of a built-in model (default, then --width and --batch: {sizes})")
+    p.add_argument("--width", type=positive_int, default=None,
+                   help="hidden size of a built-in model: MLP features, GPT d_model, CNN channels")
+    p.add_argument("--batch", type=positive_int, default=None, help="samples per rank per micro-step")
     p.add_argument("--backend", default=d.backend, help="gloo (CPU) or nccl (one GPU per rank)")
     p.add_argument("--timeout", type=positive_float, default=d.timeout_s, help="seconds before a silent rank is an error")
     p.add_argument("--slow-rank", type=non_negative_int, default=None,
@@ -44,7 +50,7 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    cfg = RunConfig(world_size=args.ranks, steps=args.steps, bucket_cap_mb=args.bucket_cap_mb,
+    cfg = RunConfig(model=args.model, world_size=args.ranks, steps=args.steps, bucket_cap_mb=args.bucket_cap_mb,
                     accum_steps=args.accum_steps, no_sync=args.no_sync,
                     scale_loss=not args.no_loss_scaling, checkpoint_every=args.checkpoint_every,
                     layers=args.layers, width=args.width,

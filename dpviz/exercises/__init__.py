@@ -33,7 +33,7 @@ import importlib
 _EXPORTS = {
     "check_ring": "ring_all_reduce", "check_hook": "average_gradient",
     "check_buckets": "assign_buckets", "check_accumulation": "accumulate",
-    "check_zero1": "zero1_step", "Verdict": "core", "report": "show",
+    "check_zero1": "zero1_step", "Verdict": "records", "report": "show",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -19,8 +19,8 @@ from contextlib import nullcontext
 from typing import Callable
 
 from ..launch import Cluster, RankContext, using_cluster
-from .core import Verdict, resolve, run_attempt
-from .records import AccumulationCheck, AccumulationRun
+from .core import resolve, run_attempt
+from .records import AccumulationCheck, AccumulationRun, Verdict
 
 EXERCISE = "gradient accumulation"
 NAME = "accumulate"

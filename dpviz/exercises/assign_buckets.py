@@ -23,8 +23,8 @@ from typing import Callable
 from ..buckets import torch_assignment
 from ..buckets_records import MIB, assign_buckets as model_assign, cap_limits
 from ..launch import Cluster, using_cluster
-from .core import Verdict, choose, not_written
-from .records import BucketCase, BucketsCheck
+from .core import choose, not_written
+from .records import BucketCase, BucketsCheck, Verdict
 
 EXERCISE = "bucket assignment"
 NAME = "assign_buckets"

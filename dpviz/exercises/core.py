@@ -1,5 +1,6 @@
 """What every exercise shares: shipping the learner's function to the ranks, the `Comm`
-recorder it talks through, choosing learner code or the shipped solution, and the verdict.
+recorder it talks through, choosing learner code or the shipped solution (the `Verdict` is a
+record: `records.py`).
 
 A learner's function is defined in a notebook cell, so spawned ranks cannot import it by
 name. It travels as its source text instead and is executed on each rank in a namespace
@@ -14,30 +15,12 @@ import importlib
 import inspect
 import os
 import textwrap
-from dataclasses import dataclass
 from typing import Any, Callable
+
+from .records import Verdict
 
 SOLUTIONS_ENV = "DPVIZ_SOLUTIONS"   # "1": check the shipped solution instead of the learner's code
 EXERCISE_TIMEOUT_S = 30.0           # a deadlocked ring hangs: fail within this, naming the rank
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The checker's answer in words: pass, or the first thing wrong and how to fix it."""
-
-    exercise: str
-    passed: bool
-    checked: str          # "your code" | "the shipped solution"
-    mistake: str = ""     # a short name for a known mistake ("" when passed or unnamed)
-    message: str = ""     # what is wrong, with the numbers that show it
-    hint: str = ""
-
-    def text(self) -> str:
-        head = f"{self.exercise} ({self.checked}): " + ("PASS" if self.passed else "NOT YET")
-        lines = [head] + ([self.message] if self.message else [])
-        if self.hint:
-            lines.append(f"hint: {self.hint}")
-        return "\n".join(lines)
 
 
 # --- which code runs --------------------------------------------------------------------

@@ -7,7 +7,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..record import record_kind
-from .core import Verdict
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The checker's answer in words: pass, or the first thing wrong and how to fix it."""
+
+    exercise: str
+    passed: bool
+    checked: str          # "your code" | "the shipped solution"
+    mistake: str = ""     # a short name for a known mistake ("" when passed or unnamed)
+    message: str = ""     # what is wrong, with the numbers that show it
+    hint: str = ""
+
+    def text(self) -> str:
+        head = f"{self.exercise} ({self.checked}): " + ("PASS" if self.passed else "NOT YET")
+        lines = [head] + ([self.message] if self.message else [])
+        if self.hint:
+            lines.append(f"hint: {self.hint}")
+        return "\n".join(lines)
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from typing import Callable
 import numpy as np
 
 from ..launch import Cluster, RankContext, using_cluster
-from .core import Comm, Verdict, resolve, run_attempt
-from .records import RingCheck, RingRun, RingSend
+from .core import Comm, resolve, run_attempt
+from .records import RingCheck, RingRun, RingSend, Verdict
 
 EXERCISE = "ring all-reduce"
 NAME = "ring_all_reduce"

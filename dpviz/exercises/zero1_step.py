@@ -24,8 +24,8 @@ from typing import Callable
 
 from ..launch import Cluster, RankContext, using_cluster
 from ..zero_records import ADAM_LR
-from .core import Comm, Verdict, resolve, run_attempt
-from .records import Zero1Check, Zero1Run
+from .core import Comm, resolve, run_attempt
+from .records import Verdict, Zero1Check, Zero1Run
 
 EXERCISE = "ZeRO-1 step"
 NAME = "zero1_step"

@@ -9,7 +9,7 @@ from matplotlib.ticker import MaxNLocator
 from ..accumulation_records import (AccumulationSweep, GradientCheck, micro_step_counts,
                                     run_lengths, accumulation_row)
 from ..link import link_note
-from .legibility import hide_colliding
+from .legibility import place_labels
 from ..record import RunRecord
 from ..overlap import steady_steps
 from . import style
@@ -74,7 +74,8 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
                              label="link transfer (emulated)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     style.tag(ax, style.source_of(record), note=style.adjustment_of(record))
-    hide_colliding(labels[::-1])   # the last micro-step's label (the one that syncs) stays
+    place_labels(labels[::-1], "a micro-step too short for its label under load",   # the syncing last one first
+                 shifts_pt=((0, 0), (0, 9), (0, -9)))
     return ax
 
 

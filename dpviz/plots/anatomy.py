@@ -11,7 +11,8 @@ PART_COLORS = {"forward": style.kind_color("forward"), "B (input grad)": "#C44E5
 
 def anatomy_rows(record: StepAnatomy) -> list[dict]:
     """Per block, the bars to draw (ms) — backward parts sum to the measured backward."""
-    return [{"label": f"block {l.index}: {l.name}", "forward": l.forward_ms,
+    return [{"label": f"block {l.index}: {l.name}" if l.kind == "block" else l.name,
+             "tick": f"block {l.index}" if l.kind == "block" else l.name, "forward": l.forward_ms,
              "B (input grad)": l.input_grad_ms, "W (weight grad)": l.weight_grad_ms,
              "other": max(0.0, l.other_ms), "backward": l.backward_ms,
              "kept_kib": l.kept_bytes / 2 ** 10, "saved_kib": l.saved_bytes / 2 ** 10,
@@ -35,7 +36,8 @@ def plot_anatomy(record: StepAnatomy, ax=None):
             left += row[part]
     ax.set_yticks(range(len(rows)), [r["label"] for r in rows][::-1])
     ax.set_xlabel("ms (median of profiled steps, one rank)")
-    ax.set_title(f"one step, batch {record.batch}: backward ≈ "
+    model = f"{record.workload.name}, " if record.workload is not None else ""
+    ax.set_title(f"one step, {model}batch {record.batch}: backward ≈ "
                  f"{sum(r['backward'] for r in rows) / sum(r['forward'] for r in rows):.1f}× forward",
                  loc="left")
     ax.legend(loc="lower right", fontsize=8, frameon=False)
@@ -62,7 +64,7 @@ def plot_activations(record: StepAnatomy, ax=None):
     ax.bar([x + 0.2 for x in xs], [r["saved_input_kib"] for r in rows], bottom=here, width=0.38,
            color="none", edgecolor=style.MUTED, hatch="..",
            label="hooks: saved, allocated below it (its input)")
-    ax.set_xticks(list(xs), [f"block {i}" for i in xs])
+    ax.set_xticks(list(xs), [r["tick"] for r in rows], fontsize=8)
     ax.set_ylabel("KiB kept for backward")
     ax.set_ylim(0, 1.5 * max(max(r["kept_kib"], r["saved_kib"]) for r in rows))   # room for the legend
     ax.set_title(f"activations after the forward: {record.forward_kept_bytes / 2 ** 10:.1f} KiB allocated "

@@ -1,7 +1,7 @@
 """The worked example's trajectory, uneven-shard errors, parameter vs gradient averaging, hooks."""
 from __future__ import annotations
 
-from ..averaging import AveragingComparison, HookComparison, UnevenShards, WorkedExample
+from ..averaging_records import AveragingComparison, HookComparison, UnevenShards, WorkedExample
 from . import style
 
 

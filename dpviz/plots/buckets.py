@@ -7,9 +7,9 @@ from __future__ import annotations
 from matplotlib.patches import Patch, Rectangle
 
 from ..buckets_records import (ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap_limits,
-                               step_buckets, step_timeline)
+                               gradients, step_buckets, step_timeline)
 from ..link import link_note
-from .legibility import hide_colliding
+from .legibility import place_labels
 from ..record import RunRecord
 from ..overlap import steady_steps
 from . import style
@@ -56,7 +56,39 @@ def plot_layout(record: RunRecord, ax=None, rank: int = 0):
                  f"{limits[0] / 2**20:g} MiB)", loc="left")
     style.tidy(ax)
     style.tag(ax, style.source_of(record))
-    hide_colliding(labels)
+    place_labels(labels, "a bucket too narrow for its label: its width is its size",
+                 shifts_pt=((0, 0), (0, 7), (0, -7)))
+    return ax
+
+
+# Bucket-ready labels close in time are stacked upwards (into the compute lane, above the
+# tick) before one is hidden; a hidden one keeps its tick, in its bucket's colour.
+READY_SHIFTS = ((0, 0), (0, 8), (0, 16))
+READY_WHY = "bucket ready within a label's width of 2 others: its tick and colour remain"
+
+
+def plot_gradient_sizes(record: RunRecord, ax=None, rank: int = 0, label_top: int = 3):
+    """Each gradient's bytes (log scale) in the order DDP packs them, coloured by bucket;
+    the largest few and the smallest are named. A transformer's embeddings stand out next
+    to its LayerNorms' few hundred bytes; an MLP's layers are all alike."""
+    grads = gradients(record, rank)
+    ax = style.new_axes(ax, figsize=(10, 3.2))
+    ax.bar([g.position for g in grads], [g.bytes for g in grads], width=0.9,
+           color=[style.bucket_color(g.bucket) for g in grads])
+    ax.set_yscale("log")
+    ax.set_ylim(top=max(g.bytes for g in grads) * 12)     # room for the names
+    named = sorted(grads, key=lambda g: g.bytes)[-label_top:] + [min(grads, key=lambda g: g.bytes)]
+    labels = [ax.annotate(g.name, (g.position, g.bytes), xytext=(0, 3), textcoords="offset points",
+                          ha="center", fontsize=7, color=style.TEXT, rotation=30) for g in named]
+    ax.set_xlabel("gradients in the order DDP packs them (ready order); colour = bucket")
+    ax.set_ylabel("bytes")
+    name = record.workload.name if record.workload else "mlp"
+    ax.set_title(f"{name}: {len(grads)} gradients in {grads[-1].bucket + 1} bucket(s) "
+                 f"(bucket_cap_mb={record.config.get('bucket_cap_mb')})", loc="left")
+    style.tidy(ax)
+    style.tag(ax, style.source_of(record))
+    place_labels(labels, "gradient names within a label's width of a larger gradient's name",
+                 shifts_pt=((0, 0), (0, 10), (0, 20)))
     return ax
 
 
@@ -140,7 +172,7 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
     style.tag(ax, style.source_of(record), *(["model"] if model is not None else []),
               note=style.adjustment_of(record))
     if hide_labels:
-        hide_colliding(ready_labels)   # bucket colours still tell the ones hidden
+        place_labels(ready_labels, READY_WHY, READY_SHIFTS)   # stacked up before any is hidden
     return ax
 
 
@@ -156,7 +188,8 @@ def plot_contrast(bucketed: RunRecord, one_bucket: RunRecord, axes=None, rank: i
         plot_bucket_timeline(record, ax=ax, ranks=[rank], model=model, hide_labels=False)
         ax.set_title(f"bucket_cap_mb={cap_label(record.config['bucket_cap_mb'])}: "
                      + ax.get_title(loc="left"), loc="left", fontsize=9)
-    hide_colliding([t for ax in axes for t in ax.texts if t.get_gid() != "dpviz-source"])   # once laid out
+    place_labels([t for ax in axes for t in ax.texts if t.get_gid() != "dpviz-source"],   # once laid out
+                 READY_WHY, READY_SHIFTS)
     return axes
 
 

@@ -6,15 +6,32 @@ the drawn figure (matplotlib's own text extents) catches collisions no fixed lay
 from __future__ import annotations
 
 from matplotlib.figure import Figure
-from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from matplotlib.text import Text
 
 
 def visible_texts(fig: Figure) -> list[Text]:
-    """Every non-empty, visible text of the figure: titles, axis and tick labels, legends,
-    annotations, texts placed in axes."""
+    """Every non-empty text the figure draws: titles, axis and tick labels, legends,
+    annotations, texts placed in axes. Call after a draw: tick labels count only for the
+    ticks drawn (a locator also makes ticks outside the view), and an axes turned off
+    (`ax.axis("off")`) draws none of its axis texts."""
+    undrawn = _undrawn_axis_texts(fig)
     return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()
-            and t.figure is fig and t.get_alpha() != 0]
+            and t.figure is fig and t.get_alpha() != 0 and id(t) not in undrawn]
+
+
+def _undrawn_axis_texts(fig: Figure) -> set[int]:
+    """ids of the axis texts matplotlib keeps but does not draw."""
+    skip: set[int] = set()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            ticks = axis.majorTicks + axis.minorTicks
+            every = {id(t) for tick in ticks for t in (tick.label1, tick.label2)}
+            if not ax.axison or not axis.get_visible():
+                skip |= every | {id(axis.label), id(axis.offsetText)}
+                continue
+            drawn = {id(t) for tick in axis._update_ticks() for t in (tick.label1, tick.label2)}
+            skip |= every - drawn
+    return skip
 
 
 def overlapping_texts(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, str]]:
@@ -37,25 +54,45 @@ def overlapping_texts(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, str]]
     return out
 
 
-def hide_colliding(texts: list[Text]) -> list[Text]:
-    """Hide every text that would overlap one kept before it (in the given order, so put
-    the most important first); returns the hidden ones. Data decides where labels land:
-    a label that cannot be read is better left out, its value is in the title or table."""
+HIDDEN = "hidden: "   # the label of a text `place_labels` had to hide, followed by why
+
+
+def place_labels(texts: list[Text], why: str, shifts_pt: tuple[tuple[float, float], ...] = ((0, 0),)) -> list[Text]:
+    """Place each text (in the given order, most important first) at the first of `shifts_pt`
+    (offsets in points from where it was put) where it overlaps no text placed before it;
+    a text that fits nowhere is hidden, labelled `HIDDEN + why` so checks can say which and
+    why. Returns the hidden ones. Data decides where labels land, so this runs on the drawn,
+    laid-out figure: moving a label is tried before hiding it."""
+    from matplotlib.transforms import offset_copy
+
     if not texts:
         return []
     fig = texts[0].figure
-    if isinstance(fig.get_layout_engine(), (type(None), PlaceHolderLayoutEngine)):
-        for ax in fig.axes:   # the axes stay where they are: only the pending autoscaling
-            ax.get_xlim(), ax.get_ylim()   # moves data-placed labels, and reading limits applies it
-    else:   # lay the figure out first (constrained layout moves the axes); no pixels needed
-        fig.draw_without_rendering()
+    # lay the figure out first (constrained layout, ticks, title, legend: every other label is
+    # an obstacle where it will be drawn); measuring text needs no pixels, so none are rendered
+    fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
-    kept, hidden = [], []
+    placing = set(map(id, texts))   # every other label of the figure is an obstacle too
+    kept = [t.get_window_extent(renderer) for t in visible_texts(fig) if id(t) not in placing]
+    hidden = []
     for text in texts:
-        box = text.get_window_extent(renderer)
-        if any(box.overlaps(other) for other in kept):
-            text.set_visible(False)
-            hidden.append(text)
+        base = text.get_transform()
+        for dx, dy in shifts_pt:
+            if (dx, dy) != (0, 0):
+                text.set_transform(offset_copy(base, fig=fig, x=dx, y=dy, units="points"))
+            box = text.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in kept):
+                kept.append(box)
+                break
         else:
-            kept.append(box)
+            text.set_transform(base)
+            text.set_visible(False)
+            text.set_label(HIDDEN + why)
+            hidden.append(text)
     return hidden
+
+
+def hidden_texts(fig: Figure) -> list[tuple[str, str]]:
+    """(text, why) of every label `place_labels` hid in the figure."""
+    return [(t.get_text(), t.get_label()[len(HIDDEN):]) for t in fig.findobj(Text)
+            if not t.get_visible() and str(t.get_label()).startswith(HIDDEN)]

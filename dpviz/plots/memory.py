@@ -5,9 +5,9 @@ from ..memory_records import PARTS, MemoryBreakdown
 from . import style
 
 # One colour per part, shared with the ZeRO figures; taken from the palette's span kinds.
-PART_COLORS = {"params": style.kind_color("compute"), "grads": style.kind_color("backward"),
+PART_COLORS = {"params": style.kind_color("compute"), "buffers": style.MUTED, "grads": style.kind_color("backward"),
                "optimizer": style.kind_color("optimizer"), "activations": style.kind_color("forward")}
-PART_LABELS = {"params": "parameters", "grads": "gradients", "optimizer": "optimizer state",
+PART_LABELS = {"params": "parameters", "buffers": "buffers (BatchNorm statistics)", "grads": "gradients", "optimizer": "optimizer state",
                "activations": "activations"}
 MB = 1e6
 
@@ -27,9 +27,10 @@ def plot_breakdown(records: list[MemoryBreakdown], label: str = "optimizer", ax=
         raise ValueError("no breakdowns to draw: pass at least one MemoryBreakdown")
     ax = style.new_axes(ax, figsize=(7, 3.5))
     rows = breakdown_table(records, label)
+    drawn = [p for p in PARTS if any(parts[p] for _, parts in rows)]   # no empty legend entries
     for i, (_, parts) in enumerate(rows):
         bottom = 0.0
-        for part in PARTS:
+        for part in drawn:
             ax.bar(i, parts[part], bottom=bottom, color=PART_COLORS[part], width=0.6,
                    label=PART_LABELS[part] if i == 0 else None)
             bottom += parts[part]
@@ -38,7 +39,8 @@ def plot_breakdown(records: list[MemoryBreakdown], label: str = "optimizer", ax=
     ax.set_ylabel("MB held by one replica")
     style.tidy(ax)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    n = records[0].n_params
-    ax.set_title(f"measured after one real step, {n:,} parameters", loc="left")
+    n, info = records[0].n_params, records[0].workload
+    model = f"{info.name}, " if info is not None else ""
+    ax.set_title(f"measured after one real step, {model}{n:,} parameters", loc="left")
     style.tag(ax, "live")
     return ax

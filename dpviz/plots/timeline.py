@@ -24,11 +24,16 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
     averaged over ranks. `labels` names ranks (e.g. "node 1:0") instead of "rank N".
     """
     ranks = record_ranks(record) if ranks is None else list(ranks)
-    ax = style.new_axes(ax, figsize=(11, 1.1 + 0.9 * len(ranks)))
     step = steady_steps(record)[-1] if step is None else step
     if step not in record.steps:
         raise ValueError(f"step {step} is not in this record (steps: {record.steps})")
     spans = [s for s in record.spans if s.step == step and s.rank in ranks]
+    comm = [s for s in spans if s.kind in COMM_KINDS]
+    buckets = sorted({s.bucket for s in comm if s.kind == "allreduce" and s.bucket is not None})
+    ops = sorted({s.op for s in comm if not (s.kind == "allreduce" and s.bucket is not None)},
+                 key=str)
+    entries = 4 + len(buckets) + len(ops)   # legend rows: tall enough that the legend fits beside it
+    ax = style.new_axes(ax, figsize=(11, max(1.1 + 0.9 * len(ranks), 0.7 + 0.2 * entries)))
     t0 = min(s.start_us for s in spans if s.kind == "step")
     yticks, ylabels = [], []
     for row, rank in enumerate(ranks):
@@ -61,10 +66,6 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
                  f"{mean([r.overlap_fraction for r in rows]):.0f}% of its time, backward "
                  f"{mean([r.backward_overlap_fraction for r in rows]):.0f}%"
                  + (f"\n{note}" if (note := link_note(record.config)) else ""), loc="left")
-    comm = [s for s in spans if s.kind in COMM_KINDS]
-    buckets = sorted({s.bucket for s in comm if s.kind == "allreduce" and s.bucket is not None})
-    ops = sorted({s.op for s in comm if not (s.kind == "allreduce" and s.bucket is not None)},
-                 key=str)
     handles = [Patch(color=style.kind_color(k), label=k) for k in ("forward", "backward", "optimizer")]
     handles += [Patch(color=style.bucket_color(b), label=f"all-reduce bucket {b}") for b in buckets]
     handles += [Patch(color=style.op_color(op), label=op or "collective") for op in ops]

@@ -1,31 +1,31 @@
-"""A K slider: each release re-runs DDP live with K micro-steps and redraws the schedule."""
+"""A K slider: each release re-runs DDP with K micro-steps through the `run` it is given and
+redraws the schedule. No torch here: `accumulation.k_slider` binds `run` to warm ranks."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
-from ..accumulation import DEMO_CONFIG
-from ..config import RunConfig, validate
-from ..ddp_run import run
-from ..launch import Cluster
+from ..buckets_records import SLIDER_GBPS
 from ..plots.accumulation import plot_schedule
-from .slider import rerun
-
-# A move re-runs DDP's bucket-rebuild step and the one steady step the figure draws, no more:
-# a shorter wait per move (benchmarks/knob_latency.py), the same figure.
-LIVE_STEPS = 2
+from ..record import RunRecord
+from .slider import link_panel, rerun
 
 
-def k_slider(cluster: Cluster, cfg: RunConfig | None = None,
-             values: Sequence[int] = tuple(range(1, 9)), value: int = 4):
-    """Slide K (micro-steps per optimizer step) over `values`; runs on the warm `cluster`.
-
-    The figure is one steady step of every rank: K forward/backward blocks, and the
-    all-reduces only in the last one (move `cfg.no_sync` to see the pitfalls instead).
-    """
-    cfg = validate(cfg or DEMO_CONFIG)
+def k_panel(run: Callable[[int], RunRecord], ranks: int, values: Sequence[int] = tuple(range(1, 9)),
+            value: int = 4, cluster=None):
+    """Slide K (micro-steps per optimizer step) over `values`; `run(K)` returns a run's record
+    on `ranks` ranks (the figure has one row per rank)."""
     if value not in values:
         raise ValueError(f"start value K={value} is not among the slider's values {list(values)}")
-    live = cfg.replace(steps=min(cfg.steps, LIVE_STEPS))
-    return rerun(values, lambda k: run(live, cluster=cluster, accum_steps=k),
-                 lambda ax, record: plot_schedule(record, ax=ax), label="K", value=value,
-                 figsize=(11, 1.4 + 1.2 * cfg.world_size))
+    return rerun(values, run, _draw, label="K", value=value, figsize=(11, 1.4 + 1.2 * ranks),
+                 cluster=cluster)
+
+
+def link_bandwidth_panel(run: Callable[[float], RunRecord], value: float, ranks: int,
+                         gbps: Sequence[float] = SLIDER_GBPS, cluster=None):
+    """Slider over the emulated link's bandwidth (Gb/s) at a fixed K; `run(gbps)` returns a
+    run's record: only the last micro-step's all-reduces change, the K forwards and backwards do not."""
+    return link_panel(run, value, _draw, gbps, figsize=(11, 1.4 + 1.2 * ranks), cluster=cluster)
+
+
+def _draw(ax, record: RunRecord) -> None:
+    plot_schedule(record, ax=ax)

@@ -76,11 +76,22 @@ def stepper(n: int, draw: Callable[[Any, int], None], label: str = "step",
     return w.VBox([w.HBox([play, slider]), figure.widget])
 
 
+def starts_note(cluster: Any, starts_before: int) -> str:
+    """'; started 2 ranks in 3.91 s' when `cluster` (anything with `starts`, `start_seconds`
+    and `world_size`, e.g. a dpviz Cluster) started its ranks since `starts_before`: a move
+    that waits seconds for new ranks says so, instead of looking like a slow re-run."""
+    if cluster is None or cluster.starts == starts_before:
+        return ""
+    verb = "restarted" if cluster.starts > 1 else "started"
+    return f"; {verb} {cluster.world_size} ranks in {cluster.start_seconds:.2f} s"
+
+
 def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any, Any], None],
           label: str, value: Any = None, figsize: tuple[float, float] = (9, 3.5),
-          format_value: Callable[[Any], str] = str) -> w.VBox:
+          format_value: Callable[[Any], str] = str, cluster: Any = None) -> w.VBox:
     """A slider over `values`; each release re-runs `run(value)` live and draws its record.
-    `format_value` names each value on the slider (e.g. 'one bucket' rather than 4096.0)."""
+    `format_value` names each value on the slider (e.g. 'one bucket' rather than 4096.0).
+    `cluster`, the one `run` uses, lets the status line say when a move (re)started ranks."""
     figure = _Figure(draw, figsize)
     slider = w.SelectionSlider(options=[(format_value(v), v) for v in values],
                                value=value if value is not None else values[0],
@@ -91,7 +102,7 @@ def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any,
 
     def update(choice: Any) -> None:
         status.value = f"running {label}={format_value(choice)} on live ranks…"
-        t0 = time.perf_counter()
+        t0, starts = time.perf_counter(), cluster.starts if cluster is not None else 0
         try:
             record = run(choice)
         except Exception as err:  # a failed run is shown, not swallowed: the panel says why
@@ -99,9 +110,20 @@ def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any,
             raise
         t1 = time.perf_counter()
         figure.show(record)
-        status.value = (f"{label}={format_value(choice)}: re-ran live in {t1 - t0:.2f} s, "
-                        f"drawn in {time.perf_counter() - t1:.2f} s")
+        status.value = (f"{label}={format_value(choice)}: re-ran live in {t1 - t0:.2f} s"
+                        f"{starts_note(cluster, starts)}, drawn in {time.perf_counter() - t1:.2f} s")
 
     slider.observe(lambda change: update(change["new"]), names="value")
     update(slider.value)
     return w.VBox([w.HBox([slider, status]), figure.widget])
+
+
+def link_panel(run: Callable[[float], Any], value: float, draw: Callable[[Any, Any], None],
+               gbps: Sequence[float], figsize: tuple[float, float], cluster: Any = None) -> w.VBox:
+    """A slider over an emulated link's bandwidth (Gb/s): each release calls `run(gbps)` and
+    draws its record with `draw`. Every subject's link slider is this one (03's bucket
+    timeline, 04's micro-step schedule)."""
+    if value not in gbps:
+        raise ValueError(f"value {value} is not one of {list(gbps)}")
+    return rerun(list(gbps), run, draw, label="link Gb/s", value=value, figsize=figsize,
+                 format_value=lambda g: f"{g:g}", cluster=cluster)

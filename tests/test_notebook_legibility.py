@@ -1,0 +1,37 @@
+"""No two text labels overlap in any figure a notebook draws: each notebook runs top to bottom
+(as nbval runs it) with tests/notebook_figures.py hooked into its kernel, which checks every
+matplotlib figure made in a cell — pyplot's and the sliders' own — with matplotlib's text
+boxes (dpviz.plots.legibility), on the live data the notebook recorded. Labels that
+`place_labels` could neither keep nor move are listed with the reason they were hidden."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+HOOK = Path(__file__).with_name("notebook_figures.py")
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_two_labels_overlap_in_the_notebooks_figures(path, tmp_path, monkeypatch):
+    log = tmp_path / "figures.jsonl"
+    log.touch()
+    monkeypatch.setenv("DPVIZ_FIGURE_LOG", str(log))
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.insert(0, nbformat.v4.new_code_cell(f"exec(open({str(HOOK)!r}).read())"))
+    NotebookClient(nb, timeout=900, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    figures = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [f for f in figures if "error" in f] == []   # every figure was measured
+    for fig in figures:
+        for text, why in fig["hidden"]:   # said, not failed: each was tried in every position first
+            print(f"{path.stem}: cell {fig['cell']!r}: label {text!r} hidden ({why})")
+            assert why, fig
+    print(f"{path.stem}: {len(figures)} figures checked")
+    collisions = [(fig["cell"], fig["titles"], fig["overlaps"]) for fig in figures if fig["overlaps"]]
+    assert collisions == [], f"{len(figures)} figures checked"
