@@ -11,8 +11,8 @@ Measured side by side in one process on the same warm 2-rank cluster, medians of
 Then one move of each DDP slider by parts (the slowest rank's parts, then the parent's),
 beside the parts the old path had instead: the ranks writing chrome JSON and the parent
 reading and parsing it, where now they send the profiler's few needed events in memory.
-Timings on a loaded machine are inflated: the load average is printed with every table.
 To add a widget, add a line to WIDGETS (and a parts_table call for a DDP one).
+Timings on a loaded machine are inflated: the load average is printed with every table.
 Usage: python benchmarks/knob_latency.py [--moves 8] [--cold 2]
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from dpviz import Cluster  # noqa: E402
+from dpviz import Cluster, RunConfig  # noqa: E402
 from dpviz.accumulation import DEMO_CONFIG, LIVE_STEPS, k_slider  # noqa: E402
 from dpviz.averaging import compare_averaging, period_slider  # noqa: E402
 from dpviz.buckets import bucket_cap_slider, sweep_config  # noqa: E402
@@ -62,10 +62,15 @@ def _old_figure(draw, figsize, record) -> bytes:
 
 # name → (build the widget on a cluster, two values to move between, old run, draw, figsize)
 BUCKETS = sweep_config(steps=2)
+GPT_BUCKETS = RunConfig(model="gpt", steps=2)     # the built-in transformer (dpviz.workloads)
 WIDGETS = {
     "bucket_cap_mb (nb 03)": (
         lambda c: bucket_cap_slider(c, value=1.0), (1.0, 2.0),
         lambda c, cap: run(BUCKETS.replace(bucket_cap_mb=cap), cluster=c),
+        lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8)),
+    "bucket_cap_mb, GPT (nb 03, 15)": (
+        lambda c: bucket_cap_slider(c, GPT_BUCKETS, value=1.0), (1.0, 2.0),
+        lambda c, cap: run(GPT_BUCKETS.replace(bucket_cap_mb=cap), cluster=c),
         lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8)),
     "accumulation K (nb 04)": (
         lambda c: k_slider(c, DEMO_CONFIG, value=4), (4, 5),
@@ -73,7 +78,7 @@ WIDGETS = {
         lambda ax, r: plot_schedule(r, ax=ax), (11, 1.4 + 1.2 * DEMO_CONFIG.world_size)),
     "averaging H (nb 07)": (
         lambda c: period_slider(c, value=8), (8, 16),
-        lambda c, h: compare_averaging(c, periods=(h,), steps=32),
+        lambda c, h: compare_averaging(cluster=c, periods=(h,), steps=32),
         lambda ax, r: plot_drift(r, ax), (9, 3.2)),
 }
 
@@ -164,7 +169,7 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
         t5 = time.perf_counter()
         add("new figure: clear axes + plot calls (kept layout) + one draw", (t4 - t3) * 1e3)
         add("new figure: PNG encode", (t5 - t4) * 1e3)
-    print(f"\none {name} move by parts ({cfg.layers}x{cfg.width} MLP, batch {cfg.batch_per_rank}"
+    print(f"\none {name} move by parts ({cfg.layers}x{cfg.width} {cfg.model}, batch {cfg.batch_per_rank}"
           f"/rank, {cfg.steps} steps of {cfg.accum_steps} micro-steps, 2 ranks), median of {n} "
           f"({load()})")
     print("| part | ms |")
@@ -172,8 +177,8 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
     med = {key: statistics.median(values) for key, values in parts.items()}
     for key, ms in med.items():
         print(f"| {key} | {ms:.0f} |")
-    common = sum(ms for key, ms in med.items() if key.startswith(("ranks: model", "ranks: train under", "ranks: equality",
-                                                                 "parent")))
+    common = sum(ms for key, ms in med.items() if key.startswith(("ranks: model", "ranks: train under",
+                                                                 "ranks: equality", "parent")))
     total = lambda *prefixes: common + sum(ms for key, ms in med.items() if key.startswith(prefixes))
     print(f"| **old path: chrome JSON, new pyplot figure** | **{total('old'):.0f}** |")
     print(f"| **now: events in memory, figure redrawn in place** | "
@@ -189,6 +194,7 @@ def main() -> None:
     with Cluster(2) as cluster:
         knob_table(cluster, args.moves, args.cold)
         parts_table(cluster, "bucket_cap_mb (nb 03)", BUCKETS.replace(bucket_cap_mb=1.0), n_parts)
+        parts_table(cluster, "bucket_cap_mb, GPT (nb 03, 15)", GPT_BUCKETS.replace(bucket_cap_mb=1.0), n_parts)
         parts_table(cluster, "accumulation K (nb 04)", DEMO_CONFIG.replace(accum_steps=4, steps=LIVE_STEPS),
                     n_parts)
 
