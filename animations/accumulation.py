@@ -9,12 +9,12 @@ run (`no_sync="backward_only"` or `"off"`) shows them in every micro-step instea
 """
 from __future__ import annotations
 
-from common import FONT_SIZE, RecordScene
 from manim import DOWN, RIGHT, UP, FadeIn, Rectangle, Text, VGroup
 
+from dpviz.overlap import steady_steps
 from dpviz.plots import style
 from dpviz.record import RunRecord
-from dpviz.overlap import steady_steps
+from dpviz.scene import FONT_SIZE, RecordScene
 
 MAX_RANKS = 4          # rows that fit the frame
 WIDTH = 11.0           # scene units for the step's duration
@@ -42,73 +42,87 @@ def inside(spans, window: tuple[float, float]):
 
 class AccumulationSchedule(RecordScene):
     RECORD_TYPE = RunRecord
+    # what `dpviz animate all` runs live (called with out=FOLDER) and the file it draws
+    RECORDED_BY = ("dpviz.ddp_run:run", {"world_size": 2, "steps": 2, "accum_steps": 4, "bucket_cap_mb": 0.25})
+    RECORD_FILE = "record.json"
 
     def construct(self):
         record = self.record
-        step = steady_steps(record)[-1]
-        t0, t1 = step_window(record, step)
-        x = lambda us: X0 + WIDTH * (us - t0) / (t1 - t0)
-        ranks = list(range(min(record.world_size, MAX_RANKS)))
-        row_y = {r: 1.8 - 1.3 * i for i, r in enumerate(ranks)}
-        counts = {m.micro_step: m.all_reduces for m in record.micro_steps if m.step == step}
-        cfg = record.config
+        self.step = steady_steps(record)[-1]
+        self.t0, self.t1 = step_window(record, self.step)
+        self.ranks = list(range(min(record.world_size, MAX_RANKS)))
+        self.row_y = {r: 1.8 - 1.3 * i for i, r in enumerate(self.ranks)}
+        counts = {m.micro_step: m.all_reduces for m in record.micro_steps if m.step == self.step}
+        self.set_up()
+        self.total, self.counter = 0, self._counter(0)
+        self.add(self.counter)
+        for micro in sorted(counts):   # one section per micro-step: its blocks, then its all-reduces
+            self.play_micro_step(micro, counts[micro])
+        self.play_optimizer()
 
-        def bar(start_us, end_us, y, color, height=LANE, opacity=1.0):
-            width = max(0.03, x(end_us) - x(start_us))
-            return Rectangle(width=width, height=height, fill_color=color, fill_opacity=opacity,
-                             stroke_width=0).move_to([x(start_us) + width / 2, y, 0])
+    def x(self, us: float) -> float:
+        return X0 + WIDTH * (us - self.t0) / (self.t1 - self.t0)
 
-        # Set up: title, rank labels, an all-reduce counter
+    def bar(self, start_us, end_us, y, color, height=LANE, opacity=1.0) -> Rectangle:
+        width = max(0.03, self.x(end_us) - self.x(start_us))
+        return Rectangle(width=width, height=height, fill_color=color, fill_opacity=opacity,
+                         stroke_width=0).move_to([self.x(start_us) + width / 2, y, 0])
+
+    def set_up(self) -> None:
+        """Title, rank labels, the colour keys."""
         self.next_section("setup")
+        cfg = self.record.config
         title = Text(f"Gradient accumulation: K = {cfg['accum_steps']} micro-steps on "
-                     f"{record.world_size} ranks (no_sync {cfg['no_sync']})",
+                     f"{self.record.world_size} ranks (no_sync {cfg['no_sync']})",
                      font_size=FONT_SIZE, color=style.TEXT).to_edge(UP)
         labels = VGroup(*[Text(f"rank {r}", font_size=20, color=style.rank_color(r))
-                          .move_to([X0 - 1.0, row_y[r] - LANE / 2, 0]) for r in ranks])
-        self.add(title, labels, self._legend(row_y[ranks[-1]] - 1.3))
-        total = 0
-        counter = self._counter(total)
-        self.add(counter)
+                          .move_to([X0 - 1.0, self.row_y[r] - LANE / 2, 0]) for r in self.ranks])
+        self.add(title, labels, self._legend(self.row_y[self.ranks[-1]] - 1.3))
 
-        # One section per micro-step: its blocks on every rank, then its all-reduces
-        for micro in sorted(counts):
-            self.next_section(f"micro-step {micro}")
-            blocks, reduces = VGroup(), VGroup()
-            for r in ranks:
-                window = [s for s in record.spans_of(r, "micro_step", step)
-                          if s.name.endswith(f"#{micro}")][0]
-                span = (window.start_us, window.end_us)
-                y = row_y[r]
-                blocks.add(bar(*span, y - LANE / 2, style.MUTED, height=2 * LANE + 0.2, opacity=0.15))
-                if r == ranks[0]:
-                    blocks.add(Text(f"micro {micro}", font_size=16, color=style.TEXT)
-                               .next_to(blocks[-1], UP, buff=0.08))
-                for kind in ("forward", "backward"):
-                    found = extent(inside(record.spans_of(r, kind, step), span))
-                    if found:
-                        blocks.add(bar(*found, y, style.kind_color(kind)))
-                for s in inside(record.spans_of(r, "allreduce", step), span):
-                    reduces.add(bar(s.start_us, s.end_us, y - LANE - 0.05, style.bucket_color(s.bucket),
-                                    height=LANE * 0.8))
-            n = counts[micro]
-            note = (f"micro-step {micro}: forward + backward, gradients add up locally, no all-reduce"
-                    if n == 0 else f"micro-step {micro}: {n} all-reduce{'s' * (n != 1)}, one per bucket")
-            caption = self.caption(note)
-            self.play(FadeIn(blocks), FadeIn(caption), run_time=0.6)
-            if n:
-                total += n
-                new_counter = self._counter(total)
-                self.play(FadeIn(reduces), FadeIn(new_counter), run_time=0.6)
-                self.remove(counter)
-                counter = new_counter
-            self.wait(0.3)
-            self.remove(caption)
+    def micro_step_bars(self, micro: int) -> tuple[VGroup, VGroup]:
+        """Micro-step `micro` on every rank: its window, forward and backward; its all-reduces."""
+        blocks, reduces = VGroup(), VGroup()
+        for r in self.ranks:
+            window = [s for s in self.record.spans_of(r, "micro_step", self.step)
+                      if s.name.endswith(f"#{micro}")][0]
+            span = (window.start_us, window.end_us)
+            y = self.row_y[r]
+            blocks.add(self.bar(*span, y - LANE / 2, style.MUTED, height=2 * LANE + 0.2, opacity=0.15))
+            if r == self.ranks[0]:
+                blocks.add(Text(f"micro {micro}", font_size=16, color=style.TEXT)
+                           .next_to(blocks[-1], UP, buff=0.08))
+            for kind in ("forward", "backward"):
+                found = extent(inside(self.record.spans_of(r, kind, self.step), span))
+                if found:
+                    blocks.add(self.bar(*found, y, style.kind_color(kind)))
+            for s in inside(self.record.spans_of(r, "allreduce", self.step), span):
+                reduces.add(self.bar(s.start_us, s.end_us, y - LANE - 0.05, style.bucket_color(s.bucket),
+                                     height=LANE * 0.8))
+        return blocks, reduces
 
-        # The optimizer steps once, after the last micro-step's all-reduces
+    def play_micro_step(self, micro: int, n: int) -> None:
+        self.next_section(f"micro-step {micro}")
+        blocks, reduces = self.micro_step_bars(micro)
+        note = (f"micro-step {micro}: forward + backward, gradients add up locally, no all-reduce"
+                if n == 0 else f"micro-step {micro}: {n} all-reduce{'s' * (n != 1)}, one per bucket")
+        caption = self.caption(note)
+        self.play(FadeIn(blocks), FadeIn(caption), run_time=0.6)
+        if n:
+            self.total += n
+            new_counter = self._counter(self.total)
+            self.play(FadeIn(reduces), FadeIn(new_counter), run_time=0.6)
+            self.remove(self.counter)
+            self.counter = new_counter
+        self.wait(0.3)
+        self.remove(caption)
+
+    def play_optimizer(self) -> None:
+        """The optimizer steps once, after the last micro-step's all-reduces."""
         self.next_section("optimizer")
-        steps = VGroup(*[bar(s.start_us, s.end_us, row_y[r], style.kind_color("optimizer"))
-                         for r in ranks for s in record.spans_of(r, "optimizer", step)])
-        samples = cfg["batch_per_rank"] * cfg["accum_steps"] * record.world_size
+        steps = VGroup(*[self.bar(s.start_us, s.end_us, self.row_y[r], style.kind_color("optimizer"))
+                         for r in self.ranks for s in self.record.spans_of(r, "optimizer", self.step)])
+        cfg = self.record.config
+        samples = cfg["batch_per_rank"] * cfg["accum_steps"] * self.record.world_size
         self.play(FadeIn(steps), FadeIn(self.caption(f"one optimizer step for {samples} samples "
                                                      f"= micro-batch × K × ranks")), run_time=0.6)
         self.wait(0.8)

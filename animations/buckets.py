@@ -10,15 +10,17 @@ record (`record.json` written by `dpviz run`).
 """
 from __future__ import annotations
 
-from common import FONT_SIZE, RecordScene
 from manim import DOWN, LEFT, UP, FadeIn, Line, Rectangle, Text, ValueTracker, VGroup, linear
 
 from dpviz.buckets_records import StepTimeline, step_timeline
 from dpviz.plots import style
 from dpviz.record import RunRecord
+from dpviz.scene import FONT_SIZE, RecordScene
 
 X0, X1 = -2.7, 6.6            # the timeline's left and right edge (scene units)
 MAIN_Y, COMM_Y, LANE_H = 1.2, -0.6, 0.7
+LANE_TOP, LANE_BOTTOM = MAIN_Y + LANE_H + 0.05, COMM_Y - 0.34   # what the curtain covers
+BOX_TOP = 2.4                 # the first bucket's box
 SECONDS_PER_MS = 0.12         # animation time per recorded ms (bounded below)
 
 
@@ -40,116 +42,143 @@ def step_end_ms(tl: StepTimeline) -> float:
 
 class BucketOverlap(RecordScene):
     RECORD_TYPE = RunRecord
+    # what `dpviz animate all` runs live (called with out=FOLDER) and the file it draws
+    RECORDED_BY = ("dpviz.ddp_run:run", {"world_size": 2, "steps": 3, "layers": 24, "width": 256,
+                                         "batch_per_rank": 128, "bucket_cap_mb": 1.0})
+    RECORD_FILE = "record.json"
 
     def construct(self):
-        tl = step_timeline(self.record, rank=0)
-        end = step_end_ms(tl)
-        x_of = lambda ms: X0 + (X1 - X0) * ms / end
+        self.tl = step_timeline(self.record, rank=0)
+        self.end_ms = step_end_ms(self.tl)
+        self.clock = ValueTracker(0.0)   # the recorded time shown, in ms
+        self.add(self.title(), self.lanes(), *self.step_bars(), self.curtain(), self.cursor(),
+                 *self.bucket_column())
+        self.shown_caption = self.caption("")
+        self.play_step()
+        self.show_summary()
 
-        # Set up: title, lane labels, time axis, the bucket column
-        n = len(tl.buckets)
-        title = Text(f"DDP step {tl.step}, rank 0: {n} bucket{'s' * (n > 1)} "
-                     f"(bucket_cap_mb={self.record.config['bucket_cap_mb']})",
-                     font_size=FONT_SIZE, color=style.TEXT).to_edge(UP)
-        lanes = VGroup(
+    # --- the picture: drawn once, revealed by the clock ---------------------------------------
+
+    def x_of(self, ms: float) -> float:
+        return X0 + (X1 - X0) * ms / self.end_ms
+
+    def title(self) -> Text:
+        n = len(self.tl.buckets)
+        return Text(f"DDP step {self.tl.step}, rank 0: {n} bucket{'s' * (n > 1)} "
+                    f"(bucket_cap_mb={self.record.config['bucket_cap_mb']})",
+                    font_size=FONT_SIZE, color=style.TEXT).to_edge(UP)
+
+    def lanes(self) -> VGroup:
+        """Lane labels and the time axis."""
+        return VGroup(
             Text("main thread", font_size=16, color=style.TEXT).move_to([X0 - 0.9, MAIN_Y + LANE_H / 2, 0]),
             Text("all-reduce", font_size=16, color=style.TEXT).move_to([X0 - 0.9, COMM_Y + LANE_H / 2, 0]),
             Text("exposed", font_size=14, color="#D62728").move_to([X0 - 0.9, COMM_Y - 0.22, 0]),
             Text("buckets", font_size=16, color=style.TEXT).move_to([-5.7, 2.95, 0]),
             Line([X0, COMM_Y - 0.35, 0], [X1, COMM_Y - 0.35, 0], color=style.MUTED, stroke_width=1),
             Text("0 ms", font_size=14, color=style.MUTED).move_to([X0, COMM_Y - 0.6, 0]),
-            Text(f"{end:.0f} ms", font_size=14, color=style.MUTED).move_to([X1, COMM_Y - 0.6, 0]))
-        box_h = min(0.5, 4.6 / n - 0.08)
-        box_top = 2.4
+            Text(f"{self.end_ms:.0f} ms", font_size=14, color=style.MUTED).move_to([X1, COMM_Y - 0.6, 0]))
 
-        def outline(k: int) -> Rectangle:
-            y = box_top - k * (box_h + 0.08)
-            return Rectangle(width=1.6, height=box_h, color=style.bucket_color(tl.buckets[k].index),
-                             stroke_width=2).move_to([-5.7, y, 0])
+    def bars(self, intervals, y: float, color: str, h: float = LANE_H) -> list[Rectangle]:
+        out = []
+        for s, e in intervals:
+            if e - s <= 0:
+                continue
+            r = Rectangle(width=max(0.01, self.x_of(e) - self.x_of(s)), height=h, stroke_width=0,
+                          fill_color=color, fill_opacity=0.9)
+            out.append(r.move_to([(self.x_of(s) + self.x_of(e)) / 2, y + h / 2, 0]))
+        return out
 
-        def label(k: int) -> Text:  # Text is slow to build: once per bucket, not per frame
-            b = tl.buckets[k]
-            text = f"b{b.index} {b.bytes / 2**20:.2f} MiB" if box_h > 0.2 else f"b{b.index}"
-            return Text(text, font_size=min(14, int(40 * box_h)), color=style.TEXT).move_to(outline(k))
-
-        def bars(intervals, y: float, color: str, h: float = LANE_H) -> list[Rectangle]:
-            out = []
-            for s, e in intervals:
-                if e - s <= 0:
-                    continue
-                r = Rectangle(width=max(0.01, x_of(e) - x_of(s)), height=h, stroke_width=0,
-                              fill_color=color, fill_opacity=0.9)
-                out.append(r.move_to([(x_of(s) + x_of(e)) / 2, y + h / 2, 0]))
-            return out
-
-        # The whole step is drawn once; a curtain in the background colour hides what has
-        # not happened yet and slides right with the clock (cheap: nothing is rebuilt per frame).
-        drawn = bars(tl.forward, MAIN_Y, style.kind_color("forward"))
-        drawn += bars(tl.backward, MAIN_Y, style.kind_color("backward"))
-        drawn += bars(tl.optimizer, MAIN_Y, style.kind_color("optimizer"))
+    def step_bars(self) -> list[Rectangle]:
+        """The whole step at once: compute on the main lane, each bucket's all-reduce on the
+        communication lane, what was exposed below it."""
+        tl = self.tl
+        drawn = self.bars(tl.forward, MAIN_Y, style.kind_color("forward"))
+        drawn += self.bars(tl.backward, MAIN_Y, style.kind_color("backward"))
+        drawn += self.bars(tl.optimizer, MAIN_Y, style.kind_color("optimizer"))
         if tl.wait_ms > 0:  # backward done, the main thread waits on the last buckets
-            drawn += bars([(tl.backward_end_ms, tl.comm_end_ms)], MAIN_Y + 0.25, style.MUTED, h=0.2)
+            drawn += self.bars([(tl.backward_end_ms, tl.comm_end_ms)], MAIN_Y + 0.25, style.MUTED, h=0.2)
         for b in tl.buckets:
-            drawn += bars([(b.start_ms, b.end_ms)], COMM_Y, style.bucket_color(b.index))
-        drawn += bars(tl.exposed, COMM_Y - 0.3, "#D62728", h=0.15)
+            drawn += self.bars([(b.start_ms, b.end_ms)], COMM_Y, style.bucket_color(b.index))
+        return drawn + self.bars(tl.exposed, COMM_Y - 0.3, "#D62728", h=0.15)
 
-        t = ValueTracker(0.0)
-        lane_top, lane_bottom = MAIN_Y + LANE_H + 0.05, COMM_Y - 0.34
-        curtain = Rectangle(width=X1 - X0 + 0.2, height=lane_top - lane_bottom, stroke_width=0,
+    def curtain(self) -> Rectangle:
+        """A rectangle in the background colour hides what has not happened yet and slides
+        right with the clock (cheap: nothing is rebuilt per frame)."""
+        top, bottom = LANE_TOP, LANE_BOTTOM
+        curtain = Rectangle(width=X1 - X0 + 0.2, height=top - bottom, stroke_width=0,
                             fill_color=style.BACKGROUND, fill_opacity=1.0)
 
         def slide(mob):
-            left = x_of(t.get_value())
+            left = self.x_of(self.clock.get_value())
             mob.stretch_to_fit_width(max(0.001, X1 + 0.1 - left))
-            mob.move_to([(left + X1 + 0.1) / 2, (lane_top + lane_bottom) / 2, 0])
+            mob.move_to([(left + X1 + 0.1) / 2, (top + bottom) / 2, 0])
 
-        curtain.add_updater(slide)
-        cursor = Line([X0, lane_bottom, 0], [X0, lane_top, 0], color=style.TEXT, stroke_width=1.5)
-        cursor.add_updater(lambda mob: mob.move_to([x_of(t.get_value()), (lane_top + lane_bottom) / 2, 0]))
-        outlines = [outline(k) for k in range(n)]
-        fills = []
-        for k, b in enumerate(tl.buckets):
-            fill = Rectangle(width=1.6, height=box_h, stroke_width=0,
-                             fill_color=style.bucket_color(b.index), fill_opacity=0.8)
+        return curtain.add_updater(slide)
 
-            def grow(mob, k=k):
-                box = outlines[k]
-                mob.stretch_to_fit_width(max(0.001, 1.6 * fill_fraction(tl, k, t.get_value())))
-                mob.align_to(box, LEFT).align_to(box, UP)
+    def cursor(self) -> Line:
+        cursor = Line([X0, LANE_BOTTOM, 0], [X0, LANE_TOP, 0], color=style.TEXT, stroke_width=1.5)
+        return cursor.add_updater(lambda mob: mob.move_to([self.x_of(self.clock.get_value()),
+                                                           (LANE_TOP + LANE_BOTTOM) / 2, 0]))
 
-            fill.add_updater(grow)
-            fills.append(fill)
-        boxes = VGroup(*outlines, *[label(k) for k in range(n)])
-        self.add(title, lanes, *drawn, curtain, cursor, *fills, boxes)
-        caption = self.caption("")
+    # --- the bucket column: each bucket fills as its gradients become ready -------------------
 
-        def advance(to_ms: float, text: str, name: str) -> None:
-            nonlocal caption
-            self.next_section(name)
-            new = self.caption(text, size=20)
-            self.remove(caption)
-            self.add(new)
-            caption = new
-            to_ms = max(to_ms, t.get_value())  # sections may coincide in time: never run backwards
-            run_time = max(1.0, SECONDS_PER_MS * (to_ms - t.get_value()))
-            self.play(t.animate.set_value(to_ms), run_time=min(run_time, 6.0), rate_func=linear)
+    def bucket_column(self) -> list:
+        n = len(self.tl.buckets)
+        self.box_h = min(0.5, 4.6 / n - 0.08)
+        outlines = [self.outline(k) for k in range(n)]
+        fills = [self.fill(k, box) for k, box in enumerate(outlines)]
+        return [*fills, VGroup(*outlines, *[self.label(k, box) for k, box in enumerate(outlines)])]
 
-        # 1) forward: nothing to communicate yet
-        advance(min(s for s, _ in tl.backward), "forward: activations are kept for backward", "forward")
-        # 2) backward: the last layers' gradients are ready first and fill bucket 0 first
-        advance(tl.buckets[-1].ready_ms, "backward: a bucket fires its all-reduce once its last "
-                "gradient is ready", "buckets fire")
-        # 3) the all-reduces run beside the rest of backward
-        advance(tl.backward_end_ms, "all-reduce of early buckets runs beside the remaining backward",
-                "overlap")
-        # 4) the optimizer needs every bucket reduced
-        advance(end, f"the optimizer waits {tl.wait_ms:.1f} ms for the last bucket, then updates",
-                "optimizer waits")
-        # 5) what was left exposed
-        exposed = sum(e - s for s, e in tl.exposed)
-        comm = sum(b.comm_ms for b in tl.buckets)
+    def outline(self, k: int) -> Rectangle:
+        y = BOX_TOP - k * (self.box_h + 0.08)
+        return Rectangle(width=1.6, height=self.box_h, color=style.bucket_color(self.tl.buckets[k].index),
+                         stroke_width=2).move_to([-5.7, y, 0])
+
+    def label(self, k: int, box: Rectangle) -> Text:  # Text is slow to build: once per bucket
+        b = self.tl.buckets[k]
+        text = f"b{b.index} {b.bytes / 2**20:.2f} MiB" if self.box_h > 0.2 else f"b{b.index}"
+        return Text(text, font_size=min(14, int(40 * self.box_h)), color=style.TEXT).move_to(box)
+
+    def fill(self, k: int, box: Rectangle) -> Rectangle:
+        fill = Rectangle(width=1.6, height=self.box_h, stroke_width=0,
+                         fill_color=style.bucket_color(self.tl.buckets[k].index), fill_opacity=0.8)
+
+        def grow(mob):
+            mob.stretch_to_fit_width(max(0.001, 1.6 * fill_fraction(self.tl, k, self.clock.get_value())))
+            mob.align_to(box, LEFT).align_to(box, UP)
+
+        return fill.add_updater(grow)
+
+    # --- the story: the clock runs from section to section ------------------------------------
+
+    def advance(self, to_ms: float, text: str, name: str) -> None:
+        self.next_section(name)
+        new = self.caption(text, size=20)
+        self.remove(self.shown_caption)
+        self.add(new)
+        self.shown_caption = new
+        to_ms = max(to_ms, self.clock.get_value())  # sections may coincide in time: never run backwards
+        run_time = max(1.0, SECONDS_PER_MS * (to_ms - self.clock.get_value()))
+        self.play(self.clock.animate.set_value(to_ms), run_time=min(run_time, 6.0), rate_func=linear)
+
+    def play_step(self) -> None:
+        tl = self.tl
+        self.advance(min(s for s, _ in tl.backward), "forward: activations are kept for backward", "forward")
+        # the last layers' gradients are ready first and fill bucket 0 first
+        self.advance(tl.buckets[-1].ready_ms, "backward: a bucket fires its all-reduce once its last "
+                     "gradient is ready", "buckets fire")
+        self.advance(tl.backward_end_ms, "all-reduce of early buckets runs beside the remaining backward",
+                     "overlap")
+        self.advance(self.end_ms, f"the optimizer waits {tl.wait_ms:.1f} ms for the last bucket, then "
+                     "updates", "optimizer waits")
+
+    def show_summary(self) -> None:
+        """What was left exposed."""
+        exposed = sum(e - s for s, e in self.tl.exposed)
+        comm = sum(b.comm_ms for b in self.tl.buckets)
         self.next_section("summary")
         summary = Text(f"all-reduce {comm:.1f} ms in total; exposed (nothing computing beside it) "
-                       f"{exposed:.1f} ms", font_size=18, color=style.TEXT).next_to(caption, UP)
+                       f"{exposed:.1f} ms", font_size=18, color=style.TEXT).next_to(self.shown_caption, UP)
         self.play(FadeIn(summary, shift=0.2 * DOWN), run_time=0.8)
         self.wait(1.5)

@@ -10,13 +10,13 @@ backward, in the recompute colour, just before its gradients are computed).
 """
 from __future__ import annotations
 
-from common import FONT_SIZE, RecordScene
 from manim import (DOWN, LEFT, RIGHT, UP, AnimationGroup, Axes, Create, FadeIn, FadeOut,
                    LaggedStart, Rectangle, Square, Succession, Text, VGroup, VMobject, Write,
                    linear)
 
 from dpviz.checkpointing_records import CheckpointingRecord, MemoryRow, segments
 from dpviz.plots import style
+from dpviz.scene import FONT_SIZE, RecordScene
 
 MB = 2 ** 20
 MAX_POINTS = 150       # curve vertices per drawn phase (the peak of each bucket is kept)
@@ -49,6 +49,9 @@ def chosen_k(record: CheckpointingRecord) -> int:
 
 class CheckpointMemory(RecordScene):
     RECORD_TYPE = CheckpointingRecord
+    # what `dpviz animate all` runs live (called with out=FOLDER) and the file it draws
+    RECORDED_BY = ("dpviz.checkpointing:measure_checkpointing", {"checkpoint_every": (0, 2, 4, 8)})
+    RECORD_FILE = "checkpointing.json"
 
     def construct(self):
         rec = self.record

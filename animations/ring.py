@@ -9,13 +9,13 @@ section: arrows for the messages, then the receivers' boxes change to the record
 """
 from __future__ import annotations
 
-from common import FONT_SIZE, RecordScene
 from manim import (LEFT, RIGHT, UP, Create, CurvedArrow, FadeIn, FadeOut, Rectangle,
                    Text, Transform, VGroup)
 
 from dpviz.collectives.record import CollectiveRecord, describe_collective
 from dpviz.collectives.schedule import holds_per_step
 from dpviz.plots import style
+from dpviz.scene import FONT_SIZE, RecordScene
 
 PHASE_CAPTION = {
     "reduce_scatter": "reduce-scatter: send one chunk right, the receiver adds it",
@@ -38,6 +38,10 @@ def chunk_text(values) -> str:
 
 class RingAllReduce(RecordScene):
     RECORD_TYPE = CollectiveRecord
+    # what `dpviz animate all` runs live (called with out=FOLDER) and the file it draws
+    RECORDED_BY = ("dpviz.collectives.execute:record_collective",
+                   {"algorithm": "ring", "elements": 16, "world_size": 4})
+    RECORD_FILE = "ring.json"
 
     def construct(self):
         record = self.record

@@ -32,7 +32,7 @@ def main() -> None:
     sizes = tuple(range(2, args.ranks + 1))
     replicas = tuple(range(1, args.ranks + 1))
     with Cluster(args.ranks) as cluster:
-        recs = [dp_vs_ddp(cluster, sizes, cfg, steps=args.steps, replicas=replicas)
+        recs = [dp_vs_ddp(cfg, cluster=cluster, world_sizes=sizes, steps=args.steps, replicas=replicas)
                 for _ in range(args.repeats)]
     p = recs[0].param_bytes
     print(f"MLP 2x{args.width} (P = {p / 2**20:.1f} MiB), batch 16 per worker, gloo on CPU, "

@@ -74,7 +74,7 @@ WIDGETS = {
         lambda ax, r: plot_schedule(r, ax=ax), (11, 1.4 + 1.2 * DEMO_CONFIG.world_size)),
     "averaging H (nb 07)": (
         lambda c: period_slider(c, value=8), (8, 16),
-        lambda c, h: compare_averaging(c, periods=(h,), steps=32),
+        lambda c, h: compare_averaging(cluster=c, periods=(h,), steps=32),
         lambda ax, r: plot_drift(r, ax), (9, 3.2)),
 }
 

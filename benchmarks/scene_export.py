@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from dpviz.animate import SCENES, render
-from dpviz.export import RECORDERS
+from dpviz.export import record_scene_data
 
 
 def main() -> None:
@@ -23,7 +23,7 @@ def main() -> None:
         for name, spec in SCENES.items():
             folder = Path(tmp) / name
             t0 = time.perf_counter()
-            RECORDERS[name](folder)
+            record_scene_data(name, folder)
             t1 = time.perf_counter()
             video = render(name, folder / spec.record_file, Path(tmp) / f"{name}.mp4", quality=args.quality)
             t2 = time.perf_counter()

@@ -48,6 +48,8 @@ from .anatomy_records import (LayerAnatomy, StepAnatomy, classify_mm, kept_alloc
 from .config import RunConfig, validate
 from .launch import Cluster, RankContext, using_cluster
 
+FACADE = ("measure_anatomy",)  # what `dpviz.<name>` offers from here
+
 BLOCK_PREFIX = "dpviz_block"
 NODE = "autograd::engine::evaluate_function: "
 LINEAR_NODES = ("AddmmBackward0", "MmBackward0")    # a Linear: its mm children split into B and W
@@ -315,15 +317,16 @@ def anatomy_rank(ctx: RankContext, cfg: RunConfig, repeats: int, paths: list[str
                 workload=describe_workload(model, workload.name))
 
 
-# The step measured when no config is given, per built-in model (rows ≠ any layer width).
-DEFAULTS = {"mlp": dict(layers=4, width=512, batch_per_rank=96),
-            "gpt": dict(layers=2, width=64, batch_per_rank=24)}
+# The step measured when no config is given: the MLP, 96 rows ≠ any layer width. For the GPT
+# pick a batch whose token rows (samples × 16) differ from d, 3d, 4d and the vocabulary:
+# RunConfig(model="gpt", width=64, batch_per_rank=24) has 384 (notebook 06).
+DEMO_CONFIG = RunConfig(layers=4, width=512, batch_per_rank=96)
 
 
 def measure_anatomy(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
                     repeats: int = 5) -> StepAnatomy:
     """Profile one step of the workload layer by layer on rank 0 (a 1-rank cluster if none)."""
-    cfg = validate(cfg or RunConfig(**DEFAULTS["mlp"]))
+    cfg = validate(cfg or DEMO_CONFIG)
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     linear_rows(cfg)                     # a batch that cannot tell B from W fails here, early

@@ -5,11 +5,11 @@ records only, so an animation can be re-rendered from a saved run without any ra
 """
 from __future__ import annotations
 
+import ast
 import importlib.util
 import os
 import re
 import shutil
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,39 +22,54 @@ QUALITIES = ("low", "medium", "high")
 
 @dataclass(frozen=True)
 class SceneSpec:
-    module: str        # file in animations/, without .py
-    cls: str           # Scene class in it
-    record_file: str   # what `dpviz animate all` records first (file name in a run folder)
-
-
-SCENES = {
-    "ring": SceneSpec("ring", "RingAllReduce", "ring.json"),
-    "buckets": SceneSpec("buckets", "BucketOverlap", "record.json"),
-    "accumulation": SceneSpec("accumulation", "AccumulationSchedule", "record.json"),
-    "checkpointing": SceneSpec("checkpointing", "CheckpointMemory", "checkpointing.json"),
-}
+    module: str          # file in animations/, without .py: the scene's name on the command line
+    cls: str             # the RecordScene subclass in it
+    recorded_by: str     # "module:verb" that `dpviz animate all` runs live, with out=FOLDER
+    recorded_with: dict  # the verb's other keyword arguments
+    record_file: str     # the file that run writes, which the scene draws
 
 
 def animations_dir() -> Path:
     """The checkout's animations/ folder (scenes are not installed with the package)."""
-    folder = Path(__file__).resolve().parents[1] / "animations"
-    if not folder.is_dir():
-        raise FileNotFoundError(f"no animations/ folder beside the dpviz package ({folder}): "
-                                "animations render from a source checkout")
-    return folder
+    return Path(__file__).resolve().parents[1] / "animations"
+
+
+def discover_scenes(folder: Path) -> dict[str, SceneSpec]:
+    """Each `RecordScene` subclass in `folder`/*.py, found by reading the files (manim is not
+    imported): the file names the scene, its `RECORDED_BY` and `RECORD_FILE` say how
+    `dpviz animate all` records it. One scene per file."""
+    found: dict[str, SceneSpec] = {}
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.ClassDef) and any(getattr(base, "id", None) == "RecordScene"
+                                                      for base in node.bases):
+                if path.stem in found:
+                    raise ValueError(f"{path} holds two scenes: one scene per file, named by the file")
+                found[path.stem] = _spec(path, node)
+    return found
+
+
+def _spec(path: Path, scene: ast.ClassDef) -> SceneSpec:
+    attrs = {target.id: stmt.value for stmt in scene.body if isinstance(stmt, ast.Assign)
+             for target in stmt.targets if isinstance(target, ast.Name)}
+    missing = {"RECORDED_BY", "RECORD_FILE"} - set(attrs)
+    if missing:
+        raise ValueError(f"scene {scene.name} in {path} needs {' and '.join(sorted(missing))} "
+                         "(how `dpviz animate all` records what it draws)")
+    verb, kwargs = ast.literal_eval(attrs["RECORDED_BY"])
+    return SceneSpec(path.stem, scene.name, verb, kwargs, ast.literal_eval(attrs["RECORD_FILE"]))
+
+
+SCENES = discover_scenes(animations_dir()) if animations_dir().is_dir() else {}
 
 
 def scene_class(name: str):
-    """Import the Scene class registered under `name`."""
+    """Import the Scene class of scene `name` from its file in animations/."""
     if name not in SCENES:
-        raise ValueError(f"unknown scene {name!r}; choose one of {', '.join(SCENES)}")
+        choices = ", ".join(SCENES) or "none: scenes render from a checkout with animations/"
+        raise ValueError(f"unknown scene {name!r}; choose one of {choices}")
     spec = SCENES[name]
-    folder = animations_dir()
-    path = folder / f"{spec.module}.py"
-    if not path.is_file():
-        raise FileNotFoundError(f"scene file {path} is missing")
-    if str(folder) not in sys.path:
-        sys.path.insert(0, str(folder))  # scenes import their shared `common` module
+    path = animations_dir() / f"{spec.module}.py"
     module_spec = importlib.util.spec_from_file_location(f"dpviz_animations.{spec.module}", path)
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)

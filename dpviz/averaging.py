@@ -15,6 +15,8 @@ Four live experiments on the same idea — data parallel training is one optimiz
 
 Rank-side functions (`*_rank`) run via `Cluster.run_task` and return plain data; the parent
 functions assemble the frozen records of `averaging_records.py`, which render without torch.
+Why over 300 lines: four experiments on one idea, each rank function beside the verb that runs
+it; their records and analysis already live apart.
 """
 from __future__ import annotations
 
@@ -25,7 +27,16 @@ from .averaging_records import (AGGREGATIONS, HOOK_MODES, PERIODS, WORKED_LR, WO
                                 WORKED_Y, AveragingComparison, AveragingRun, HookComparison,
                                 HookRun, UnevenShards, WorkedExample, WorkedStep)
 from .config import RunConfig, validate
-from .launch import Cluster, RankContext
+from .launch import Cluster, RankContext, using_cluster
+
+
+def _tupled(fields: dict) -> dict:
+    """A rank's plain lists → tuples, as the frozen records hold them."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+
+
+# what `dpviz.<name>` offers from here
+FACADE = ("worked_example", "uneven_shards", "compare_averaging", "compare_hooks", "period_slider")
 
 # --- 1. the worked example (seed 002 §4.3) -----------------------------------------------------
 
@@ -60,19 +71,20 @@ def worked_example_rank(ctx: RankContext, xs, ys, w0: float, lr: float, steps: i
     return out
 
 
-def worked_example(cluster: Cluster, steps: int = 4, reduction: str = "sum") -> WorkedExample:
-    """Run the seed's example on the cluster's ranks (it needs len(WORKED_X) % ranks == 0)."""
+def worked_example(*, cluster: Cluster | None = None, world_size: int = 2, steps: int = 4,
+                   reduction: str = "sum") -> WorkedExample:
+    """The seed's example on the warm `cluster` or `world_size` fresh ranks (1, 2 or 4)."""
+    n = cluster.world_size if cluster is not None else world_size
     if reduction not in ("sum", "mean"):
         raise ValueError(f"reduction must be 'sum' or 'mean', got {reduction!r}")
-    if len(WORKED_X) % cluster.world_size:
-        raise ValueError(f"the worked example has {len(WORKED_X)} samples: use 1, 2 or 4 ranks, "
-                         f"not {cluster.world_size}")
-    per_rank = cluster.run_task(worked_example_rank, WORKED_X, WORKED_Y, WORKED_W0, WORKED_LR,
-                                steps, reduction)
+    if len(WORKED_X) % n:
+        raise ValueError(f"the worked example has {len(WORKED_X)} samples: use 1, 2 or 4 ranks, not {n}")
+    with using_cluster(cluster, n) as ranks:
+        per_rank = ranks.run_task(worked_example_rank, WORKED_X, WORKED_Y, WORKED_W0, WORKED_LR,
+                                  steps, reduction)
     worst = max(abs(a["w_after"] - b["w_after"]) for r in per_rank[1:]
                 for a, b in zip(per_rank[0], r)) if len(per_rank) > 1 else 0.0
-    steps = tuple(WorkedStep(**{k: tuple(v) if isinstance(v, list) else v for k, v in s.items()})
-                  for s in per_rank[0])
+    steps = tuple(WorkedStep(**_tupled(s)) for s in per_rank[0])
     return WorkedExample(reduction, WORKED_X, WORKED_Y, WORKED_LR, steps, worst)
 
 
@@ -123,14 +135,17 @@ def uneven_shards_rank(ctx: RankContext, cfg: RunConfig, sizes) -> dict:
     return result
 
 
-def uneven_shards(cluster: Cluster, sizes, cfg: RunConfig | None = None) -> UnevenShards:
-    """Run the comparison on live ranks; `sizes` gives M_n, one per rank."""
+def uneven_shards(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
+                  sizes=(24, 8)) -> UnevenShards:
+    """Run the comparison on live ranks; `sizes` gives M_n, one per rank (of the warm
+    `cluster`, or as many fresh ranks as sizes)."""
     cfg = validate(cfg or RunConfig(layers=2, width=32))
     sizes = tuple(int(s) for s in sizes)
-    if len(sizes) != cluster.world_size or min(sizes) < 1:
-        raise ValueError(f"give one shard size >= 1 per rank ({cluster.world_size} ranks), "
-                         f"got {list(sizes)}")
-    results = cluster.run_task(uneven_shards_rank, cfg, sizes)
+    n = cluster.world_size if cluster is not None else len(sizes)
+    if len(sizes) != n or min(sizes) < 1:
+        raise ValueError(f"give one shard size >= 1 per rank ({n} ranks), got {list(sizes)}")
+    with using_cluster(cluster, n, cfg.backend, cfg.timeout_s) as ranks:
+        results = ranks.run_task(uneven_shards_rank, cfg, sizes)
     head = results[0]
     return UnevenShards(sizes=sizes, full_grad_norm=head["full_norm"],
                         local_grad_norms=tuple(r["local_norm"] for r in results),
@@ -194,8 +209,8 @@ def averaging_rank(ctx: RankContext, cfg: RunConfig, mode: str, period: int, ste
                 bytes_per_average=int(params.numel() * params.element_size()))
 
 
-def compare_averaging(cluster: Cluster, periods=(4, 16), steps: int = 48,
-                      cfg: RunConfig | None = None,
+def compare_averaging(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
+                      periods=(4, 16), steps: int = 48,
                       gradient: AveragingComparison | None = None) -> AveragingComparison:
     """Gradient averaging every step vs parameter averaging every H in `periods`, same data.
 
@@ -203,7 +218,7 @@ def compare_averaging(cluster: Cluster, periods=(4, 16), steps: int = 48,
     run is reused (it does not depend on H), so a slider over H re-runs only the H side.
     """
     cfg = validate(cfg or RunConfig(layers=2, width=64, batch_per_rank=16, lr=0.2))
-    cfg = cfg.replace(world_size=cluster.world_size)
+    cfg = cfg.replace(world_size=cluster.world_size if cluster is not None else cfg.world_size)
     if any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in periods):
         raise ValueError(f"periods are steps between parameter averages, whole numbers >= 1: {periods}")
     if gradient is not None and (gradient.config != cfg.to_dict()
@@ -211,18 +226,16 @@ def compare_averaging(cluster: Cluster, periods=(4, 16), steps: int = 48,
         raise ValueError("the earlier comparison ran another config or step count: run both afresh")
     runs = [gradient.runs[0]] if gradient is not None else []
     todo = [("parameter", h) for h in periods]
-    for mode, period in todo if gradient is not None else [("gradient", 1)] + todo:
-        res = cluster.run_task(averaging_rank, cfg, mode, period, steps)[0]
-        runs.append(AveragingRun(mode=mode, period=period, drift=tuple(res["drift"]),
-                                 eval_loss=tuple(res["eval_loss"]),
-                                 train_loss=tuple(res["train_loss"]), averages=res["averages"],
-                                 bytes_per_average=res["bytes_per_average"]))
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
+        for mode, period in todo if gradient is not None else [("gradient", 1)] + todo:
+            res = ranks.run_task(averaging_rank, cfg, mode, period, steps)[0]
+            runs.append(AveragingRun(mode=mode, period=period, **_tupled(res)))
     return AveragingComparison(config=cfg.to_dict(), runs=tuple(runs))
 
 
 def _run_period(cluster: Cluster, steps: int, first: list, period: int) -> AveragingComparison:
     """Both schemes on the first call; afterwards only parameter averaging with this H."""
-    comparison = compare_averaging(cluster, periods=(period,), steps=steps,
+    comparison = compare_averaging(cluster=cluster, periods=(period,), steps=steps,
                                    gradient=first[0] if first else None)
     if not first:
         first.append(comparison)
@@ -287,14 +300,15 @@ def hook_rank(ctx: RankContext, cfg: RunConfig, mode: str) -> dict:
     return out
 
 
-def compare_hooks(cluster: Cluster, steps: int = 6, cfg: RunConfig | None = None) -> HookComparison:
+def compare_hooks(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
+                  steps: int = 6) -> HookComparison:
     """The right hook (average gradients) and picotron #39's (average weights), same data."""
     cfg = validate(cfg or RunConfig(layers=2, width=32, batch_per_rank=8, lr=0.1))
     if steps < 2:
         raise ValueError(f"need steps >= 2 (the weight hook first changes weights in step 1), got {steps}")
-    cfg = cfg.replace(world_size=cluster.world_size, steps=steps)
-    runs = []
-    for mode in HOOK_MODES:
-        res = cluster.run_task(hook_rank, cfg, mode)[0]
-        runs.append(HookRun(mode=mode, **{k: tuple(v) for k, v in res.items()}))
+    cfg = cfg.replace(world_size=cluster.world_size if cluster is not None else cfg.world_size,
+                      steps=steps)
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
+        results = [ranks.run_task(hook_rank, cfg, mode)[0] for mode in HOOK_MODES]
+    runs = [HookRun(mode=mode, **_tupled(res)) for mode, res in zip(HOOK_MODES, results)]
     return HookComparison(config=cfg.to_dict(), runs=tuple(runs))

@@ -66,7 +66,7 @@ def check_seed(example: WorkedExample) -> list[SeedCheck]:
     """The seed's iteration-1 numbers against the live run with the same (sum) loss."""
     if example.reduction != "sum" or len(example.steps[0].losses) != 2:
         raise ValueError("the seed's numbers are for the per-worker *sum* loss on 2 ranks: "
-                         "run worked_example(cluster_of_2, reduction='sum')")
+                         "run worked_example(world_size=2, reduction='sum')")
     first = example.steps[0]
     live = {"loss rank 0": first.losses[0], "grad rank 0": first.grads[0],
             "loss rank 1": first.losses[1], "grad rank 1": first.grads[1],

@@ -12,6 +12,9 @@ from typing import Sequence
 from .buckets_records import SLIDER_CAPS, SLIDER_GBPS, BucketSweep, cap_row
 from .record import RunRecord
 
+# what `dpviz.<name>` offers from here
+FACADE = ("sweep_buckets", "bucket_cap_slider", "link_bandwidth_slider")
+
 
 def torch_assignment(ctx, sizes: list[int], order: list[int], limits: list[int]) -> list[list[int]]:
     """Rank task: torch's own `_compute_bucket_assignment_by_size` on float32 gradients of

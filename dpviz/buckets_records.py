@@ -1,3 +1,4 @@
+# Over 300 lines: the bucket data side in three sections (layout, one step's timing, the cap sweep).
 """DDP's gradient buckets, read from a live run: layout, per-step timing, the cap sweep.
 
 DDP does not all-reduce gradients one by one: it packs them into buckets of about

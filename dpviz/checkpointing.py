@@ -26,6 +26,8 @@ from .recompute import FORWARD_MARK, mark_window, recompute_spans
 from .config import RunConfig, validate, writable_dir
 from .record import save
 
+FACADE = ("measure_checkpointing",)  # what `dpviz.<name>` offers from here
+
 # --- rank side: one profiled step with a saved-tensor ledger --------------------------------
 
 class _Held:

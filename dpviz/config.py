@@ -12,6 +12,8 @@ from pathlib import Path
 
 from .link import Link, as_link
 
+FACADE = ("RunConfig",)  # what `dpviz.<name>` offers from here
+
 BACKENDS = ("gloo", "nccl")
 # Where no_sync() goes during accumulation: around forward and backward (right), around
 # backward only (the pitfall: forward already armed the all-reduce), or nowhere (forgotten).

@@ -1,3 +1,4 @@
+# Just over 300 lines: a profiled DDP run's rank side and parent side, read side by side.
 """One live DDP training run: the rank side (`train_rank`) and the parent side (`run`).
 
 Each rank trains the workload under torch.profiler with a comm hook that records every
@@ -20,6 +21,8 @@ from .recompute import recompute_spans
 from .record import Bucket, MicroStep, RunRecord, Span, StepCheck, save
 from .trace import CLOCK_MARK, HOOK_PREFIX, LINK_ALLREDUCE_PREFIX, LINK_PREFIX, MICRO_PREFIX, STEP_PREFIX, merge_traces, \
     read_trace, shift, spans_from_trace, write_json
+
+FACADE = ("run",)  # what `dpviz.<name>` offers from here
 
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 from .config import RunConfig, validate
 from .descent_records import DescentComparison, DescentCurve, GradientNoise, NoisePoint, predicted_variance
 
+FACADE = ("gradient_noise", "compare_descent")  # what `dpviz.<name>` offers from here
+
 DEFAULT = RunConfig(world_size=1, layers=2, width=16, batch_per_rank=256, lr=0.1)
 
 

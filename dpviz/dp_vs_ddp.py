@@ -22,7 +22,7 @@ import statistics
 from .config import RunConfig, validate
 from .data_parallel import data_parallel
 from .dp_vs_ddp_records import RANK_PATTERNS, WARMUP, DeviceStep, DpVsDdp, StepTraffic
-from .launch import Cluster, RankContext
+from .launch import Cluster, RankContext, using_cluster
 
 # --- the rank patterns: parameter server and DDP ---------------------------------------------
 
@@ -126,22 +126,25 @@ def dp_vs_ddp_rank(ctx: RankContext, cfg: RunConfig, steps: int, world_sizes) ->
     return out
 
 
-def dp_vs_ddp(cluster: Cluster, world_sizes=(2, 3, 4), cfg: RunConfig | None = None,
-              steps: int = 4, replicas=(1, 2, 3, 4)) -> DpVsDdp:
-    """Measure the rank patterns at each world size on subgroups of the cluster's ranks, and
-    single-process DP in this process at each replica count; check all three train alike."""
+def dp_vs_ddp(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
+              world_sizes=(2, 3, 4), steps: int = 4, replicas=(1, 2, 3, 4)) -> DpVsDdp:
+    """Measure the rank patterns at each world size on subgroups of the warm `cluster`'s ranks
+    (or of max(world_sizes) fresh ones), and single-process DP in this process at each replica
+    count; check all three train alike."""
     import torch
 
     cfg = validate(cfg or RunConfig(layers=2, width=512, batch_per_rank=16))
     world_sizes, replicas = tuple(world_sizes), tuple(replicas)
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
-    if not world_sizes or min(world_sizes) < 2 or max(world_sizes) > cluster.world_size:
-        raise ValueError(f"world sizes must be between 2 and the cluster's {cluster.world_size} "
+    largest = cluster.world_size if cluster is not None else max(world_sizes, default=0)
+    if not world_sizes or min(world_sizes) < 2 or max(world_sizes) > largest:
+        raise ValueError(f"world sizes must be between 2 and the cluster's {largest} "
                          f"ranks, got {list(world_sizes)}: start a larger Cluster")
     if any(r < 1 for r in replicas):
         raise ValueError(f"replica counts must be >= 1, got {list(replicas)}")
-    res = cluster.run_task(dp_vs_ddp_rank, cfg, steps, world_sizes)
+    with using_cluster(cluster, largest, cfg.backend, cfg.timeout_s) as ranks:
+        res = ranks.run_task(dp_vs_ddp_rank, cfg, steps, world_sizes)
     points = [StepTraffic(pattern=p, world_size=n, rank=r, **res[r][n]["patterns"][p])
               for n in world_sizes for p in RANK_PATTERNS for r in range(n)]
     devices = []

@@ -21,6 +21,8 @@ from __future__ import annotations
 from .experts_records import ExpertLayerRun, ExpertParallelRecord
 from .launch import Cluster, RankContext, using_cluster
 
+FACADE = ("run_expert_layer", "expert_parallel")  # what `dpviz.<name>` offers from here
+
 
 def _moe_weights(d_model: int, hidden: int, experts: int, seed: int):
     """Router and every expert, from the seed: any rank can rebuild the one-process model."""

@@ -5,43 +5,22 @@ DDP runs on 2, a checkpointing sweep on 1), saved beside the video, then rendere
 """
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from pathlib import Path
-from typing import Callable
 
 from .animate import SCENES, render
-from .config import RunConfig, writable_dir
+from .config import writable_dir
+
+FACADE = ("export_all",)  # what `dpviz.<name>` offers from here
 
 
-def _ring(folder: Path) -> None:
-    from .collectives.execute import record_collective
-
-    record_collective("ring", elements=16, world_size=4, out=folder)
-
-
-def _ddp(**changes) -> Callable[[Path], None]:
-    def record(folder: Path) -> None:
-        from .ddp_run import run
-
-        run(RunConfig(world_size=2, **changes), out=folder)
-
-    return record
-
-
-def _checkpointing(folder: Path) -> None:
-    from .checkpointing import DEMO_CONFIG, measure_checkpointing
-
-    measure_checkpointing(DEMO_CONFIG, checkpoint_every=(0, 2, 4, 8), out=folder)
-
-
-# What each scene draws: the live run that records it.
-RECORDERS: dict[str, Callable[[Path], None]] = {
-    "ring": _ring,
-    "buckets": _ddp(steps=3, layers=24, width=256, batch_per_rank=128, bucket_cap_mb=1.0),
-    "accumulation": _ddp(steps=2, accum_steps=4, bucket_cap_mb=0.25),
-    "checkpointing": _checkpointing,
-}
+def record_scene_data(name: str, folder: Path) -> None:
+    """Run live what scene `name` draws, writing its record into `folder` (its `RECORDED_BY`)."""
+    spec = SCENES[name]
+    module, _, verb = spec.recorded_by.partition(":")
+    getattr(importlib.import_module(module), verb)(**spec.recorded_with, out=folder)
 
 
 def export_all(out: str | os.PathLike, fmt: str = "mp4", quality: str = "low",
@@ -59,7 +38,7 @@ def export_all(out: str | os.PathLike, fmt: str = "mp4", quality: str = "low",
         folder = writable_dir(out_dir / name)
         bar.set_description(f"{name}: recording live")
         t0 = time.perf_counter()
-        RECORDERS[name](folder)
+        record_scene_data(name, folder)
         t1 = time.perf_counter()
         bar.set_description(f"{name}: rendering")
         target = out_dir / (f"{name}-slides" if fmt == "png" else f"{name}.{fmt}")  # png: a folder

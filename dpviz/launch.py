@@ -1,3 +1,4 @@
+# Over 300 lines: the one module that spawns; start, collect, failure and teardown share private state.
 """Local ranks as processes: start (forked from a torch-preloaded forkserver), rendezvous on
 127.0.0.1, run tasks, tear down.
 
@@ -30,6 +31,8 @@ from typing import Any, Callable, Iterator
 
 from .config import validate_world_size
 from .rank_stderr import Relay, attach_stderr
+
+FACADE = ("Cluster", "RankError", "RankTimeout")  # what `dpviz.<name>` offers from here
 
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 60.0

@@ -14,8 +14,10 @@ functions assemble the records of `lifecycle_records.py`, which render without t
 """
 from __future__ import annotations
 
-from .launch import Cluster, RankContext
+from .launch import Cluster, RankContext, using_cluster
 from .lifecycle_records import Lifecycle, RankIdentity, SamplerShards, torchrun_layout
+
+FACADE = ("rank_identities", "sampler_shards", "ddp_lifecycle")  # what `dpviz.<name>` offers from here
 
 # --- 1. rank, local rank, world size ---------------------------------------------------------
 
@@ -36,8 +38,10 @@ def identity_rank(ctx: RankContext) -> dict:
                 local_world_size=len(same_host), host=host, pid=os.getpid())
 
 
-def rank_identities(cluster: Cluster) -> list[RankIdentity]:
-    return [RankIdentity(**r) for r in cluster.run_task(identity_rank)]
+def rank_identities(*, cluster: Cluster | None = None, world_size: int = 2) -> list[RankIdentity]:
+    """Who each rank is, asked on the warm `cluster` or on `world_size` fresh ranks."""
+    with using_cluster(cluster, world_size) as ranks:
+        return [RankIdentity(**r) for r in ranks.run_task(identity_rank)]
 
 
 def shards_by_rank_argument(nnodes: int, nproc_per_node: int, dataset_size: int,
@@ -76,17 +80,21 @@ def sampler_rank(ctx: RankContext, dataset_size: int, epochs: int, shuffle: bool
     return out
 
 
-def sampler_shards(cluster: Cluster, dataset_size: int = 10, epochs: int = 2, shuffle: bool = True,
-                   drop_last: bool = False, set_epoch: bool = True, seed: int = 0) -> SamplerShards:
-    if dataset_size < cluster.world_size:
-        raise ValueError(f"a dataset of {dataset_size} samples cannot feed {cluster.world_size} "
+def sampler_shards(*, cluster: Cluster | None = None, world_size: int = 2, dataset_size: int = 10,
+                   epochs: int = 2, shuffle: bool = True, drop_last: bool = False,
+                   set_epoch: bool = True, seed: int = 0) -> SamplerShards:
+    """The indices DistributedSampler hands each rank (the warm `cluster`'s, or `world_size`
+    fresh ones), per epoch."""
+    n = cluster.world_size if cluster is not None else world_size
+    if dataset_size < n:
+        raise ValueError(f"a dataset of {dataset_size} samples cannot feed {n} "
                          "ranks: use at least one sample per rank")
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
-    per_rank = cluster.run_task(sampler_rank, dataset_size, epochs, shuffle, drop_last, set_epoch, seed)
-    shards = tuple(tuple(tuple(per_rank[r][e]) for r in range(cluster.world_size))
-                   for e in range(epochs))
-    return SamplerShards(dataset_size=dataset_size, world_size=cluster.world_size, shuffle=shuffle,
+    with using_cluster(cluster, n) as ranks:
+        per_rank = ranks.run_task(sampler_rank, dataset_size, epochs, shuffle, drop_last, set_epoch, seed)
+    shards = tuple(tuple(tuple(per_rank[r][e]) for r in range(n)) for e in range(epochs))
+    return SamplerShards(dataset_size=dataset_size, world_size=n, shuffle=shuffle,
                          drop_last=drop_last, set_epoch=set_epoch, shards=shards)
 
 
@@ -165,12 +173,15 @@ def lifecycle_rank(ctx: RankContext, width: int, steps: int, forward_sync_buffer
                 load_param=load_param, load_buffer=load_buffer)
 
 
-def ddp_lifecycle(cluster: Cluster, forward_sync_buffers: bool = True, steps: int = 20,
-                  width: int = 8, shift: float = 1.0, seed: int = 0) -> Lifecycle:
-    """Run one DDP life on every rank of `cluster` (see `lifecycle_rank`)."""
+def ddp_lifecycle(*, cluster: Cluster | None = None, world_size: int = 2,
+                  forward_sync_buffers: bool = True, steps: int = 20, width: int = 8,
+                  shift: float = 1.0, seed: int = 0) -> Lifecycle:
+    """Run one DDP life on every rank of the warm `cluster`, or of `world_size` fresh ranks
+    (see `lifecycle_rank`)."""
     if steps < 1 or width < 1:
         raise ValueError(f"steps and width must be >= 1, got steps={steps}, width={width}")
-    res = cluster.run_task(lifecycle_rank, width, steps, forward_sync_buffers, float(shift), seed)
+    with using_cluster(cluster, world_size) as ranks:
+        res = ranks.run_task(lifecycle_rank, width, steps, forward_sync_buffers, float(shift), seed)
     d = res[0]["diffs"]
     return Lifecycle(
         forward_sync_buffers=forward_sync_buffers, data_shift=float(shift),

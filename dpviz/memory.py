@@ -22,6 +22,8 @@ from typing import Iterable
 from .config import RunConfig, validate
 from .memory_records import OPTIMIZERS, MemoryBreakdown
 
+FACADE = ("measure_breakdown",)  # what `dpviz.<name>` offers from here
+
 # --- measuring tensors ----------------------------------------------------------------------
 
 @contextmanager

@@ -20,6 +20,8 @@ from dataclasses import dataclass, replace
 from .record import RunRecord, Span
 from .trace import COMM_KINDS
 
+FACADE = ("describe", "summarize")  # what `dpviz.<name>` offers from here
+
 COMPUTE_KINDS = ("forward", "backward", "recompute", "optimizer", "compute")
 
 

@@ -27,6 +27,8 @@ from .launch import Cluster, RankContext, using_cluster
 from .pipeline_records import (SCHEDULES, PipelineRun, PipelineStep, PipelineSweep, StageEvent,
                                schedule_ops, stage_blocks)
 
+FACADE = ("run_pipeline", "sweep_pipeline")  # what `dpviz.<name>` offers from here
+
 # --- on each rank -------------------------------------------------------------------------------
 
 def _stage_slice(model, blocks: range, last: bool):

@@ -18,6 +18,8 @@ from .memory import single_threaded
 from .precision_records import (FORMATS, LOG10_BINS, MODES, FloatFormat, FormatTable, PrecisionRun,
                                 ScalingRun, Underflow)
 
+FACADE = ("train_precision",)  # what `dpviz.<name>` offers from here
+
 # --- formats ------------------------------------------------------------------------------------
 
 def _dtype(name: str):

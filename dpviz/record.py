@@ -2,7 +2,8 @@
 
 A record is what a live run measured, in plain numbers and strings. It loads without torch,
 so a record saved today renders tomorrow on a machine with no ranks. Every record kind
-registers itself with `@record_kind("name")`; `load()` dispatches on the file's `kind`.
+registers itself with `@record_kind("name")` where it is defined; `load()` dispatches on the
+file's `kind` and, on first sight of a kind, imports the module `dpviz.discover` found it in.
 """
 from __future__ import annotations
 
@@ -17,37 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .discover import record_modules
 from .workload_records import WorkloadInfo
+
+FACADE = ("RunRecord", "RecordError", "load", "save")  # what `dpviz.<name>` offers from here
 
 SCHEMA_VERSION = 1
 T = TypeVar("T")
 _KINDS: dict[str, type] = {}
-# Record kinds defined beside their subject: `load()` imports the module on first sight of
-# the kind. These modules must not import torch at module level (records load without it).
-RECORD_MODULES = {
-    "collective": "dpviz.collectives.record",
-    "primitives": "dpviz.collectives.record",
-    "bench": "dpviz.collectives.bandwidth",
-    "bucket_sweep": "dpviz.buckets_records", "cpu_sharing": "dpviz.cpu_sharing_records",
-    "accumulation_sweep": "dpviz.accumulation_records",
-    "checkpointing": "dpviz.checkpointing_records", "memory": "dpviz.checkpointing_records",
-    "memory_breakdown": "dpviz.memory_records", "zero_sweep": "dpviz.zero_records", "precision_run": "dpviz.precision_records",
-    "pipeline_sweep": "dpviz.pipeline_records",
-    "expert_parallel": "dpviz.experts_records",
-    "tensor_parallel": "dpviz.tensor_parallel_records",
-    "step_anatomy": "dpviz.anatomy_records",
-    "dp_vs_ddp": "dpviz.dp_vs_ddp_records",
-    "sampler_shards": "dpviz.lifecycle_records", "ddp_lifecycle": "dpviz.lifecycle_records",
-    "gradient_noise": "dpviz.descent_records", "descent_comparison": "dpviz.descent_records",
-    "format_table": "dpviz.precision_records", "underflow": "dpviz.precision_records",
-    "loss_scaling": "dpviz.precision_records", "gradient_check": "dpviz.accumulation_records",
-    "pipeline_run": "dpviz.pipeline_records",
-    "worked_example": "dpviz.averaging_records", "uneven_shards": "dpviz.averaging_records",
-    "averaging_comparison": "dpviz.averaging_records", "hook_comparison": "dpviz.averaging_records",
-    "ring_exercise": "dpviz.exercises.records", "hook_exercise": "dpviz.exercises.records",
-    "buckets_exercise": "dpviz.exercises.records", "accumulation_exercise": "dpviz.exercises.records",
-    "zero1_exercise": "dpviz.exercises.records",
-}
 
 
 class RecordError(ValueError):
@@ -186,8 +164,8 @@ def load(path: str | os.PathLike, expect: type[T] | None = None) -> T:
     kind = data["kind"]
     if not isinstance(kind, str):
         raise RecordError(f"{path}: 'kind' must be a string, got {kind!r}")
-    if kind not in _KINDS and kind in RECORD_MODULES:
-        importlib.import_module(RECORD_MODULES[kind])
+    if kind not in _KINDS and kind in record_modules():
+        importlib.import_module(record_modules()[kind])
     cls = _KINDS.get(kind)
     if cls is None:
         raise RecordError(f"{path} has unknown kind {data['kind']!r}; known: {sorted(_KINDS)}")

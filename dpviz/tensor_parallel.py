@@ -25,6 +25,8 @@ from .launch import Cluster, RankContext, using_cluster
 from .tensor_parallel_records import (MODES, WHERE, Collective, EqualityCheck, SavedTensor, TPRank,
                                       TensorParallelRecord)
 
+FACADE = ("measure_tensor_parallel",)  # what `dpviz.<name>` offers from here
+
 # --- inside a rank -----------------------------------------------------------------------------
 
 class _Comm:

@@ -1,3 +1,4 @@
+# Over 300 lines: one streaming pass (TraceScan) and the span fixes it needs, private to it.
 """PyTorch profiler chrome traces → typed spans on a common clock; merging ranks.
 
 Events are read once, one at a time (`TraceScan.add`), so a trace never has to sit in

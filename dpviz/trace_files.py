@@ -1,3 +1,4 @@
+# Over 300 lines: one pipeline (files → per-rank spans → one clock → a RunRecord) in short steps.
 """Bring your own trace: per-rank PyTorch profiler traces → the RunRecord a live run makes.
 
 `load_trace(paths)` streams each `.json`/`.json.gz` file a chunk at a time (a trace of a
@@ -24,6 +25,8 @@ import msgspec
 
 from .record import RunRecord, Span
 from .trace import COMM_KINDS, TraceError, TraceScan, rank_from_name, shift
+
+FACADE = ("load_trace",)  # what `dpviz.<name>` offers from here
 
 CHUNK_CHARS = 1 << 20          # characters read at a time; doubled while one value spans more
 _WS = re.compile(r"[ \t\n\r]*")

@@ -22,6 +22,8 @@ from .config import BUILTIN_MODELS, RunConfig
 from .rounding import mlp_sums, network_sums
 from .workload_records import WorkloadInfo, describe_params
 
+FACADE = ("Workload",)  # what `dpviz.<name>` offers from here
+
 Tensor = torch.Tensor
 BatchFn = Callable[[int, int, int], tuple[Tensor, Tensor]]
 BUILTIN = BUILTIN_MODELS

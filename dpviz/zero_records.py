@@ -10,6 +10,8 @@ from .record import record_kind
 from .trace import spans_from_trace
 from .workload_records import WorkloadInfo
 
+FACADE = ("zero_memory",)  # what `dpviz.<name>` offers from here
+
 STAGES = (0, 1, 2, 3)
 STRATEGIES = {"ddp": 0, "zero1": 1, "fsdp": 3}   # live strategy → the ZeRO stage it is
 ADAM_LR = 1e-3

@@ -11,7 +11,7 @@ from dpviz.rounding import reference_sgd_bound, relative_bound
 
 @pytest.fixture(scope="module")
 def sum_example(cluster2):
-    return A.worked_example(cluster2, steps=3, reduction="sum")
+    return A.worked_example(cluster=cluster2, steps=3, reduction="sum")
 
 
 @pytest.mark.numeric
@@ -35,7 +35,7 @@ def test_seed_numbers_wrong_exactly_where_rank_1_enters(sum_example):
 
 
 def test_sum_loss_diverges_mean_loss_converges(cluster2, sum_example):
-    mean = A.worked_example(cluster2, steps=6, reduction="mean")
+    mean = A.worked_example(cluster=cluster2, steps=6, reduction="mean")
     assert [s.w_after for s in mean.steps[:2]] == pytest.approx([2.5, 1.75])
     assert abs(mean.steps[-1].w_after - 2) < abs(mean.steps[0].w - 2) / 8     # error × (−0.5) per step
     assert [s.w_after - 2 for s in sum_example.steps] == pytest.approx([2, -4, 8])  # × (−2) per step
@@ -43,13 +43,13 @@ def test_sum_loss_diverges_mean_loss_converges(cluster2, sum_example):
 
 def test_worked_example_rejects_bad_input(cluster2):
     with pytest.raises(ValueError, match="reduction"):
-        A.worked_example(cluster2, reduction="max")
+        A.worked_example(cluster=cluster2, reduction="max")
 
 
 @pytest.mark.numeric
 def test_uneven_shards_weighted_average_is_the_full_gradient(cluster2):
     cfg = RunConfig(layers=2, width=32)
-    rec = A.uneven_shards(cluster2, (24, 8), cfg)
+    rec = A.uneven_shards(cfg, cluster=cluster2, sizes=(24, 8))
     bound = rec.rounding_bound
     weighted, plain, ddp_plain, ddp_scaled = (rec.errors[n] for n in R.AGGREGATIONS)
     assert weighted <= bound and ddp_scaled <= bound
@@ -60,19 +60,19 @@ def test_uneven_shards_weighted_average_is_the_full_gradient(cluster2):
 @pytest.mark.numeric
 def test_even_shards_plain_mean_is_already_right(cluster2):
     cfg = RunConfig(layers=2, width=32)
-    rec = A.uneven_shards(cluster2, (16, 16), cfg)
+    rec = A.uneven_shards(cfg, cluster=cluster2, sizes=(16, 16))
     assert max(rec.errors.values()) <= rec.rounding_bound
 
 
 def test_uneven_shards_needs_one_size_per_rank(cluster2):
     with pytest.raises(ValueError, match="one shard size"):
-        A.uneven_shards(cluster2, (8, 8, 8))
+        A.uneven_shards(cluster=cluster2, sizes=(8, 8, 8))
 
 
 @pytest.mark.numeric
 def test_gradient_vs_parameter_averaging(cluster2):
     cfg = RunConfig(layers=2, width=16, batch_per_rank=8, lr=0.2)
-    rec = A.compare_averaging(cluster2, periods=(1, 8), steps=16, cfg=cfg)
+    rec = A.compare_averaging(cluster=cluster2, periods=(1, 8), steps=16, cfg=cfg)
     grad, every_step, every_8 = rec.runs
     # exact: DDP replicas hold the same bits, and their mean over 2 ranks, (θ + θ)/2, is θ
     assert max(grad.drift) == 0.0
@@ -95,9 +95,9 @@ def test_figures_draw_the_records(cluster2, sum_example):
 
     ax = plot_worked_example([sum_example])
     assert list(ax.lines[0].get_ydata()) == [1.0, 4.0, -2.0, 10.0]
-    rec = A.uneven_shards(cluster2, (24, 8), RunConfig(layers=2, width=32))
+    rec = A.uneven_shards(RunConfig(layers=2, width=32), cluster=cluster2, sizes=(24, 8))
     assert len(plot_uneven(rec).patches) == len(R.AGGREGATIONS)
-    cmp = A.compare_averaging(cluster2, periods=(4,), steps=4,
+    cmp = A.compare_averaging(cluster=cluster2, periods=(4,), steps=4,
                               cfg=RunConfig(layers=1, width=8, batch_per_rank=4))
     assert [list(l.get_ydata()) for l in plot_drift(cmp).lines] == [list(r.drift) for r in cmp.runs]
     plt.close("all")
@@ -123,7 +123,7 @@ def test_period_slider_reruns_live(cluster2):
 
 @pytest.mark.numeric
 def test_weight_averaging_hook_passes_a_parameter_check_but_is_not_large_batch_sgd(cluster2):
-    cmp = A.compare_hooks(cluster2, steps=4)
+    cmp = A.compare_hooks(cluster=cluster2, steps=4)
     right, bug = cmp.run("gradient"), cmp.run("weight")
     # the right hook: replicas bit-identical always (every rank receives the same all-reduce),
     # large-batch SGD to float32 rounding: a sum of 2 shard means in another order
@@ -145,7 +145,7 @@ def test_weight_averaging_hook_passes_a_parameter_check_but_is_not_large_batch_s
 
 def test_compare_hooks_needs_two_steps(cluster2):
     with pytest.raises(ValueError, match="steps >= 2"):
-        A.compare_hooks(cluster2, steps=1)
+        A.compare_hooks(cluster=cluster2, steps=1)
 
 
 def test_no_reading_of_the_shard_loss_gives_the_seeds_13():

@@ -64,3 +64,14 @@ def test_accumulation_figures_have_no_overlapping_labels(records):
     plot_sweep_bytes(swept, left)
     plot_sweep_time(swept, right)
     _check(fig)
+
+
+def test_place_labels_moves_a_colliding_label_before_hiding_one():
+    from dpviz.plots.legibility import hidden_texts, place_labels
+
+    fig, ax = plt.subplots()
+    texts = [ax.text(0.5, 0.5, "b0"), ax.text(0.5, 0.5, "b1"), ax.text(0.5, 0.5, "b2")]
+    hidden = place_labels(texts, "no room", shifts_pt=((0, 0), (0, 12)))
+    assert hidden == [texts[2]] and texts[1].get_visible()   # b1 moved up, b2 had nowhere to go
+    assert overlapping_texts(fig) == [] and hidden_texts(fig) == [("b2", "no room")]
+    plt.close(fig)

@@ -21,12 +21,17 @@ def cluster3():
 
 
 def test_rank_identities(cluster3):
-    ids = L.rank_identities(cluster3)
+    ids = L.rank_identities(cluster=cluster3)
     assert [i.rank for i in ids] == [0, 1, 2]
     assert {i.world_size for i in ids} == {3}
     assert [i.local_rank for i in ids] == [0, 1, 2]          # one host: local rank = rank
     assert {i.local_world_size for i in ids} == {3}
     assert len({i.pid for i in ids}) == 3                    # three processes
+
+
+def test_rank_identities_on_fresh_ranks():
+    """Without a warm cluster the verb starts its own ranks and stops them after."""
+    assert [i.rank for i in L.rank_identities(world_size=2)] == [0, 1]
 
 
 def test_torchrun_layout():
@@ -38,7 +43,7 @@ def test_torchrun_layout():
 
 
 def test_sampler_shards_are_disjoint_and_cover(cluster3):
-    rec = L.sampler_shards(cluster3, dataset_size=12, epochs=2)
+    rec = L.sampler_shards(cluster=cluster3, dataset_size=12, epochs=2)
     for epoch in rec.shards:
         drawn = [i for shard in epoch for i in shard]
         assert sorted(drawn) == list(range(12))              # disjoint and covering
@@ -47,18 +52,18 @@ def test_sampler_shards_are_disjoint_and_cover(cluster3):
 
 
 def test_sampler_pads_uneven_dataset_and_repeats_without_set_epoch(cluster3):
-    rec = L.sampler_shards(cluster3, dataset_size=10, epochs=2, set_epoch=False)
+    rec = L.sampler_shards(cluster=cluster3, dataset_size=10, epochs=2, set_epoch=False)
     assert rec.padding() == 2                                # 3 ranks × 4 = 12 slots for 10
     assert set(i for s in rec.shards[0] for i in s) == set(range(10))
     assert rec.shards[0] == rec.shards[1]                    # forgot set_epoch: same order
     assert sum(len(r) == 2 for r in sampler_grid(rec)[0]) == 2
-    dropped = L.sampler_shards(cluster3, dataset_size=10, epochs=1, drop_last=True)
+    dropped = L.sampler_shards(cluster=cluster3, dataset_size=10, epochs=1, drop_last=True)
     assert dropped.padding() == 0 and {len(s) for s in dropped.shards[0]} == {3}
 
 
 @pytest.fixture(scope="module")
 def synced(cluster3):
-    return L.ddp_lifecycle(cluster3, forward_sync_buffers=True, steps=10)
+    return L.ddp_lifecycle(cluster=cluster3, forward_sync_buffers=True, steps=10)
 
 
 @pytest.mark.numeric
@@ -69,7 +74,7 @@ def test_construction_broadcast_makes_replicas_equal(synced):
 
 
 def test_forward_sync_buffers_keeps_rank0_statistics(cluster3, synced):
-    free = L.ddp_lifecycle(cluster3, forward_sync_buffers=False, steps=10)
+    free = L.ddp_lifecycle(cluster=cluster3, forward_sync_buffers=False, steps=10)
     # without the per-forward broadcast each rank's running mean follows its own data (mean r),
     # from rank 0's 0 at construction, with BatchNorm's momentum 0.1: r·(1 − 0.9^steps)
     for rank in (1, 2):
@@ -88,7 +93,7 @@ def test_save_on_rank0_then_every_rank_loads_it(synced):
 @pytest.mark.numeric
 def test_three_patterns_train_identically_and_traffic_matches_model(cluster3):
     cfg = RunConfig(layers=2, width=128, batch_per_rank=8)
-    rec = D.dp_vs_ddp(cluster3, (2, 3), cfg, steps=2, replicas=(1, 2, 3))
+    rec = D.dp_vs_ddp(cfg, cluster=cluster3, world_sizes=(2, 3), steps=2, replicas=(1, 2, 3))
     # each pattern is within rounding of exact large-batch SGD, so two of them within twice that
     bound = {n: reference_sgd_bound(cfg.replace(world_size=n, steps=DR.WARMUP + 2)) for n in (1, 2, 3)}
     assert set(rec.max_param_diff) == {2, 3}
@@ -118,7 +123,8 @@ def test_three_patterns_train_identically_and_traffic_matches_model(cluster3):
 def test_dp_vs_ddp_record_round_trips_through_json(cluster3, tmp_path):
     from dpviz.record import load, save
 
-    rec = D.dp_vs_ddp(cluster3, (2,), RunConfig(layers=1, width=16, batch_per_rank=4), steps=1,
+    rec = D.dp_vs_ddp(RunConfig(layers=1, width=16, batch_per_rank=4), cluster=cluster3,
+                      world_sizes=(2,), steps=1,
                       replicas=(1, 2))
     assert load(save(rec, tmp_path / "dp.json"), expect=DR.DpVsDdp) == rec
 
@@ -154,6 +160,7 @@ def test_single_process_dp_is_data_parallels_algorithm_and_copies_what_the_formu
     copies = {n: p.detach().clone().requires_grad_() * 1 for n, p in dp.module.named_parameters()}
     replica = DP._replicate(dp.module, copies)
     assert list(replica.parameters()) == [] and replica[0].weight is copies["0.weight"]
+    assert replica.blocks[0][0].weight is copies["0.weight"]        # the forward's path, too
     assert torch.equal(replica(torch.ones(2, 32)), dp.module(torch.ones(2, 32)))
     dev, final = DP.data_parallel(cfg, 1, steps=1, warmup=0)
     assert dev.threads == 1 and dev.bytes_in == dev.bytes_out == 0    # one device: no copies
@@ -172,7 +179,7 @@ def test_parallel_apply_raises_a_workers_error():
 
 def test_dp_vs_ddp_world_sizes_must_fit_the_cluster(cluster3):
     with pytest.raises(ValueError, match="larger Cluster"):
-        D.dp_vs_ddp(cluster3, (2, 4))
+        D.dp_vs_ddp(cluster=cluster3, world_sizes=(2, 4))
 
 
 def test_expected_sent_bytes_rejects_unknown_pattern():
@@ -191,11 +198,12 @@ def test_figures_draw_the_records(cluster3, synced):
     from dpviz.plots.dp_vs_ddp import plot_dp_phases, plot_step_time, plot_traffic
     from dpviz.plots.lifecycle import plot_buffers, plot_construction, plot_sampler
 
-    shards = L.sampler_shards(cluster3, dataset_size=10, epochs=2)
+    shards = L.sampler_shards(cluster=cluster3, dataset_size=10, epochs=2)
     assert len(plot_sampler(shards).patches) == 2 * 12        # 3 ranks × 4 slots per epoch
     assert len(plot_buffers(synced).lines) == 3 + 3          # a curve and a target line per rank
     assert len(plot_construction(synced).lines) == 2 * 3 + 1   # before/after per rank, divider
-    rec = D.dp_vs_ddp(cluster3, (2, 3), RunConfig(layers=1, width=16, batch_per_rank=4), steps=1)
+    rec = D.dp_vs_ddp(RunConfig(layers=1, width=16, batch_per_rank=4), cluster=cluster3,
+                      world_sizes=(2, 3), steps=1)
     # one bar per rank and rank pattern, and device 0's out and in for DP at N = 2, 3
     assert len(plot_traffic(rec).patches) == 2 * (2 + 3) + 2 * 2
     assert len(plot_step_time(rec).lines) == 3                # DP, parameter server, DDP

@@ -83,17 +83,17 @@ def test_expecting_another_kind_is_refused(tmp_path):
 
 
 def test_every_record_kind_loads_cold_from_its_module():
-    """`load()` imports a kind's module on first sight; a kind missing from RECORD_MODULES
+    """`load()` imports a kind's module on first sight; a kind the source scan missed
     would load only after someone happened to import its module."""
     import importlib
     import pkgutil
 
     import dpviz
     from dpviz import record
+    from dpviz.discover import record_modules
 
     for info in pkgutil.walk_packages(dpviz.__path__, "dpviz."):
         if info.name != "dpviz.__main__":   # importing it runs the command line
             importlib.import_module(info.name)
-    defined = {kind: cls.__module__ for kind, cls in record._KINDS.items()
-               if cls.__module__ != "dpviz.record"}
-    assert defined == record.RECORD_MODULES
+    defined = {kind: cls.__module__ for kind, cls in record._KINDS.items()}
+    assert defined == record_modules()

@@ -2,7 +2,7 @@
 
 A record saved today renders tomorrow only if its type is registered (`load()` dispatches on
 `kind`) and every field's type converts back from JSON. The kinds are discovered from
-`record.RECORD_MODULES`; the figures from the `plot_*` functions of `dpviz/plots/`.
+`dpviz.discover.record_modules()` (a scan of the source); the figures from the `plot_*` functions of `dpviz/plots/`.
 """
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from dpviz import record
+from dpviz.discover import record_modules
 from dpviz.record import load, save
 
 ROOT = Path(__file__).resolve().parents[1]
-for _module in sorted(set(record.RECORD_MODULES.values())):
+for _module in sorted(set(record_modules().values())):
     importlib.import_module(_module)
 KINDS = dict(sorted(record._KINDS.items()))
 

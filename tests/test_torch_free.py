@@ -4,8 +4,8 @@ Data flows one way (run → record → render), so a record saved today renders 
 machine with no torch. Two guards, over modules discovered from the tree (not a hand-kept list):
 
 1. In a fresh interpreter where `import torch` (and `torch.*`) raises, every renderer
-   (`dpviz/plots/*`, `dpviz/widgets/*`, `animations/*.py`) and every record module
-   (`record.RECORD_MODULES`, `dpviz.record`) imports, and nothing even tried to import torch.
+   (`dpviz/plots/*`, `dpviz/widgets/*`, `dpviz/scene.py`, `animations/*.py`) and every record module
+   (`discover.record_modules()`, `dpviz.record`) imports, and nothing even tried to import torch.
 2. Statically, what importing such a module loads (its module-level imports, followed through
    dpviz) contains no module that imports torch anywhere, even inside a function: a renderer
    that reaches rank code can call into torch while drawing. No exceptions: a subject keeps
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from dpviz.record import RECORD_MODULES
+from dpviz.discover import record_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENES = ROOT / "animations"
@@ -30,14 +30,14 @@ SCENES = ROOT / "animations"
 
 def _module_name(path: Path) -> str:
     if path.parent == SCENES:
-        return path.stem  # scenes import each other as top-level modules (`from common import`)
+        return path.stem  # a scene file is loaded by its path, as a top-level module
     return ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
 
 
 SOURCES = {_module_name(p): p for p in [*ROOT.glob("dpviz/**/*.py"), *SCENES.glob("*.py")]}
-RENDERERS = sorted(_module_name(p) for p in [*ROOT.glob("dpviz/plots/*.py"),
+RENDERERS = sorted(_module_name(p) for p in [*ROOT.glob("dpviz/plots/*.py"), ROOT / "dpviz/scene.py",
                                              *ROOT.glob("dpviz/widgets/*.py"), *SCENES.glob("*.py")])
-RECORDS = sorted({*RECORD_MODULES.values(), "dpviz.record"})
+RECORDS = sorted({*record_modules().values(), "dpviz.record"})
 CHECKED = sorted({*RENDERERS, *RECORDS})
 
 BLOCK_TORCH = """
@@ -72,9 +72,9 @@ def without_torch() -> dict:
 
 
 def test_discovers_every_layer():
-    assert {"dpviz.plots.timeline", "dpviz.widgets.slider", "common", "ring",
+    assert {"dpviz.plots.timeline", "dpviz.widgets.slider", "dpviz.scene", "ring",
             "dpviz.collectives.record", "dpviz.record"} <= set(CHECKED)
-    assert set(RECORD_MODULES.values()) <= set(CHECKED)
+    assert set(record_modules().values()) <= set(CHECKED)
 
 
 def test_nothing_tried_to_import_torch(without_torch):

@@ -21,6 +21,8 @@ from ..link import as_link, describe_link
 from ..record import record_kind
 from .algorithms import ALGORITHMS
 
+FACADE = ("fit_alpha_beta",)  # what `dpviz.<name>` offers from here
+
 # dpviz's own algorithms are all-reduces: they share all_reduce's bus factor
 TORCH_OPS = ("all_reduce", "reduce_scatter", "all_gather")
 OPS = TORCH_OPS + tuple(ALGORITHMS)

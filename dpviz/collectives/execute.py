@@ -24,6 +24,8 @@ from .model import demo_inputs
 from .record import CollectiveRecord, Step
 from .schedule import Schedule, split
 
+FACADE = ("record_collective",)  # what `dpviz.<name>` offers from here
+
 MAX_RECORDED_ELEMENTS = 4096  # values are stored for every rank and step: keep records small
 F32_EPS = float(np.finfo(np.float32).eps)
 

@@ -12,6 +12,8 @@ import time
 from ..launch import Cluster, RankContext, using_cluster
 from .record import PrimitiveRun, PrimitivesRecord
 
+FACADE = ("record_primitives",)  # what `dpviz.<name>` offers from here
+
 PRIMITIVES = ("broadcast", "scatter", "gather", "reduce", "all_reduce", "reduce_scatter",
               "all_gather", "barrier")
 BARRIER_DELAY_S = 0.05  # rank r works r × 50 ms before it reaches the barrier

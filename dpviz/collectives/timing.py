@@ -26,6 +26,8 @@ from .algorithms import ALGORITHMS, build
 from .bandwidth import OPS, BenchRecord, BenchRow, make_row
 from .record import ITEMSIZE
 
+FACADE = ("bench_collectives",)  # what `dpviz.<name>` offers from here
+
 MAX_BYTES = 1 << 30
 
 

@@ -80,7 +80,7 @@ def traffic_table(records: Sequence[CollectiveRecord]) -> list[dict]:
 
 # --- draw ---------------------------------------------------------------------------------
 
-def _draw_grid(ax, x0: float, rows: Sequence[Sequence[float]], holds, n_ranks: int,
+def draw_grid(ax, x0: float, rows: Sequence[Sequence[float]], holds, n_ranks: int,
                bounds: Sequence[int] = ()) -> None:
     """Cells of width 1 from x0; row 0 (rank 0) on top. Chunk borders at `bounds`.
 
@@ -105,7 +105,8 @@ def _draw_grid(ax, x0: float, rows: Sequence[Sequence[float]], holds, n_ranks: i
         ax.plot([x0 + b, x0 + b], [0, n_ranks], color=style.TEXT, linewidth=1.5)
 
 
-def _rank_axis(ax, n_ranks: int, width: float) -> None:
+def rank_axis(ax, n_ranks: int, width: float) -> None:
+    """One row per rank, rank 0 on top, over `width` cells."""
     ax.set_yticks([n_ranks - 1 - r + 0.5 for r in range(n_ranks)], [f"rank {r}" for r in range(n_ranks)])
     ax.set_xlim(-0.2, width + 0.2)
     ax.set_ylim(-0.1, n_ranks + 0.1)
@@ -113,7 +114,8 @@ def _rank_axis(ax, n_ranks: int, width: float) -> None:
     ax.spines[:].set_visible(False)
 
 
-def _legend(ax, n_ranks: int) -> None:
+def inputs_legend(ax, n_ranks: int) -> None:
+    """Whose input each colour is: a cell is striped with the ranks whose inputs it holds."""
     handles = [Patch(color=style.rank_color(r), alpha=0.55, label=f"rank {r}'s input") for r in range(n_ranks)]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
 
@@ -127,17 +129,17 @@ def plot_primitive(record: PrimitivesRecord, name: str, ax=None):
     left = max(len(v) for v in run.before)
     right = max(len(v) for v in run.after)
     ax = style.new_axes(ax, figsize=(2 + 0.42 * (left + right + 2), 0.5 + 0.45 * n))
-    _draw_grid(ax, 0, run.before, run.before_from, n)
-    _draw_grid(ax, left + 2, run.after, run.after_from, n)
+    draw_grid(ax, 0, run.before, run.before_from, n)
+    draw_grid(ax, left + 2, run.after, run.after_from, n)
     ax.annotate("", xy=(left + 1.8, n / 2), xytext=(left + 0.2, n / 2),
                 arrowprops=dict(arrowstyle="->", color=style.TEXT, lw=1.5))
     ax.text(left / 2, n + 0.15, "before", ha="center", fontsize=9)
     ax.text(left + 2 + right / 2, n + 0.15, "after", ha="center", fontsize=9)
-    _rank_axis(ax, n, left + right + 2)
+    rank_axis(ax, n, left + right + 2)
     ax.set_ylim(-0.1, n + 0.6)
     root = "" if run.root is None else f" (root = rank {run.root})"
     ax.set_title(f"{name}{root}", loc="left")
-    _legend(ax, n)
+    inputs_legend(ax, n)
     style.tag(ax, "live")
     return ax
 
@@ -182,15 +184,15 @@ def plot_collective_step(record: CollectiveRecord, index: int, ax=None, legend: 
     frame, n = frames[index], record.world_size
     ax = style.new_axes(ax, figsize=(2 + 0.5 * record.elements, 0.8 + 0.55 * n))
     bounds = [start for start, _ in record.chunks[1:]]
-    _draw_grid(ax, 0, frame.values, frame.holds, n, bounds)
+    draw_grid(ax, 0, frame.values, frame.holds, n, bounds)
     _draw_transfers(ax, frame.transfers, record.chunks, n)
-    _rank_axis(ax, n, record.elements)
+    rank_axis(ax, n, record.elements)
     if len(record.chunks) > 1:
         ax.set_xticks([(a + b) / 2 for a, b in record.chunks], [f"chunk {c}" for c in range(len(record.chunks))])
         ax.tick_params(axis="x", length=0, labelsize=8)
     ax.set_title(frame.title, loc="left", fontsize=9)
     if legend:
-        _legend(ax, n)
+        inputs_legend(ax, n)
     style.tag(ax, "live")
     return ax
 

@@ -9,7 +9,7 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from ..exercises.records import AccumulationCheck, BucketsCheck, HookCheck, RingCheck, RingRun, Zero1Check
 from . import style
-from .collectives import _draw_grid, _legend, _rank_axis
+from .collectives import draw_grid, inputs_legend, rank_axis
 
 WRONG = "#D62728"
 
@@ -17,7 +17,7 @@ WRONG = "#D62728"
 def _ring_panel(ax, run: RingRun, frame: int, other: RingRun, title: str) -> None:
     k = min(frame, len(run.frames) - 1)
     n, values, holds = run.world_size, run.frames[k], run.holds[k]
-    _draw_grid(ax, 0, values, holds, n, [a for a, _ in run.chunks[1:]])
+    draw_grid(ax, 0, values, holds, n, [a for a, _ in run.chunks[1:]])
     theirs = other.frames[min(frame, len(other.frames) - 1)]
     for rank, (mine, ref) in enumerate(zip(values, theirs)):
         for i, (a, b) in enumerate(zip(mine, ref)):
@@ -31,7 +31,7 @@ def _ring_panel(ax, run: RingRun, frame: int, other: RingRun, title: str) -> Non
                                      arrowstyle="-|>", mutation_scale=12, color=style.rank_color(send.src),
                                      linewidth=1.8, connectionstyle="arc3,rad=-0.35", zorder=5,
                                      linestyle="-" if send.start is not None else "--"))
-    _rank_axis(ax, n, run.elements)
+    rank_axis(ax, n, run.elements)
     steps = max(run.steps_per_rank)
     ax.set_title(f"{title}: {'inputs' if k == 0 else f'after step {k} of {steps}'}\n"
                  f"bytes sent per rank {list(run.bytes_sent_per_rank)}", loc="left", fontsize=9)
@@ -51,7 +51,7 @@ def plot_ring_check(check: RingCheck):
     fig, axes = plt.subplots(1, 2, figsize=(2 * (1.5 + 0.45 * width) + 1.5, 1.2 + 0.5 * n), layout="constrained")
     _ring_panel(axes[0], check.yours, frame, check.reference, "yours (live ranks)")
     _ring_panel(axes[1], check.reference, frame, check.yours, "dpviz's ring (model)")
-    _legend(axes[1], n)
+    inputs_legend(axes[1], n)
     style.tag(axes[0], "live")
     style.tag(axes[1], "model")
     fig.suptitle(check.verdict.message.split(":")[0], x=0.01, ha="left", fontsize=10)

@@ -1,0 +1,62 @@
+"""Registries that find their members by reading dpviz's source, so nothing central lists them.
+
+A subject declares what it offers where it defines it: a record type with
+`@record_kind("name")`, its facade verbs in a module-level `FACADE = ("verb", ...)`, a
+scene as a `RecordScene` subclass in `animations/`. These functions find them with a text
+scan of the source files (no import: `load()` and `import dpviz` stay fast and torch-free),
+cached per process.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import re
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parent
+RECORD_KIND = re.compile(r'^@record_kind\(\s*"([^"]+)"(?:\s*,\s*formerly=\(([^)]*)\))?', re.M)
+FACADE = re.compile(r"^FACADE\s*=\s*(\([^)]*\))", re.M)
+
+
+@functools.lru_cache(maxsize=None)
+def _sources(package: Path = PACKAGE) -> tuple[tuple[str, str], ...]:
+    """(module name, source text) of every module of the package (os.walk and plain string
+    joins: pathlib's rglob and relative_to cost more than reading the files)."""
+    found = []
+    for folder, dirs, files in os.walk(package):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        prefix = package.name + folder[len(str(package)):].replace(os.sep, ".")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            module = prefix if name == "__init__.py" else f"{prefix}.{name[:-3]}"
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
+                found.append((module, f.read()))
+    return tuple(found)
+
+
+@functools.lru_cache(maxsize=None)
+def record_modules(package: Path = PACKAGE) -> dict[str, str]:
+    """Record kind (and every former name in `formerly=`) → the module that defines it."""
+    found: dict[str, str] = {}
+    for module, text in _sources(package):
+        if "@record_kind(" not in text:
+            continue
+        for kind, formerly in RECORD_KIND.findall(text):
+            for name in (kind, *re.findall(r'"([^"]+)"', formerly)):
+                if found.setdefault(name, module) != module:
+                    raise RuntimeError(f"record kind {name!r} is defined in both {found[name]} and {module}")
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def facade_exports(package: Path = PACKAGE) -> dict[str, str]:
+    """Public name → the module (relative to the package) whose `FACADE` offers it."""
+    found: dict[str, str] = {}
+    for module, text in _sources(package):
+        match = FACADE.search(text) if "FACADE" in text else None
+        if match is None:
+            continue
+        relative = module.partition(".")[2]
+        for name in re.findall(r'"(\w+)"', match.group(1)):
+            if found.setdefault(name, relative) != relative:
+                raise RuntimeError(f"dpviz.{name} is offered by both {found[name]} and {relative}")
+    return found
