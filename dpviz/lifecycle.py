@@ -4,18 +4,20 @@ what happens to buffers, and why one rank saves.
 1. `rank_identities`: rank, world size, and the local rank / local world size a rank derives
    from the hosts of its peers (torchrun hands the same numbers in LOCAL_RANK/LOCAL_WORLD_SIZE).
 2. `sampler_shards`: the indices `DistributedSampler` gives each rank, per epoch.
-3. `ddp_lifecycle`: ranks build *different* models, DDP's constructor broadcasts rank 0's
-   parameters and buffers; training on rank-shifted data shows what `forward_sync_buffers`
-   (re-broadcast rank 0's buffers before every forward; torch < 2.13 called it
-   `broadcast_buffers`) does to BatchNorm running statistics; rank 0 saves, all ranks load.
+3. `ddp_lifecycle`: ranks build *different* models (the small `bn_net`, or a workload's model
+   with seed + rank), DDP's constructor broadcasts rank 0's parameters and buffers; training
+   on rank-shifted data shows what `forward_sync_buffers` (re-broadcast rank 0's buffers before
+   every forward; torch < 2.13 called it `broadcast_buffers`) does to BatchNorm running
+   statistics — or records that the model has no buffers; rank 0 saves, all ranks load.
 
 Rank-side functions (`*_rank`) run via `Cluster.run_task` and return plain data; the parent
 functions assemble the records of `lifecycle_records.py`, which render without torch.
 """
 from __future__ import annotations
 
+from .config import RunConfig, validate
 from .launch import Cluster, RankContext, using_cluster
-from .lifecycle_records import Lifecycle, RankIdentity, SamplerShards, torchrun_layout
+from .lifecycle_records import BN_NET, Lifecycle, RankIdentity, SamplerShards, torchrun_layout
 
 FACADE = ("rank_identities", "sampler_shards", "ddp_lifecycle")  # what `dpviz.<name>` offers from here
 
@@ -122,8 +124,50 @@ def max_diff_vs_rank0(flat) -> float:
     return float(diff)
 
 
-def lifecycle_rank(ctx: RankContext, width: int, steps: int, forward_sync_buffers: bool,
-                   shift: float, seed: int) -> dict:
+def _flat(tensors):
+    """One float vector of `tensors` (empty for none: a model without buffers)."""
+    import torch
+
+    parts = [t.detach().reshape(-1).float() for t in tensors]
+    return torch.cat(parts) if parts else torch.zeros(0)
+
+
+def _buffer_diff(model) -> float | None:
+    """max |buffer_r − buffer_0| over ranks, None for a model without buffers (collective)."""
+    buffers = _flat(model.buffers())
+    return max_diff_vs_rank0(buffers) if buffers.numel() else None
+
+
+def _first_batchnorm(model):
+    from torch import nn
+
+    return next((m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)), None)
+
+
+def _rank_model(cfg, width: int, seed: int, shift: float, rank: int):
+    """This rank's model, built with its own seed, and its data: `batch(step)` → (inputs,
+    targets), the inputs shifted by rank · `shift` when they are floats (token ids are not).
+    No `cfg`: `bn_net` on Gaussian rows, loss = mean squared output."""
+    import torch
+
+    if cfg is None:
+        model = bn_net(width, seed + rank)
+        gen = torch.Generator().manual_seed(seed * 1009 + rank)
+        batch = lambda step: (torch.randn(16, width, generator=gen) + shift * rank, None)
+        return model, batch, lambda out, _: out.pow(2).mean(), BN_NET
+    from .workloads import build_workload, compute_loss, rank_batch
+
+    own = build_workload(cfg.replace(seed=cfg.seed + rank))    # rank r: seed + r, its own init
+
+    def batch(step):
+        x, y = rank_batch(cfg, own, step, 0, rank)
+        return (x + shift * rank if x.is_floating_point() else x), y
+
+    return own.model, batch, lambda out, y: compute_loss(own, out, y), own.name
+
+
+def lifecycle_rank(ctx: RankContext, cfg, width: int, steps: int, forward_sync_buffers: bool,
+                   shift: float, seed: int, paths: list[str]) -> dict:
     """Different init per rank → DDP(...) → train on shifted data → rank 0 saves → all load."""
     import os
 
@@ -131,27 +175,38 @@ def lifecycle_rank(ctx: RankContext, width: int, steps: int, forward_sync_buffer
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    flat = lambda ts: torch.cat([t.detach().reshape(-1).float() for t in ts])
-    model = bn_net(width, seed + ctx.rank)                     # 1) a different model per rank
-    model[0].running_mean.fill_(float(ctx.rank))               #    and different buffers
-    probe = lambda: model[1].weight.reshape(-1)[:6].tolist()  # a few weights to draw
+    from .workloads import describe_workload, use_import_path
+
+    use_import_path(list(paths))
+    model, batch, loss, name = _rank_model(cfg, width, seed, shift, ctx.rank)  # 1) own model
+    for b in model.buffers():                                  #    and own buffers: + rank
+        if b.is_floating_point():
+            b.add_(float(ctx.rank))
+    weight = next(p for p in model.parameters() if p.dim() >= 2)
+    probe = lambda: weight.reshape(-1)[:6].tolist()            # a few weights to draw
     before = probe()
-    diffs = dict(param_before=max_diff_vs_rank0(flat(model.parameters())),
-                 buffer_before=max_diff_vs_rank0(flat(model.buffers())))
+    diffs = dict(param_before=max_diff_vs_rank0(_flat(model.parameters())),
+                 buffer_before=_buffer_diff(model))
     ddp = DDP(model, forward_sync_buffers=forward_sync_buffers)  # 2) broadcasts rank 0's state
     after = probe()
-    diffs.update(param_after=max_diff_vs_rank0(flat(model.parameters())),
-                 buffer_after=max_diff_vs_rank0(flat(model.buffers())))
+    diffs.update(param_after=max_diff_vs_rank0(_flat(model.parameters())),
+                 buffer_after=_buffer_diff(model))
 
+    # the buffers each forward starts from: after DDP's pre-forward broadcast, before BatchNorm
+    # updates them (a pre-hook on the inner module runs between the two)
+    seen = []
+    model.register_forward_pre_hook(lambda m, _: seen.append(_flat(m.buffers()).clone()))
+    bn = _first_batchnorm(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05)           # 3) train on rank-shifted inputs
-    gen = torch.Generator().manual_seed(seed * 1009 + ctx.rank)
     running = []
-    for _ in range(steps):
-        x = torch.randn(16, width, generator=gen) + shift * ctx.rank
-        ddp(x).pow(2).mean().backward()
+    for step in range(steps):
+        x, y = batch(step)
+        loss(ddp(x), y).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        running.append(float(model[0].running_mean.mean()))
+        if bn is not None:
+            running.append(float(bn.running_mean.mean()))
+    at_forward = [max_diff_vs_rank0(b) for b in seen] if seen and seen[0].numel() else []
 
     path = os.path.join(ctx.workdir, "checkpoint.pt")          # 4) only rank 0 writes
     wrote = ctx.rank == 0
@@ -162,29 +217,48 @@ def lifecycle_rank(ctx: RankContext, width: int, steps: int, forward_sync_buffer
     own = model.state_dict()
     params = {n for n, _ in model.named_parameters()}
     load_param = max(float((state[k] - own[k]).abs().max()) for k in params)
-    load_buffer = max(float((state[k].float() - own[k].float()).abs().max())
-                      for k in own if k not in params)
+    load_buffer = [float((state[k].float() - own[k].float()).abs().max()) for k in own if k not in params]
     dist.barrier()
     if wrote:
         size = os.path.getsize(path)
         os.remove(path)
-    return dict(before=before, after=after, diffs=diffs,
+    return dict(before=before, after=after, diffs=diffs, at_forward=at_forward,
                 running=running, wrote=wrote, bytes=size if wrote else 0, keys=list(state),
-                load_param=load_param, load_buffer=load_buffer)
+                load_param=load_param, load_buffer=max(load_buffer) if load_buffer else None,
+                workload=describe_workload(model, name) if ctx.rank == 0 else None)
 
 
-def ddp_lifecycle(*, cluster: Cluster | None = None, world_size: int = 2,
-                  forward_sync_buffers: bool = True, steps: int = 20, width: int = 8,
-                  shift: float = 1.0, seed: int = 0) -> Lifecycle:
+def ddp_lifecycle(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
+                  world_size: int = 2, forward_sync_buffers: bool = True, steps: int = 20,
+                  width: int | None = None, shift: float = 1.0, seed: int | None = None) -> Lifecycle:
     """Run one DDP life on every rank of the warm `cluster`, or of `world_size` fresh ranks
-    (see `lifecycle_rank`)."""
+    (see `lifecycle_rank`). Without `cfg` the model is `bn_net(width)` (BatchNorm on the raw
+    inputs, so its running mean follows the data's mean r · shift); with it, the workload
+    `cfg.model` at `cfg`'s sizes, each rank seeded `cfg.seed + rank`, on its slice of the batch."""
+    if cfg is not None and (width is not None or seed is not None):
+        raise ValueError("with a cfg the model's width and seed are cfg.width and cfg.seed: "
+                         "leave width and seed out")
+    width, seed = 8 if width is None else width, 0 if seed is None else seed
     if steps < 1 or width < 1:
         raise ValueError(f"steps and width must be >= 1, got steps={steps}, width={width}")
-    with using_cluster(cluster, world_size) as ranks:
-        res = ranks.run_task(lifecycle_rank, width, steps, forward_sync_buffers, float(shift), seed)
+    from .workloads import import_path, validate_model_spec
+
+    n = cluster.world_size if cluster is not None else world_size
+    if cfg is not None:
+        cfg = validate(cfg).replace(world_size=n)
+        validate_model_spec(cfg.model, seed=cfg.seed)   # a user's model fails here, before any rank
+    with using_cluster(cluster, n) as ranks:
+        res = ranks.run_task(lifecycle_rank, cfg, width, steps, forward_sync_buffers,
+                             float(shift), seed, import_path())
+    return _lifecycle_record(res, forward_sync_buffers, float(shift))
+
+
+def _lifecycle_record(res: list[dict], forward_sync_buffers: bool, shift: float) -> Lifecycle:
+    """The ranks' results as one record."""
     d = res[0]["diffs"]
+    no_buffers = d["buffer_before"] is None
     return Lifecycle(
-        forward_sync_buffers=forward_sync_buffers, data_shift=float(shift),
+        forward_sync_buffers=forward_sync_buffers, data_shift=shift,
         weights_before=tuple(tuple(r["before"]) for r in res),
         weights_after=tuple(tuple(r["after"]) for r in res),
         param_diff_before=d["param_before"], param_diff_after=d["param_after"],
@@ -193,4 +267,5 @@ def ddp_lifecycle(*, cluster: Cluster | None = None, world_size: int = 2,
         saved_by=tuple(r for r, x in enumerate(res) if x["wrote"]),
         checkpoint_bytes=sum(r["bytes"] for r in res), checkpoint_keys=tuple(res[0]["keys"]),
         load_param_diff=tuple(r["load_param"] for r in res),
-        load_buffer_diff=tuple(r["load_buffer"] for r in res))
+        load_buffer_diff=() if no_buffers else tuple(r["load_buffer"] for r in res),
+        buffer_diff_at_forward=tuple(res[0]["at_forward"]), workload=res[0]["workload"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .record import record_kind
+from .workload_records import WorkloadInfo
 
 # --- 1. rank, local rank, world size ---------------------------------------------------------
 
@@ -58,22 +59,34 @@ class SamplerShards:
 # --- 3. construction broadcast, buffers, save on rank 0 -----------------------------------------
 
 
+BN_NET = "bn_net"   # the lifecycle's own net (no cfg): BatchNorm1d on the raw inputs, two Linears
+
+
 @record_kind("ddp_lifecycle")
 @dataclass(frozen=True)
 class Lifecycle:
     """One DDP life on every rank, from different starting weights to a checkpoint."""
 
     forward_sync_buffers: bool
-    data_shift: float                                  # rank r's inputs have mean r · shift
-    weights_before: tuple[tuple[float, ...], ...]      # [rank]: first Linear weights, before DDP
+    data_shift: float                                  # rank r's float inputs are shifted by r · shift
+    weights_before: tuple[tuple[float, ...], ...]      # [rank]: first weights of the first matrix, before DDP
     weights_after: tuple[tuple[float, ...], ...]       # [rank]: the same weights after DDP(...)
     param_diff_before: float                           # max |θ_r − θ_0| over ranks, before DDP
     param_diff_after: float                            # ... right after DDP's constructor
-    buffer_diff_before: float                          # same for BatchNorm buffers
-    buffer_diff_after: float
-    running_mean: tuple[tuple[float, ...], ...]        # [rank][step]: mean BatchNorm running_mean
+    buffer_diff_before: float | None                   # same for buffers (None: the model has none)
+    buffer_diff_after: float | None
+    running_mean: tuple[tuple[float, ...], ...]        # [rank][step]: first BatchNorm's mean running_mean
     saved_by: tuple[int, ...]                          # ranks that wrote the checkpoint
     checkpoint_bytes: int
     checkpoint_keys: tuple[str, ...]
     load_param_diff: tuple[float, ...]                 # [rank]: max |loaded − own| parameters
-    load_buffer_diff: tuple[float, ...]                # [rank]: max |loaded − own| buffers
+    load_buffer_diff: tuple[float, ...]                # [rank]: max |loaded − own| buffers (() if none)
+    # [step]: max |buffer_r − buffer_0| over ranks of the buffers each forward starts from
+    # (after DDP's pre-forward broadcast, before BatchNorm updates them); () without buffers
+    buffer_diff_at_forward: tuple[float, ...] = ()
+    workload: WorkloadInfo | None = None               # name BN_NET without a cfg
+
+    @property
+    def has_buffers(self) -> bool:
+        """Whether the model has buffers for DDP to broadcast (from the run, not the name)."""
+        return self.buffer_diff_before is not None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from matplotlib.patches import Patch, Rectangle
 
-from ..lifecycle_records import Lifecycle, SamplerShards
+from ..lifecycle_records import BN_NET, Lifecycle, SamplerShards
 from . import style
 
 
@@ -56,10 +56,13 @@ def plot_construction(record: Lifecycle, ax=None):
                 label=f"rank {rank} after")
     ax.axvline(n, color=style.MUTED, lw=1)
     ax.set_xticks([(n - 1) / 2, n + 1 + (n - 1) / 2], ["before DDP(model)", "after DDP(model)"])
-    ax.set_ylabel("first weights of layer 1")
+    matrix = next((p.name for p in record.workload.params if len(p.shape) >= 2), None) \
+        if record.workload else None
+    ax.set_ylabel(f"first weights of {matrix or 'layer 1'}")
+    buffers = (f"buffers {record.buffer_diff_before:.1f} → {record.buffer_diff_after:.0e}"
+               if record.has_buffers else "no buffers")
     ax.set_title(f"max |θ_r − θ_0|: {record.param_diff_before:.2f} before, "
-                 f"{record.param_diff_after:.0e} after; buffers {record.buffer_diff_before:.1f} → "
-                 f"{record.buffer_diff_after:.0e}", loc="left", fontsize=9)
+                 f"{record.param_diff_after:.0e} after; {buffers}", loc="left", fontsize=9)
     ax.legend(fontsize=7, frameon=False, ncol=2, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     style.tidy(ax)
     style.tag(ax, "live")
@@ -71,7 +74,8 @@ def plot_buffers(record: Lifecycle, ax=None):
     ax = style.new_axes(ax, figsize=(6, 3))
     for rank, values in enumerate(record.running_mean):
         ax.plot(range(1, len(values) + 1), values, color=style.rank_color(rank), label=f"rank {rank}")
-        ax.axhline(rank * record.data_shift, color=style.rank_color(rank), ls=":", lw=0.8)
+        if record.workload is None or record.workload.name == BN_NET:  # BatchNorm on the inputs
+            ax.axhline(rank * record.data_shift, color=style.rank_color(rank), ls=":", lw=0.8)
     ax.set(xlabel="step", ylabel="running mean (avg over features)")
     ax.set_title(f"forward_sync_buffers={record.forward_sync_buffers}", loc="left")
     ax.legend(fontsize=8, frameon=False)
