@@ -83,6 +83,66 @@ def test_forward_sync_buffers_keeps_rank0_statistics(cluster3, synced):
     assert [round(r[-1], 1) for r in synced.running_mean] == [0.0, 0.1, 0.2]
 
 
+def test_buffers_each_forward_starts_from(cluster3, synced):
+    # DDP's pre-forward broadcast copies rank 0's buffers: exact by construction, every step
+    assert synced.buffer_diff_at_forward == (0.0,) * 10 and synced.workload.name == LR.BN_NET
+    assert [b.name for b in synced.workload.buffers] == ["0.running_mean", "0.running_var",
+                                                         "0.num_batches_tracked"]
+
+
+@pytest.fixture(scope="module")
+def cnn_lives(cluster3):
+    cfg = RunConfig(model="cnn", layers=1, width=8)
+    return {sync: L.ddp_lifecycle(cfg, cluster=cluster3, forward_sync_buffers=sync, steps=4)
+            for sync in (True, False)}
+
+
+@pytest.mark.numeric
+def test_cnn_workload_params_equal_after_construction_buffers_diverge_only_without_sync(cnn_lives):
+    synced, free = cnn_lives[True], cnn_lives[False]
+    assert synced.workload.name == "cnn" and synced.has_buffers
+    assert {b.name for b in synced.workload.buffers} >= {"stem.bn.running_mean", "blocks.0.bn.running_var"}
+    for rec in (synced, free):                 # ranks seeded 0, 1, 2: different inits ...
+        assert rec.param_diff_before > 0.01 and rec.param_diff_after == 0.0   # ... then rank 0's
+        assert all(w == rec.weights_before[0] for w in rec.weights_after)
+        # buffers offset by the rank (running_var 1 → 3 on rank 2): exact small integers
+        assert rec.buffer_diff_before == 2.0 and rec.buffer_diff_after == 0.0
+        assert rec.load_param_diff == (0.0, 0.0, 0.0)
+    assert synced.buffer_diff_at_forward == (0.0,) * 4        # broadcast before every forward
+    # without it, each rank's BatchNorm follows its own (rank-shifted) images from step 2 on
+    assert free.buffer_diff_at_forward[0] == 0.0 and min(free.buffer_diff_at_forward[1:]) > 0.01
+    assert free.buffer_diff_at_forward[-1] > free.buffer_diff_at_forward[1]
+    assert synced.load_buffer_diff[0] == 0.0 and min(synced.load_buffer_diff[1:]) > 0
+
+
+def test_gpt_workload_has_no_buffers_to_sync(cluster3):
+    rec = L.ddp_lifecycle(RunConfig(model="gpt", layers=1, width=32), cluster=cluster3, steps=2)
+    assert rec.workload.name == "gpt" and "blocks.0.attn.qkv.weight" in rec.workload.param_names()
+    assert rec.param_diff_before > 0.01 and rec.param_diff_after == 0.0
+    assert all(w == rec.weights_before[0] for w in rec.weights_after)
+    assert rec.load_param_diff == (0.0, 0.0, 0.0)
+    assert not rec.has_buffers and rec.workload.buffers == ()        # measured, not assumed
+    assert rec.buffer_diff_at_forward == rec.load_buffer_diff == ()
+    assert rec.running_mean == ((), (), ())
+
+
+def test_lifecycle_rejects_bad_input_before_any_rank(monkeypatch):
+    def no_ranks(*_, **__):
+        raise AssertionError("ranks started")
+
+    monkeypatch.setattr(L, "using_cluster", no_ranks)
+    with pytest.raises(ValueError, match="no_such_module"):
+        L.ddp_lifecycle(RunConfig(model="no_such_module:build"))
+    with pytest.raises(ValueError, match="cfg.width"):
+        L.ddp_lifecycle(RunConfig(model="cnn"), width=4)
+
+
+def test_lifecycle_record_round_trips_through_json(cnn_lives, tmp_path):
+    from dpviz.record import load, save
+
+    assert load(save(cnn_lives[True], tmp_path / "life.json"), expect=LR.Lifecycle) == cnn_lives[True]
+
+
 def test_save_on_rank0_then_every_rank_loads_it(synced):
     assert synced.saved_by == (0,) and synced.checkpoint_bytes > 0
     assert not any(k.startswith("module.") for k in synced.checkpoint_keys)
@@ -202,6 +262,10 @@ def test_figures_draw_the_records(cluster3, synced):
     assert len(plot_sampler(shards).patches) == 2 * 12        # 3 ranks × 4 slots per epoch
     assert len(plot_buffers(synced).lines) == 3 + 3          # a curve and a target line per rank
     assert len(plot_construction(synced).lines) == 2 * 3 + 1   # before/after per rank, divider
+    gpt = L.ddp_lifecycle(RunConfig(model="gpt", layers=1, width=32), cluster=cluster3, steps=1)
+    assert "no buffers" in plot_construction(gpt).get_title(loc="left")
+    assert "tok_emb.weight" in plot_construction(gpt).get_ylabel()
+    assert len(plot_buffers(gpt).lines) == 0                  # no BatchNorm: nothing to draw
     rec = D.dp_vs_ddp(RunConfig(layers=1, width=16, batch_per_rank=4), cluster=cluster3,
                       world_sizes=(2, 3), steps=1)
     # one bar per rank and rank pattern, and device 0's out and in for DP at N = 2, 3

@@ -72,12 +72,17 @@ def plot_construction(record: Lifecycle, ax=None):
 def plot_buffers(record: Lifecycle, ax=None):
     """Each rank's BatchNorm running mean after every step; rank r's data has mean r·shift."""
     ax = style.new_axes(ax, figsize=(6, 3))
+    name = record.workload.name if record.workload else BN_NET
+    if not any(record.running_mean):                   # the run found no BatchNorm layer
+        ax.set_title(f"{name}: no BatchNorm, no running statistics", loc="left")
+        style.tag(ax, "live")
+        return ax
     for rank, values in enumerate(record.running_mean):
         ax.plot(range(1, len(values) + 1), values, color=style.rank_color(rank), label=f"rank {rank}")
         if record.workload is None or record.workload.name == BN_NET:  # BatchNorm on the inputs
             ax.axhline(rank * record.data_shift, color=style.rank_color(rank), ls=":", lw=0.8)
     ax.set(xlabel="step", ylabel="running mean (avg over features)")
-    ax.set_title(f"forward_sync_buffers={record.forward_sync_buffers}", loc="left")
+    ax.set_title(f"{name}, forward_sync_buffers={record.forward_sync_buffers}", loc="left")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
     style.tag(ax, "live")
