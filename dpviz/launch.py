@@ -37,8 +37,10 @@ FACADE = ("Cluster", "RankError", "RankTimeout")  # what `dpviz.<name>` offers f
 LOOPBACK = "127.0.0.1"
 START_TIMEOUT_S = 60.0
 START_METHODS = ("forkserver", "spawn")
-# What the forkserver imports once for every rank it forks (see `_context`).
-PRELOAD = ["torch", "torch.distributed", "torch.nn.parallel", "torch.profiler", "dpviz.ddp_run"]
+# What the forkserver imports once for every rank it forks (see `_context`). torch._dynamo:
+# DDP's constructor imports it lazily, 5-8 s per rank on a loaded 2-core machine, paid once here.
+PRELOAD = ["torch", "torch.distributed", "torch.nn.parallel", "torch.profiler", "torch._dynamo",
+           "dpviz.ddp_run"]
 
 
 class RankError(RuntimeError):
