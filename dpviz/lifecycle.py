@@ -166,13 +166,63 @@ def _rank_model(cfg, width: int, seed: int, shift: float, rank: int):
     return own.model, batch, lambda out, y: compute_loss(own, out, y), own.name
 
 
-def lifecycle_rank(ctx: RankContext, cfg, width: int, steps: int, forward_sync_buffers: bool,
-                   shift: float, seed: int, paths: list[str]) -> dict:
-    """Different init per rank → DDP(...) → train on shifted data → rank 0 saves → all load."""
+def _state_diffs(model, when: str) -> dict:
+    """max |θ_r − θ_0| and max |buffer_r − buffer_0| over ranks (collective)."""
+    return {f"param_{when}": max_diff_vs_rank0(_flat(model.parameters())),
+            f"buffer_{when}": _buffer_diff(model)}
+
+
+def _train(ddp, batch, loss, steps: int) -> tuple[list[float], list[float]]:
+    """SGD steps on this rank's data: the first BatchNorm's mean running mean after each step,
+    and max |buffer_r − buffer_0| of the buffers each forward starts from — after DDP's
+    pre-forward broadcast, before BatchNorm updates them (a pre-hook on the inner module runs
+    between the two). Both empty for a model without them."""
+    import torch
+
+    model, seen, running = ddp.module, [], []
+    hook = model.register_forward_pre_hook(lambda m, _: seen.append(_flat(m.buffers()).clone()))
+    bn = _first_batchnorm(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    for step in range(steps):
+        x, y = batch(step)
+        loss(ddp(x), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if bn is not None:
+            running.append(float(bn.running_mean.mean()))
+    hook.remove()
+    return running, [max_diff_vs_rank0(b) for b in seen] if seen[0].numel() else []
+
+
+def _save_on_rank0_load_everywhere(ctx: RankContext, ddp) -> dict:
+    """Rank 0 writes the inner module's state, a barrier, every rank loads it and compares
+    with its own: max |loaded − own| over parameters and over buffers (None: no buffers)."""
     import os
 
     import torch
     import torch.distributed as dist
+
+    path = os.path.join(ctx.workdir, "checkpoint.pt")
+    wrote = ctx.rank == 0
+    if wrote:
+        torch.save(ddp.module.state_dict(), path)              # .module: keys without "module."
+    dist.barrier()                                             # nobody reads before it is written
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    own = ddp.module.state_dict()
+    params = {n for n, _ in ddp.module.named_parameters()}
+    diff = lambda k: float((state[k].float() - own[k].float()).abs().max())
+    buffers = [diff(k) for k in own if k not in params]
+    dist.barrier()
+    size = os.path.getsize(path) if wrote else 0
+    if wrote:
+        os.remove(path)
+    return dict(wrote=wrote, bytes=size, keys=list(state), load_param=max(map(diff, params)),
+                load_buffer=max(buffers) if buffers else None)
+
+
+def lifecycle_rank(ctx: RankContext, cfg, width: int, steps: int, forward_sync_buffers: bool,
+                   shift: float, seed: int, paths: list[str]) -> dict:
+    """Different init per rank → DDP(...) → train on shifted data → rank 0 saves → all load."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from .workloads import describe_workload, use_import_path
@@ -183,48 +233,12 @@ def lifecycle_rank(ctx: RankContext, cfg, width: int, steps: int, forward_sync_b
         if b.is_floating_point():
             b.add_(float(ctx.rank))
     weight = next(p for p in model.parameters() if p.dim() >= 2)
-    probe = lambda: weight.reshape(-1)[:6].tolist()            # a few weights to draw
-    before = probe()
-    diffs = dict(param_before=max_diff_vs_rank0(_flat(model.parameters())),
-                 buffer_before=_buffer_diff(model))
+    before, diffs = weight.reshape(-1)[:6].tolist(), _state_diffs(model, "before")  # a few to draw
     ddp = DDP(model, forward_sync_buffers=forward_sync_buffers)  # 2) broadcasts rank 0's state
-    after = probe()
-    diffs.update(param_after=max_diff_vs_rank0(_flat(model.parameters())),
-                 buffer_after=_buffer_diff(model))
-
-    # the buffers each forward starts from: after DDP's pre-forward broadcast, before BatchNorm
-    # updates them (a pre-hook on the inner module runs between the two)
-    seen = []
-    model.register_forward_pre_hook(lambda m, _: seen.append(_flat(m.buffers()).clone()))
-    bn = _first_batchnorm(model)
-    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)           # 3) train on rank-shifted inputs
-    running = []
-    for step in range(steps):
-        x, y = batch(step)
-        loss(ddp(x), y).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if bn is not None:
-            running.append(float(bn.running_mean.mean()))
-    at_forward = [max_diff_vs_rank0(b) for b in seen] if seen and seen[0].numel() else []
-
-    path = os.path.join(ctx.workdir, "checkpoint.pt")          # 4) only rank 0 writes
-    wrote = ctx.rank == 0
-    if wrote:
-        torch.save(ddp.module.state_dict(), path)              # .module: keys without "module."
-    dist.barrier()                                             # nobody reads before it is written
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    own = model.state_dict()
-    params = {n for n, _ in model.named_parameters()}
-    load_param = max(float((state[k] - own[k]).abs().max()) for k in params)
-    load_buffer = [float((state[k].float() - own[k].float()).abs().max()) for k in own if k not in params]
-    dist.barrier()
-    if wrote:
-        size = os.path.getsize(path)
-        os.remove(path)
-    return dict(before=before, after=after, diffs=diffs, at_forward=at_forward,
-                running=running, wrote=wrote, bytes=size if wrote else 0, keys=list(state),
-                load_param=load_param, load_buffer=max(load_buffer) if load_buffer else None,
+    after, diffs = weight.reshape(-1)[:6].tolist(), {**diffs, **_state_diffs(model, "after")}
+    running, at_forward = _train(ddp, batch, loss, steps)      # 3) train on rank-shifted inputs
+    return dict(before=before, after=after, diffs=diffs, at_forward=at_forward, running=running,
+                **_save_on_rank0_load_everywhere(ctx, ddp),    # 4) only rank 0 writes
                 workload=describe_workload(model, name) if ctx.rank == 0 else None)
 
 
