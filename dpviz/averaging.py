@@ -26,7 +26,7 @@ from typing import Sequence
 from .averaging_records import (AGGREGATIONS, HOOK_MODES, PERIODS, WORKED_LR, WORKED_W0, WORKED_X,
                                 WORKED_Y, AveragingComparison, AveragingRun, HookComparison,
                                 HookRun, UnevenShards, WorkedExample, WorkedStep)
-from .config import RunConfig, validate
+from .config import RunConfig, require_int, validate
 from .launch import Cluster, RankContext, using_cluster
 
 
@@ -221,6 +221,7 @@ def compare_averaging(cfg: RunConfig | None = None, *, cluster: Cluster | None =
     cfg = cfg.replace(world_size=cluster.world_size if cluster is not None else cfg.world_size)
     if any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in periods):
         raise ValueError(f"periods are steps between parameter averages, whole numbers >= 1: {periods}")
+    require_int("steps", steps, 1)
     if gradient is not None and (gradient.config != cfg.to_dict()
                                  or len(gradient.runs[0].drift) != steps):
         raise ValueError("the earlier comparison ran another config or step count: run both afresh")

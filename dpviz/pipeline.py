@@ -22,7 +22,7 @@ schedules and the bubble formula).
 """
 from __future__ import annotations
 
-from .config import RunConfig, validate
+from .config import RunConfig, require_int, validate
 from .launch import Cluster, RankContext, using_cluster
 from .pipeline_records import (SCHEDULES, PipelineRun, PipelineStep, PipelineSweep, StageEvent,
                                schedule_ops, stage_blocks)
@@ -126,20 +126,25 @@ def _assemble_step(per_rank_events: list[list]) -> PipelineStep:
                         bubble=tuple(1 - b / makespan for b in busy))
 
 
+def check_pipeline(cfg: RunConfig, stages: int, micro_batches: int, schedule: str, repeats: int) -> None:
+    """Everything a pipeline run checks before its ranks start (one stage per rank)."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    require_int("micro_batches", micro_batches, 1)
+    if micro_batches > cfg.batch_per_rank:
+        raise ValueError(f"{micro_batches} micro-batches of a {cfg.batch_per_rank}-sample batch "
+                         "would leave some empty")
+    require_int("repeats", repeats, 1)
+    stage_blocks(cfg.layers, stages)     # enough blocks for every stage
+
+
 def run_pipeline(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
                  micro_batches: int = 4, schedule: str = "gpipe", repeats: int = 3) -> PipelineRun:
     """One schedule with m micro-batches on the cluster's ranks (one stage per rank; without
     a cluster, `cfg.world_size` fresh ranks)."""
     cfg = validate(cfg or default_config())
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-    if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
-        raise ValueError(f"micro_batches must be a whole number >= 1, got {micro_batches!r}")
-    if micro_batches > cfg.batch_per_rank:
-        raise ValueError(f"{micro_batches} micro-batches of a {cfg.batch_per_rank}-sample batch "
-                         "would leave some empty")
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    check_pipeline(cfg, cluster.world_size if cluster is not None else cfg.world_size,
+                   micro_batches, schedule, repeats)
     with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
         stages = ranks.world_size
         blocks = stage_blocks(cfg.layers, stages)
@@ -171,6 +176,10 @@ def sweep_pipeline(cfg: RunConfig | None = None, *, cluster: Cluster | None = No
                    micro_batches=(1, 2, 4, 8), schedules=("gpipe",), repeats: int = 3) -> PipelineSweep:
     """Every schedule × m: measured bubble next to (p−1)/(m+p−1), gradients checked."""
     cfg = validate(cfg or default_config())
+    for sched in schedules:
+        for m in micro_batches:
+            check_pipeline(cfg, cluster.world_size if cluster is not None else cfg.world_size,
+                           m, sched, repeats)
     with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
         runs = tuple(run_pipeline(cfg, cluster=ranks, micro_batches=m, schedule=sched, repeats=repeats)
                      for sched in schedules for m in micro_batches)
