@@ -8,7 +8,10 @@ Measured side by side in one process on the same warm 2-rank cluster, medians of
             (The run itself is today's for both: the single-process reference the equality
             check needs is now cached per rank, and the K slider runs 2 steps, not 4.)
   cold    = the cell re-run from nothing: 2 ranks started, the widget built (one run + draw)
-Then one move of each DDP slider by parts (the slowest rank's parts, then the parent's).
+Then one move of each DDP slider by parts (the slowest rank's parts, then the parent's),
+beside the parts the old path had instead: the ranks writing chrome JSON and the parent
+reading and parsing it, where now they send the profiler's few needed events in memory.
+To add a widget, add a line to WIDGETS (and a parts_table call for a DDP one).
 Timings on a loaded machine are inflated: the load average is printed with every table.
 Usage: python benchmarks/knob_latency.py [--moves 8] [--cold 2]
 """
@@ -29,10 +32,11 @@ from dpviz import Cluster, RunConfig  # noqa: E402
 from dpviz.accumulation import DEMO_CONFIG, LIVE_STEPS, k_slider  # noqa: E402
 from dpviz.averaging import compare_averaging, period_slider  # noqa: E402
 from dpviz.buckets import bucket_cap_slider, sweep_config  # noqa: E402
-from dpviz.ddp_run import assemble_run, run, train_rank  # noqa: E402
+from dpviz.ddp_run import assemble_run, rank_spans, run, train_rank  # noqa: E402
 from dpviz.plots.accumulation import plot_schedule  # noqa: E402
 from dpviz.plots.averaging import plot_drift  # noqa: E402
 from dpviz.plots.buckets import plot_bucket_timeline  # noqa: E402
+from dpviz.trace import read_trace  # noqa: E402
 from dpviz.widgets.slider import _Figure  # noqa: E402
 
 
@@ -119,7 +123,7 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
     """One move of a DDP widget by parts: the run and record, then both figure paths."""
     draw, figsize = WIDGETS[name][3:]
     figure = _Figure(draw, figsize)
-    run(cfg, cluster=cluster)
+    figure.show(run(cfg, cluster=cluster))   # the first value lays the figure out; moves keep it
     parts: dict[str, list[float]] = {}
 
     def add(key, ms):
@@ -134,11 +138,21 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
         record = assemble_run(cfg, results)
         t2 = time.perf_counter()
         slow = max(results, key=lambda r: sum(r["parts_ms"].values()))["parts_ms"]
+        add("ranks: model + DDP construction (a new cap needs a new DDP)", slow["setup"])
         add("ranks: train under the profiler", slow["train"])
-        add("ranks: trace export (chrome JSON)", slow["export"])
+        add("ranks: profile -> the record's events, in memory", slow["events"])
         add("ranks: equality checks (all_gather + cached reference)", slow["checks"])
         add("parent: task round trip beyond the slowest rank", (t1 - t0) * 1e3 - sum(slow.values()))
-        add("parent: trace read + parse + record", (t2 - t1) * 1e3)
+        add("parent: record from the ranks' events", (t2 - t1) * 1e3)
+        full = cluster.run_task(train_rank, cfg, (), True)   # the old path, for comparison
+        add("old path, ranks: events + chrome JSON export (slowest rank)",
+            max(r["parts_ms"]["events"] for r in full))
+        t6 = time.perf_counter()
+        for rank, res in enumerate(full):
+            rank_spans(cfg, read_trace(res["trace_path"]), rank)
+        add("old path, parent: chrome JSON read + parse (before the record)",
+            (time.perf_counter() - t6) * 1e3)
+        assemble_run(cfg, full)   # (removes the trace files)
         fig, ax = plt.subplots(figsize=figsize, layout="constrained")
         t3 = time.perf_counter()
         draw(ax, record)
@@ -153,7 +167,7 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
         t4 = time.perf_counter()
         figure.png()
         t5 = time.perf_counter()
-        add("new figure: clear + plot calls + one draw", (t4 - t3) * 1e3)
+        add("new figure: clear axes + plot calls (kept layout) + one draw", (t4 - t3) * 1e3)
         add("new figure: PNG encode", (t5 - t4) * 1e3)
     print(f"\none {name} move by parts ({cfg.layers}x{cfg.width} {cfg.model}, batch {cfg.batch_per_rank}"
           f"/rank, {cfg.steps} steps of {cfg.accum_steps} micro-steps, 2 ranks), median of {n} "
@@ -163,11 +177,12 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
     med = {key: statistics.median(values) for key, values in parts.items()}
     for key, ms in med.items():
         print(f"| {key} | {ms:.0f} |")
-    common = sum(ms for key, ms in med.items() if key.startswith(("ranks: train under", "ranks: trace",
+    common = sum(ms for key, ms in med.items() if key.startswith(("ranks: model", "ranks: train under",
                                                                  "ranks: equality", "parent")))
-    for tag in ("old", "new"):
-        total = common + sum(ms for key, ms in med.items() if key.startswith(f"{tag} figure"))
-        print(f"| **run + record + {tag} figure** | **{total:.0f}** |")
+    total = lambda *prefixes: common + sum(ms for key, ms in med.items() if key.startswith(prefixes))
+    print(f"| **old path: chrome JSON, new pyplot figure** | **{total('old'):.0f}** |")
+    print(f"| **now: events in memory, figure redrawn in place** | "
+          f"**{total('ranks: profile', 'new figure'):.0f}** |")
 
 
 def main() -> None:

@@ -118,11 +118,11 @@ def compare_scopes(cfg: RunConfig | None = None, *, cluster: Cluster | None = No
 def check_gradients(cfg: RunConfig | None = None, *, cluster: Cluster | None = None) -> GradientCheck:
     """Accumulate one step on live ranks (the run loop's own code) and compare the gradient
     with one process on the large batch of micro × K × world samples."""
-    from .workloads import validate_run_config
+    from .workloads import import_path, validate_run_config
 
-    cfg = validate_run_config(cfg or DEMO_CONFIG.replace(accum_steps=3))
+    cfg = validate_run_config(cfg or DEMO_CONFIG.replace(accum_steps=3))   # a user's model too
     with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
-        results = ranks.run_task(accumulated_gradient, cfg, timeout_s=cfg.timeout_s)
+        results = ranks.run_task(accumulated_gradient, cfg, import_path(), timeout_s=cfg.timeout_s)
     return GradientCheck(accum_steps=cfg.accum_steps, scale_loss=cfg.scale_loss,
                          no_sync=cfg.no_sync, **results[0])
 
@@ -183,15 +183,17 @@ def large_batch_gradient(cfg: RunConfig):
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
 
 
-def accumulated_gradient(ctx: RankContext, cfg: RunConfig) -> dict:
-    """Rank task: step 0 of the run loop with K micro-steps; gradient and hook counts."""
+def accumulated_gradient(ctx: RankContext, cfg: RunConfig, search_path: list[str] = ()) -> dict:
+    """Rank task: step 0 of the run loop with K micro-steps; gradient and hook counts
+    (`search_path`: the caller's module path, where a user's model imports from)."""
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from .ddp_run import record_buckets, train_step
-    from .workloads import build_workload
+    from .workloads import build_workload, use_import_path
 
+    use_import_path(list(search_path))
     device = torch.device(ctx.device)
     workload = build_workload(cfg)
     model = workload.model.to(device)

@@ -52,6 +52,9 @@ def build_book(out: str | os.PathLike, only: list[str] | None = None,
         nbformat.write(execute(path, timeout_s), src / path.name)
         log(f"{path.stem}: executed in {time.perf_counter() - t0:.1f} s")
     pages = [p.stem for p in paths]
+    for path in sorted(Path(notebooks).glob("*.md")):   # pages the notebooks link to (ERRATA.md)
+        shutil.copy(path, src / path.name)
+        pages.append(path.stem)
     if scenes:
         t0 = time.perf_counter()
         videos = export_all(static / "animations", names=scenes)

@@ -17,6 +17,7 @@ from pathlib import Path
 from .config import RunConfig, validate, writable_dir
 from .launch import Cluster, RankContext, using_cluster
 from .link_thread import LinkThread
+from .profile_events import as_traces, reduce_profile
 from .recompute import recompute_spans
 from .record import Bucket, MicroStep, RunRecord, Span, StepCheck, save
 from .trace import CLOCK_MARK, HOOK_PREFIX, LINK_ALLREDUCE_PREFIX, LINK_PREFIX, MICRO_PREFIX, STEP_PREFIX, merge_traces, \
@@ -95,10 +96,15 @@ def train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step:
     return total
 
 
-def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = ()) -> dict:
+def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
+               export_trace: bool = False) -> dict:
     """Train `cfg.steps` optimizer steps under the profiler; return what this rank saw.
 
     `search_path` is the caller's module path (a user's model imports from it).
+    The profile comes back as the few events the record reads (`dpviz.profile_events`),
+    not as a trace file: a knob's move skips writing and re-reading chrome JSON. The full
+    chrome trace is written when `export_trace` asks for it (`run(..., out=...)`), and
+    always on GPUs and with checkpointing, whose spans are read from every event.
     `parts_ms` says where the rank's time went (benchmarks/knob_latency.py prints it).
     """
     import torch
@@ -110,6 +116,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = ()) ->
     from .workloads import addition_chain, build_workload, describe_workload, flat_params, \
         reference_kind, use_import_path
 
+    t_called = time.perf_counter()
     use_import_path(list(search_path))
     device = torch.device(ctx.device)
     workload = build_workload(cfg)
@@ -143,10 +150,15 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = ()) ->
         if link is not None:
             link.close()
     t_trained = time.perf_counter()
-    trace_path = None
+    trace_path, events = None, None
     if prof is not None:
-        trace_path = str(Path(ctx.workdir) / f"trace-rank{ctx.rank}.json")
-        prof.export_chrome_trace(trace_path)
+        full = device.type == "cuda" or bool(cfg.checkpoint_every)   # spans need every event
+        if export_trace or full:
+            trace_path = str(Path(ctx.workdir) / f"trace-rank{ctx.rank}.json")
+            prof.export_chrome_trace(trace_path)
+        if not full:
+            events = reduce_profile(prof)
+        del prof    # frees the profiler's events before the checks gather every step's parameters
     t_exported = time.perf_counter()
 
     # The checks run after profiling, so their collectives stay out of the trace.
@@ -167,9 +179,9 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = ()) ->
                                reference=reference_kind(model)))
     logging = {k: v for k, v in ddp._get_ddp_logging_data().items()
                if isinstance(v, (int, float, str, bool))}
-    parts_ms = {"train": t_trained - t_start, "export": t_exported - t_trained,
+    parts_ms = {"setup": t_start - t_called, "train": t_trained - t_start, "events": t_exported - t_trained,
                 "checks": time.perf_counter() - t_exported}
-    return dict(trace_path=trace_path, buckets=log.seen,
+    return dict(trace_path=trace_path, events=events, buckets=log.seen,
                 parts_ms={k: v * 1e3 for k, v in parts_ms.items()}, losses=losses, checks=checks,
                 link_events=_link_events(link, clock) if link is not None else [],
                 step_wall_ms=wall_ms,
@@ -187,7 +199,7 @@ def _clock_mark(annotate) -> float:
 
 def _link_events(link, clock_s: float) -> list[dict]:
     """The link thread's transfers as chrome trace events, on perf_counter microseconds
-    relative to the clock mark (`assemble` moves them onto the trace's clock). The profiler
+    relative to the clock mark (`assemble_run` moves them onto the trace's clock). The profiler
     does not see annotations made on a Python thread, so the link keeps its own times."""
     transfers = [{"ph": "X", "cat": "user_annotation", "name": f"{LINK_PREFIX}{index}",
                   "tid": "dpviz link", "ts": (start - clock_s) * 1e6, "dur": (end - start) * 1e6,
@@ -227,15 +239,21 @@ def run(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
     validate_model_spec(cfg.model, seed=cfg.seed)   # a user's model fails here, before any rank
     out_dir = writable_dir(out) if out is not None else None
     with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s, exact=True) as ranks:
-        results = ranks.run_task(train_rank, cfg, import_path(), timeout_s=cfg.timeout_s)
+        results = ranks.run_task(train_rank, cfg, import_path(), out_dir is not None, timeout_s=cfg.timeout_s)
         return assemble_run(cfg, results, out_dir)   # the traces live in the ranks' workdir
 
 
 def assemble_run(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -> RunRecord:
-    """Turn per-rank results and their traces into one record (and files, with `out_dir`)."""
-    traces = {r: _with_link(read_trace(res["trace_path"]), res.get("link_events", []))
-              for r, res in enumerate(results) if res["trace_path"]}
-    spans = [s for r, t in traces.items() for s in rank_spans(cfg, t, r)]
+    """Turn per-rank results and their profiles into one record (and files, with `out_dir`).
+
+    Spans come from a rank's reduced events when it sent them, else from its trace file."""
+    reduced = as_traces({r: res["events"] for r, res in enumerate(results)
+                         if res.get("events") is not None})
+    files = {r: _with_link(read_trace(res["trace_path"]), res.get("link_events", []))
+             for r, res in enumerate(results) if res["trace_path"]}
+    traces = {**files, **{r: _with_link(t, results[r].get("link_events", []))
+                          for r, t in reduced.items()}}
+    spans = [s for r, t in sorted(traces.items()) for s in rank_spans(cfg, t, r)]
     steps = [s.start_us for s in spans if s.kind == "step"]
     spans = shift(spans, min(steps)) if steps else spans
     record = RunRecord(
@@ -251,9 +269,9 @@ def assemble_run(cfg: RunConfig, results: list[dict], out_dir: Path | None = Non
         param_bytes=tuple(p.bytes for p in results[0]["workload"].params),
         workload=results[0]["workload"])
     if out_dir is not None:
-        for rank, trace in traces.items():
+        for rank, trace in files.items():
             write_json(trace, out_dir / f"trace-rank{rank}.json")
-        write_json(merge_traces(traces), out_dir / "trace-merged.json")
+        write_json(merge_traces(files), out_dir / "trace-merged.json")
         save(record, out_dir / "record.json")
     for res in results:
         if res["trace_path"]:

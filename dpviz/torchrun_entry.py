@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="dpviz-torchrun-") as tmp:
             ctx = RankContext(env["rank"], env["world_size"], cfg.backend, device, tmp)
-            result = train_rank(ctx, cfg)
+            result = train_rank(ctx, cfg, export_trace=True)   # the trace files are what torchrun users keep
             trace = json.loads(Path(result.pop("trace_path")).read_text())
             # which node and local rank this is (torchrun's GROUP_RANK is the node's rank),
             # kept in the trace file so a later load_trace labels the rank as node:local

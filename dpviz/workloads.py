@@ -69,16 +69,23 @@ class MLP(nn.Sequential):
     def __init__(self, *modules: nn.Module, checkpoint_every: int = 0):
         super().__init__(*modules)
         self.checkpoint_every = checkpoint_every
-        # The repeated (Linear, ReLU) blocks as one module each, in a plain list: the
-        # parameters stay registered (and named `0.weight`, …) on the flat Sequential.
+
+    @property
+    def blocks(self) -> list[nn.Sequential]:
+        """The repeated (Linear, ReLU) blocks, one module each, built from the registered
+        layers on every access: parameters keep their names (`0.weight`, …), a hook goes on a
+        block's layers, and a replica (`nn.DataParallel`'s `replicate` copies registered
+        modules only) sees its own layers, never device 0's."""
         mods = list(self)[:-1]
-        self.blocks = [nn.Sequential(mods[i], mods[i + 1]) for i in range(0, len(mods), 2)]
+        return [nn.Sequential(mods[i], mods[i + 1]) for i in range(0, len(mods), 2)]
 
     @property
     def head(self) -> nn.Linear:
         return self[-1]
 
     def forward(self, x: Tensor) -> Tensor:
+        if not self.checkpoint_every:
+            return super().forward(x)
         return self.head(run_blocks(self.blocks, x, self.checkpoint_every))
 
 

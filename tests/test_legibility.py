@@ -66,6 +66,29 @@ def test_accumulation_figures_have_no_overlapping_labels(records):
     _check(fig)
 
 
+@pytest.mark.parametrize("figure", ["bucket timeline", "accumulation schedule"])
+def test_a_slider_figure_redrawn_in_place_stays_legible_and_returns_to_the_same_pixels(records, figure):
+    """The widgets' figure keeps its first layout and axes across moves (faster): every move
+    must still hide colliding labels, and moving back must give the first frame exactly."""
+    from dpviz.widgets.slider import _Figure
+
+    caps, _, ks = records
+    if figure == "bucket timeline":
+        draw, first, moves = (lambda ax, r: plot_bucket_timeline(r, ax=ax)), caps[1.0], \
+            [caps[0.25], caps[4.0], caps[ONE_BUCKET_CAP_MB]]
+    else:
+        draw, first, moves = (lambda ax, r: plot_schedule(r, ax=ax)), ks[4], [ks[1], ks[8], ks[2]]
+    fig = _Figure(draw, (11, 3.8))
+    fig.show(first)
+    frame = fig.png()
+    for record in moves:
+        fig.show(record)
+        assert len(fig.figure.axes) == 1
+        assert overlapping_texts(fig.figure) == []
+    fig.show(first)
+    assert fig.png() == frame
+
+
 def test_place_labels_moves_a_colliding_label_before_hiding_one():
     from dpviz.plots.legibility import hidden_texts, place_labels
 

@@ -247,3 +247,14 @@ def test_checkpointed_blocks_recompute_in_backward_and_train_the_same(cluster2, 
     assert record.spans_of(rank=0, kind="recompute", step=1)
     for check in record.checks:
         assert check.max_diff_vs_single_process <= check.rounding_bound
+
+
+def test_a_users_model_from_a_folder_added_after_the_ranks_started(cluster2, tmp_path, monkeypatch):
+    """The warm ranks were forked before this folder was on the path: they import the user's
+    module from the caller's path that the verbs hand them (here the accumulation check)."""
+    from dpviz.accumulation import check_gradients
+
+    (tmp_path / "late_model.py").write_text(USER_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    check = check_gradients(RunConfig(model="late_model:build", accum_steps=2), cluster=cluster2)
+    assert check.all_reduces_per_micro == (0, 1) and check.max_diff_across_ranks == 0.0

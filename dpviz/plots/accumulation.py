@@ -48,10 +48,10 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
                 labels.append(ax.text(ms(m.start_us) + m.dur_us / 2e3, y + 2 * LANE + 0.4 + 0.5 * (micro % 2),
                                       f"#{micro}: {counts[micro]}", ha="center", va="bottom", fontsize=8,
                                       color=style.TEXT))
-        for s in record.spans_of(rank, step=step):
-            if s.kind in COMPUTE_KINDS:
-                ax.broken_barh([(ms(s.start_us), s.dur_us / 1e3)], (y + LANE + 0.1, LANE * 0.9),
-                               facecolors=style.kind_color(s.kind), linewidth=0)
+        compute = [s for s in record.spans_of(rank, step=step) if s.kind in COMPUTE_KINDS]
+        for kind in COMPUTE_KINDS:   # one collection per colour, not one per op: faster to draw
+            ax.broken_barh([(ms(s.start_us), s.dur_us / 1e3) for s in compute if s.kind == kind],
+                           (y + LANE + 0.1, LANE * 0.9), facecolors=style.kind_color(kind), linewidth=0)
         for s in record.spans_of(rank, "link", step):   # emulated transfers: waiting, no CPU
             ax.broken_barh([(ms(s.start_us), s.dur_us / 1e3)], (y, LANE * 0.9), facecolors="white",
                            edgecolor=style.bucket_color(s.bucket), hatch="....", linewidth=0.6)
@@ -83,9 +83,10 @@ def _draw_allreduces(ax, spans, y: float, ms) -> None:
     """gloo runs all-reduces on two worker threads at once: one sub-lane per thread."""
     tids = sorted({s.tid for s in spans})
     height = LANE / max(1, len(tids))
-    for s in spans:
-        ax.broken_barh([(ms(s.start_us), s.dur_us / 1e3)], (y + tids.index(s.tid) * height, height * 0.9),
-                       facecolors=style.bucket_color(s.bucket), linewidth=0)
+    for i, tid in enumerate(tids):   # one collection per sub-lane, coloured bar by bar
+        mine = [s for s in spans if s.tid == tid]
+        ax.broken_barh([(ms(s.start_us), s.dur_us / 1e3) for s in mine], (y + i * height, height * 0.9),
+                       facecolors=[style.bucket_color(s.bucket) for s in mine], linewidth=0)
 
 
 def plot_sweep_bytes(sweep: AccumulationSweep, ax=None):

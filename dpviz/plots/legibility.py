@@ -68,7 +68,9 @@ def place_labels(texts: list[Text], why: str, shifts_pt: tuple[tuple[float, floa
     if not texts:
         return []
     fig = texts[0].figure
-    fig.canvas.draw()   # lay the figure out first (constrained layout moves the axes)
+    # lay the figure out first (constrained layout, ticks, title, legend: every other label is
+    # an obstacle where it will be drawn); measuring text needs no pixels, so none are rendered
+    fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
     placing = set(map(id, texts))   # every other label of the figure is an obstacle too
     kept = [t.get_window_extent(renderer) for t in visible_texts(fig) if id(t) not in placing]

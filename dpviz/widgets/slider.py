@@ -16,12 +16,14 @@ DPI = 100
 
 
 class _Figure:
-    """One matplotlib figure, redrawn in place by `draw(ax, value)` and shown as PNG bytes
-    in an Image widget.
+    """One matplotlib figure and one axes, redrawn in place by `draw(ax, value)` and shown
+    as PNG bytes in an Image widget.
 
     Why not a new pyplot figure per move displayed in an Output: that path creates a figure,
     lays it out, draws it twice (the inline backend's tight bounding box) and re-sends the
-    whole output; benchmarks/knob_latency.py measures both side by side.
+    whole output. Here the first value is laid out by constrained layout, and the layout is
+    then kept: a knob changes the data, not the labels around the axes, and solving the
+    layout again was a third of each move's draw. benchmarks/knob_latency.py measures both.
     """
 
     def __init__(self, draw: Callable[[Any, Any], None], figsize: tuple[float, float]):
@@ -32,11 +34,19 @@ class _Figure:
         self.figure = Figure(figsize=figsize, dpi=DPI, layout="constrained")
         FigureCanvasAgg(self.figure)  # no pyplot: nothing to close, no global state
         self.widget = w.Image(format="png", layout=w.Layout(width=f"{int(figsize[0] * DPI)}px"))
+        self.axes = None
 
     def redraw(self, value: Any) -> None:
-        """Clear the figure, draw `value` on a fresh axes and rasterize it (once)."""
-        self.figure.clear()
-        self.draw(self.figure.add_subplot(), value)
+        """Draw `value` on the cleared axes and rasterize it (once); the first value also
+        lays the figure out, later ones keep that layout."""
+        if self.axes is None:
+            self.axes = self.figure.add_subplot()
+            self.draw(self.axes, value)
+            self.figure.canvas.draw()
+            self.figure.set_layout_engine("none")   # the axes keep the positions just solved
+            return
+        self.axes.clear()
+        self.draw(self.axes, value)
         self.figure.canvas.draw()
 
     def png(self) -> bytes:

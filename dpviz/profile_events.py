@@ -1,0 +1,63 @@
+"""A rank's profile reduced, in memory, to the events a run record reads.
+
+Why: a knob re-runs the ranks on every move, and writing each rank's full chrome trace
+(thousands of events, ~1.4 MB for the bucket slider's 2 steps) only for the parent to read
+and parse it again cost a quarter of a second per move. The rank instead walks the
+profiler's own events once, keeps the few hundred that `dpviz.trace.classify` draws (steps,
+micro-steps, forward/backward/optimizer, bucket hooks, collectives, `c10d::` calls and the
+clock mark), and sends them as plain tuples. The parent turns them back into chrome-trace
+events, so `dpviz.trace` stays the one parser. The full trace file is still written when a
+user asks for it (`--out`), and for GPU and checkpointed runs, whose spans need every event.
+
+No torch import here: the rank passes its `torch.profiler.profile`, the parent gets dicts.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from .trace import CLOCK_MARK, COMM_KINDS, classify
+
+# (name, category, start ns, duration ns, thread, input shapes, input dtypes)
+Event = tuple[str, str, int, int, int, list, list]
+
+
+def _kept(name: str) -> str | None:
+    """The span kind of a CPU event the record reads ("" for kept non-spans), else None."""
+    kind = classify(name, "cpu_op")
+    if kind is not None:
+        return kind
+    return "" if name.startswith("c10d::") or name == CLOCK_MARK else None
+
+
+def reduce_profile(prof) -> list[Event]:
+    """Rank side: the events of a finished CPU `torch.profiler.profile` the record reads.
+
+    Times stay integer nanoseconds on the profiler's clock, which every rank on this machine
+    shares; shapes (a TensorList's nested, as the chrome trace writes them) and dtypes are kept only
+    where bytes are read: the collectives.
+    """
+    out = []
+    for ev in prof.profiler.kineto_results.events():
+        name = ev.name()
+        kind = _kept(name)
+        if kind is None:
+            continue
+        comm = kind in COMM_KINDS or kind == "allreduce_launch"
+        out.append((name, "user_annotation" if ev.is_user_annotation() else "cpu_op",
+                    ev.start_ns(), ev.duration_ns(), ev.start_thread_id(),
+                    ev.structured_input_shapes() if comm else [], ev.dtypes() if comm else []))
+    return out
+
+
+def as_traces(events_by_rank: dict[int, Iterable[Event]]) -> dict[int, dict[str, Any]]:
+    """Parent side: each rank's events as a chrome trace (µs), all from one common origin
+    (the earliest event of any rank), so ranks stay aligned and µs keep full precision."""
+    events_by_rank = {r: list(evs) for r, evs in events_by_rank.items()}
+    starts = [ev[2] for evs in events_by_rank.values() for ev in evs]
+    origin = min(starts) if starts else 0
+    return {rank: {"traceEvents": [
+                {"ph": "X", "cat": cat, "name": name, "ts": (start - origin) / 1e3, "dur": dur / 1e3,
+                 "pid": rank, "tid": tid,
+                 "args": {"Input Dims": shapes, "Input type": dtypes} if shapes else {}}
+                for name, cat, start, dur, tid, shapes, dtypes in evs]}
+            for rank, evs in events_by_rank.items()}
