@@ -150,6 +150,16 @@ def validate(cfg: RunConfig) -> RunConfig:
     return cfg
 
 
+def validate_mlp_only(cfg: RunConfig, subject: str) -> RunConfig:
+    """`validate(cfg)` for a subject whose rank code trains the built-in MLP only: another
+    model would be ignored while the record names it, so it is refused here."""
+    validate(cfg)
+    if cfg.model != "mlp":
+        raise ValueError(f"{subject} trains the built-in MLP only, got model={cfg.model!r}: "
+                         "leave model unset (\"mlp\")")
+    return cfg
+
+
 def validate_model_name(model) -> str:
     """A built-in name or the form "package.module:function" (importing it is the run side's
     job: a record names a user's model without needing it)."""

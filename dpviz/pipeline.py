@@ -22,7 +22,7 @@ schedules and the bubble formula).
 """
 from __future__ import annotations
 
-from .config import RunConfig, require_int, validate
+from .config import RunConfig, require_int, validate_mlp_only
 from .launch import Cluster, RankContext, using_cluster
 from .pipeline_records import (SCHEDULES, PipelineRun, PipelineStep, PipelineSweep, StageEvent,
                                schedule_ops, stage_blocks)
@@ -176,7 +176,7 @@ def run_pipeline(cfg: RunConfig | None = None, *, cluster: Cluster | None = None
                  micro_batches: int = 4, schedule: str = "gpipe", repeats: int = 3) -> PipelineRun:
     """One schedule with m micro-batches on the cluster's ranks (one stage per rank; without
     a cluster, `cfg.world_size` fresh ranks)."""
-    cfg = validate(cfg or default_config())
+    cfg = validate_mlp_only(cfg or default_config(), "the pipeline")
     check_pipeline(cfg, cluster.world_size if cluster is not None else cfg.world_size,
                    micro_batches, schedule, repeats)
     with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
@@ -209,7 +209,7 @@ def default_config() -> RunConfig:
 def sweep_pipeline(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
                    micro_batches=(1, 2, 4, 8), schedules=("gpipe",), repeats: int = 3) -> PipelineSweep:
     """Every schedule × m: measured bubble next to (p−1)/(m+p−1), gradients checked."""
-    cfg = validate(cfg or default_config())
+    cfg = validate_mlp_only(cfg or default_config(), "the pipeline")
     for sched in schedules:
         for m in micro_batches:
             check_pipeline(cfg, cluster.world_size if cluster is not None else cfg.world_size,

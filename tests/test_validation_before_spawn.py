@@ -102,3 +102,18 @@ def test_bad_argument_fails_before_any_rank_starts(verb, no_ranks):
     with pytest.raises(ValueError):
         fn(**BAD[verb])
     assert no_ranks == []
+
+
+# Verbs whose rank code trains the built-in MLP whatever `cfg.model` says: another model would
+# be ignored while the record names it, so they refuse it (config.validate_mlp_only).
+MLP_ONLY = ("averaging:uneven_shards", "averaging:compare_averaging", "averaging:compare_hooks",
+            "pipeline:run_pipeline", "pipeline:sweep_pipeline", "dp_vs_ddp:dp_vs_ddp")
+
+
+@pytest.mark.parametrize("verb", MLP_ONLY)
+def test_a_model_the_verb_would_ignore_is_refused_before_any_rank_starts(verb, no_ranks):
+    module, _, name = verb.partition(":")
+    fn = getattr(importlib.import_module(f"dpviz.{module}"), name)
+    with pytest.raises(ValueError, match="MLP only"):
+        fn(RunConfig(model="gpt"))
+    assert no_ranks == []
