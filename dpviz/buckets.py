@@ -45,15 +45,15 @@ def sweep_buckets(cfg=None, *, cluster=None, caps: Sequence[float] = CAPS_MB, re
     Caps run round-robin `repeats` times, so a burst of load on the machine lands on every
     cap rather than on one. `warmup` first runs once untimed.
     """
-    from .config import validate
     from .launch import using_cluster
+    from .workloads import validate_run_config
 
     caps = [float(c) for c in caps]
     if not caps or min(caps) <= 0:
         raise ValueError(f"give at least one bucket cap > 0 (MiB), e.g. 0.25,1,4,25; got {caps}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
-    cfg = validate(cfg or sweep_config())
+    cfg = validate_run_config(cfg or sweep_config())
     if cfg.steps < 3:
         raise ValueError(f"a sweep needs steps >= 3 (step 0 uses one bucket; medians need more), "
                          f"got {cfg.steps}")
