@@ -145,7 +145,8 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
                 with annotate(f"{STEP_PREFIX}{step}"):
                     losses.append(train_step(ctx, cfg, ddp, opt, log, step, annotate, workload))
                 wall_ms.append((time.perf_counter() - t0) * 1e3)
-                snapshots.append(flat_params(model))
+                if cfg.checks:
+                    snapshots.append(flat_params(model))
     finally:   # a warm rank runs many tasks: never leave a link thread behind
         if link is not None:
             link.close()
@@ -162,11 +163,12 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
     t_exported = time.perf_counter()
 
     # The checks run after profiling, so their collectives stay out of the trace.
-    mine = torch.stack(snapshots).cpu()
-    everyone = [torch.empty_like(mine, device=device) for _ in range(ctx.world_size)]  # NCCL gathers into GPU tensors
-    dist.all_gather(everyone, mine.to(device) if ctx.backend == "nccl" else mine)
     checks = []
-    if ctx.rank == 0:
+    if cfg.checks:   # every rank joins the all_gather, or none does (the flag is in the config)
+        mine = torch.stack(snapshots).cpu()
+        everyone = [torch.empty_like(mine, device=device) for _ in range(ctx.world_size)]  # NCCL gathers into GPU tensors
+        dist.all_gather(everyone, mine.to(device) if ctx.backend == "nccl" else mine)
+    if cfg.checks and ctx.rank == 0:
         reference = _reference(cfg.replace(bucket_cap_mb=None, profile=True))
         param_max, sums = max_abs([initial, *reference]), addition_chain(cfg, workload)
         max_update = max_abs(b - a for a, b in zip([initial, *reference], reference))  # lr·max|g|
