@@ -52,6 +52,9 @@ class RunConfig:
     seed: int = 0
     backend: str = "gloo"
     profile: bool = True
+    # compare every step's parameters across ranks and with one process (record.checks); a
+    # slider whose figure draws no check turns this off and its record says so (config.checks)
+    checks: bool = True
     timeout_s: float = 120.0
     slow_rank: int | None = None  # this rank sleeps delay_ms in every forward: a straggler
     delay_ms: float = 0.0
@@ -137,7 +140,7 @@ def validate(cfg: RunConfig) -> RunConfig:
                  " (0 keeps every activation; k recomputes segments of k blocks)")
     if cfg.no_sync not in NO_SYNC_SCOPES:
         raise ValueError(f"no_sync must be one of {', '.join(NO_SYNC_SCOPES)}, got {cfg.no_sync!r}")
-    for name in ("profile", "scale_loss"):
+    for name in ("profile", "checks", "scale_loss"):
         if not isinstance(getattr(cfg, name), bool):
             raise ValueError(f"{name} must be True or False, got {getattr(cfg, name)!r}")
     _validate_straggler(cfg)
