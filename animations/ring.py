@@ -36,6 +36,45 @@ def chunk_text(values) -> str:
     return " ".join(f"{v:g}" for v in values)
 
 
+class ChunkGrid:
+    """Where rank r's chunk c sits, and how a chunk is drawn: one row per rank, centred,
+    with room for the rank labels on the left and the caption below."""
+
+    def __init__(self, n_ranks: int, chunks: list[tuple[int, int]]):
+        self.chunks = chunks
+        self.width, self.height = box_size(n_ranks, len(chunks))
+        self.left = -(len(chunks) * (self.width + 0.45) - 0.45) / 2 + 0.6
+        self.top = (n_ranks * (self.height + 0.2) - 0.2) / 2 - self.height / 2 + 0.4
+
+    def centre(self, rank: int, chunk: int):
+        x = self.left + self.width / 2 + chunk * (self.width + 0.45)
+        y = self.top - rank * (self.height + 0.2)
+        return x * RIGHT + y * UP
+
+    def box(self, rank: int, chunk: int, values, sources) -> VGroup:
+        """A chunk: stripes in the colours of the ranks it sums, an outline, its values."""
+        width, height, centre = self.width, self.height, self.centre(rank, chunk)
+        stripe_w = width / len(sources)
+        stripes = [Rectangle(width=stripe_w, height=height, stroke_width=0,
+                             fill_color=style.rank_color(src), fill_opacity=0.5)
+                   .move_to(centre + (-width / 2 + (k + 0.5) * stripe_w) * RIGHT)
+                   for k, src in enumerate(sorted(sources))]
+        outline = Rectangle(width=width, height=height, color=style.TEXT, stroke_width=1.5)
+        label = Text(chunk_text(values), font_size=FONT_SIZE - 6, color=style.TEXT)
+        label.scale_to_fit_width(min(label.width, width * 0.9))
+        return VGroup(*stripes, outline.move_to(centre), label.move_to(centre))
+
+    def chunks_of(self, flat) -> list:
+        return [flat[a:b] for a, b in self.chunks]
+
+    def arrow(self, transfer) -> CurvedArrow:
+        """A message from the sender's chunk to the receiver's, on the right of the boxes."""
+        t, right = transfer, self.width / 2 * RIGHT
+        return CurvedArrow(self.centre(t.src, t.chunk) + right, self.centre(t.dst, t.chunk) + right,
+                           angle=-1.2 if t.dst > t.src else 1.2 + 0.25 * (t.src - t.dst),
+                           color=style.rank_color(t.src), stroke_width=3, tip_length=0.18)
+
+
 class RingAllReduce(RecordScene):
     RECORD_TYPE = CollectiveRecord
     # what `dpviz animate all` runs live (called with out=FOLDER) and the file it draws
@@ -45,60 +84,40 @@ class RingAllReduce(RecordScene):
 
     def construct(self):
         record = self.record
-        n, n_chunks = record.world_size, len(record.chunks)
-        width, height = box_size(n, n_chunks)
+        layout = ChunkGrid(record.world_size, record.chunks)
         holds = holds_per_step(record)
+        grid, caption = self.show_inputs(layout, holds[0])
+        for step, state in zip(record.steps, holds[1:]):
+            self.play_step(layout, grid, caption, step, state)
+        self.show_result(caption)
 
-        left = -(n_chunks * (width + 0.45) - 0.45) / 2 + 0.6   # centred, room for rank labels
-        top = (n * (height + 0.2) - 0.2) / 2 - height / 2 + 0.4  # centred, room for the caption
-
-        def centre(rank: int, chunk: int):
-            x = left + width / 2 + chunk * (width + 0.45)
-            y = top - rank * (height + 0.2)
-            return x * RIGHT + y * UP
-
-        def box(rank: int, chunk: int, values, sources) -> VGroup:
-            """A chunk: stripes in the colours of the ranks it sums, an outline, its values."""
-            stripe_w = width / len(sources)
-            stripes = [Rectangle(width=stripe_w, height=height, stroke_width=0,
-                                 fill_color=style.rank_color(src), fill_opacity=0.5)
-                       .move_to(centre(rank, chunk) + (-width / 2 + (k + 0.5) * stripe_w) * RIGHT)
-                       for k, src in enumerate(sorted(sources))]
-            outline = Rectangle(width=width, height=height, color=style.TEXT, stroke_width=1.5)
-            label = Text(chunk_text(values), font_size=FONT_SIZE - 6, color=style.TEXT)
-            label.scale_to_fit_width(min(label.width, width * 0.9))
-            return VGroup(*stripes, outline.move_to(centre(rank, chunk)), label.move_to(centre(rank, chunk)))
-
-        def chunks_of(flat) -> list:
-            return [flat[a:b] for a, b in record.chunks]
-
-        # Set up: title, rank labels, the inputs
+    def show_inputs(self, layout: ChunkGrid, held) -> tuple[list[list[VGroup]], Text]:
+        """Set up: title, rank labels, each rank's own values; returns the boxes and caption."""
+        record, n = self.record, self.record.world_size
         title = Text(f"{record.algorithm} all-reduce · {n} ranks · {record.elements} values "
                      f"(recorded on live gloo ranks)", font_size=FONT_SIZE, color=style.TEXT).to_edge(UP)
         labels = [Text(f"rank {r}", font_size=FONT_SIZE - 4, color=style.rank_color(r))
-                  .next_to(centre(r, 0) + width / 2 * LEFT, LEFT) for r in range(n)]
-        grid = [[box(r, c, values, holds[0][r][c]) for c, values in enumerate(chunks_of(record.inputs[r]))]
-                for r in range(n)]
+                  .next_to(layout.centre(r, 0) + layout.width / 2 * LEFT, LEFT) for r in range(n)]
+        grid = [[layout.box(r, c, values, held[r][c])
+                 for c, values in enumerate(layout.chunks_of(record.inputs[r]))] for r in range(n)]
         caption = self.caption("inputs: each rank holds only its own values")
         self.next_section("inputs")
         self.play(FadeIn(title), *map(FadeIn, labels), *(FadeIn(b) for row in grid for b in row), FadeIn(caption))
+        return grid, caption
 
-        # One section per step: messages fly, then receivers show the recorded values
-        for step, state in zip(record.steps, holds[1:]):
-            self.next_section(f"step {step.index + 1} {step.phase}")
-            new_caption = self.caption(f"step {step.index + 1}/{len(record.steps)} · {PHASE_CAPTION[step.phase]}")
-            arrows = [CurvedArrow(centre(t.src, t.chunk) + width / 2 * RIGHT,
-                                  centre(t.dst, t.chunk) + width / 2 * RIGHT,
-                                  angle=-1.2 if t.dst > t.src else 1.2 + 0.25 * (t.src - t.dst),
-                                  color=style.rank_color(t.src), stroke_width=3, tip_length=0.18)
-                      for t in step.transfers]
-            self.play(Transform(caption, new_caption), *map(Create, arrows), run_time=0.7)
-            changed = {(t.dst, t.chunk) for t in step.transfers}
-            self.play(*(Transform(grid[r][c], box(r, c, step.values[r][c], state[r][c])) for r, c in sorted(changed)),
-                      run_time=0.7)
-            self.play(*map(FadeOut, arrows), run_time=0.3)
+    def play_step(self, layout: ChunkGrid, grid, caption: Text, step, state) -> None:
+        """One section: the step's messages fly, then the receivers show the recorded values."""
+        self.next_section(f"step {step.index + 1} {step.phase}")
+        new_caption = self.caption(f"step {step.index + 1}/{len(self.record.steps)} · {PHASE_CAPTION[step.phase]}")
+        arrows = [layout.arrow(t) for t in step.transfers]
+        self.play(Transform(caption, new_caption), *map(Create, arrows), run_time=0.7)
+        changed = {(t.dst, t.chunk) for t in step.transfers}
+        self.play(*(Transform(grid[r][c], layout.box(r, c, step.values[r][c], state[r][c]))
+                    for r, c in sorted(changed)), run_time=0.7)
+        self.play(*map(FadeOut, arrows), run_time=0.3)
 
+    def show_result(self, caption: Text) -> None:
         self.next_section("result")
-        verdict = describe_collective(record).splitlines()[-1]
+        verdict = describe_collective(self.record).splitlines()[-1]
         self.play(Transform(caption, self.caption(f"every rank holds the full sum · {verdict}")))
         self.wait(0.5)

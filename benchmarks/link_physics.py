@@ -12,6 +12,7 @@ import os
 import statistics
 
 from dpviz import Cluster, accumulation, run
+from dpviz.accumulation_records import describe_accumulation_sweep
 from dpviz.buckets import sweep_config
 from dpviz.buckets_records import (ONE_BUCKET_CAP_MB, BucketSweep, describe_overlap, format_sweep,
                                    link_predictions, cap_row)
@@ -46,7 +47,7 @@ def main() -> None:
                       f"worst {max(errors):.1%} over {len(errors)} transfers")
             acc = accumulation.sweep_accumulation(accumulation.DEMO_CONFIG.replace(link=link), cluster=cluster,
                                                   ks=(1, 2, 4, 8), repeats=args.repeats)
-            print(accumulation.describe_sweep(acc))
+            print(describe_accumulation_sweep(acc))
     print(f"\nload average after: {os.getloadavg()}")
 
 

@@ -28,7 +28,7 @@ from typing import Iterable, Sequence
 
 from .accumulation_records import AccumulationSweep, GradientCheck, accumulation_row
 from .buckets_records import SLIDER_GBPS
-from .config import NO_SYNC_SCOPES, RunConfig, validate
+from .config import NO_SYNC_SCOPES, RunConfig, require_int, validate
 from .ddp_run import run
 from .launch import Cluster, RankContext, using_cluster
 from .record import RunRecord
@@ -51,10 +51,11 @@ def sweep_accumulation(cfg: RunConfig | None = None, *, cluster: Cluster | None 
                        ks: Iterable[int] = range(1, 9), repeats: int = 1) -> AccumulationSweep:
     """Run `cfg` `repeats` times per K on (warm) ranks, K round-robin (a burst of load lands
     on every K, not one), and reduce each K's runs to a row of medians."""
-    cfg = validate(cfg or DEMO_CONFIG)
+    from .workloads import validate_run_config
+
+    cfg = validate_run_config(cfg or DEMO_CONFIG)
     ks = check_accum_values(ks)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
+    require_int("repeats", repeats, 1)
     runs: dict[int, list[RunRecord]] = {k: [] for k in ks}
     with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
         for _ in range(repeats):
@@ -102,9 +103,14 @@ def link_bandwidth_slider(cluster: Cluster, cfg: RunConfig, k: int = 4,
 def compare_scopes(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
                    scopes: Iterable[str] = NO_SYNC_SCOPES) -> dict[str, RunRecord]:
     """One live run per no_sync placement (same K, same data): scope → record."""
-    cfg = validate(cfg or DEMO_CONFIG.replace(accum_steps=3))
+    from .workloads import validate_run_config
+
+    cfg = validate_run_config(cfg or DEMO_CONFIG.replace(accum_steps=3))
     if cfg.accum_steps < 2:
         raise ValueError("no_sync only matters with accumulation: use accum_steps >= 2")
+    scopes = tuple(scopes)
+    for scope in scopes:
+        cfg.replace(no_sync=scope)          # an unknown scope fails here with config's message
     with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
         return {scope: run(cfg, cluster=ranks, no_sync=scope) for scope in scopes}
 
@@ -112,10 +118,9 @@ def compare_scopes(cfg: RunConfig | None = None, *, cluster: Cluster | None = No
 def check_gradients(cfg: RunConfig | None = None, *, cluster: Cluster | None = None) -> GradientCheck:
     """Accumulate one step on live ranks (the run loop's own code) and compare the gradient
     with one process on the large batch of micro × K × world samples."""
-    from .workloads import import_path, validate_model_spec
+    from .workloads import import_path, validate_run_config
 
-    cfg = validate(cfg or DEMO_CONFIG.replace(accum_steps=3))
-    validate_model_spec(cfg.model, seed=cfg.seed)   # a user's model fails here, before any rank
+    cfg = validate_run_config(cfg or DEMO_CONFIG.replace(accum_steps=3))   # a user's model too
     with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
         results = ranks.run_task(accumulated_gradient, cfg, import_path(), timeout_s=cfg.timeout_s)
     return GradientCheck(accum_steps=cfg.accum_steps, scale_loss=cfg.scale_loss,

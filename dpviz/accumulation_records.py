@@ -107,7 +107,7 @@ def run_lengths(counts: Iterable[int]) -> str:
     return ", ".join(f"{n}×{k}" if k > 1 else str(n) for n, k in groups)
 
 
-def describe_sweep(sweep: AccumulationSweep) -> str:
+def describe_accumulation_sweep(sweep: AccumulationSweep) -> str:
     """The sweep as a table and its verdict on time per sample (CLI and notebook)."""
     from .link import describe_link
 

@@ -26,7 +26,7 @@ from typing import Sequence
 from .averaging_records import (AGGREGATIONS, HOOK_MODES, PERIODS, WORKED_LR, WORKED_W0, WORKED_X,
                                 WORKED_Y, AveragingComparison, AveragingRun, HookComparison,
                                 HookRun, UnevenShards, WorkedExample, WorkedStep)
-from .config import RunConfig, validate
+from .config import RunConfig, require_int, validate_mlp_only
 from .launch import Cluster, RankContext, using_cluster
 
 
@@ -139,7 +139,7 @@ def uneven_shards(cfg: RunConfig | None = None, *, cluster: Cluster | None = Non
                   sizes=(24, 8)) -> UnevenShards:
     """Run the comparison on live ranks; `sizes` gives M_n, one per rank (of the warm
     `cluster`, or as many fresh ranks as sizes)."""
-    cfg = validate(cfg or RunConfig(layers=2, width=32))
+    cfg = validate_mlp_only(cfg or RunConfig(layers=2, width=32), "uneven_shards")
     sizes = tuple(int(s) for s in sizes)
     n = cluster.world_size if cluster is not None else len(sizes)
     if len(sizes) != n or min(sizes) < 1:
@@ -217,10 +217,12 @@ def compare_averaging(cfg: RunConfig | None = None, *, cluster: Cluster | None =
     `gradient`: an earlier comparison with the same config and steps whose gradient-averaging
     run is reused (it does not depend on H), so a slider over H re-runs only the H side.
     """
-    cfg = validate(cfg or RunConfig(layers=2, width=64, batch_per_rank=16, lr=0.2))
+    cfg = validate_mlp_only(cfg or RunConfig(layers=2, width=64, batch_per_rank=16, lr=0.2),
+                            "compare_averaging")
     cfg = cfg.replace(world_size=cluster.world_size if cluster is not None else cfg.world_size)
     if any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in periods):
         raise ValueError(f"periods are steps between parameter averages, whole numbers >= 1: {periods}")
+    require_int("steps", steps, 1)
     if gradient is not None and (gradient.config != cfg.to_dict()
                                  or len(gradient.runs[0].drift) != steps):
         raise ValueError("the earlier comparison ran another config or step count: run both afresh")
@@ -303,7 +305,8 @@ def hook_rank(ctx: RankContext, cfg: RunConfig, mode: str) -> dict:
 def compare_hooks(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
                   steps: int = 6) -> HookComparison:
     """The right hook (average gradients) and picotron #39's (average weights), same data."""
-    cfg = validate(cfg or RunConfig(layers=2, width=32, batch_per_rank=8, lr=0.1))
+    cfg = validate_mlp_only(cfg or RunConfig(layers=2, width=32, batch_per_rank=8, lr=0.1),
+                            "compare_hooks")
     if steps < 2:
         raise ValueError(f"need steps >= 2 (the weight hook first changes weights in step 1), got {steps}")
     cfg = cfg.replace(world_size=cluster.world_size if cluster is not None else cfg.world_size,

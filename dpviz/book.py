@@ -65,8 +65,24 @@ def build_book(out: str | os.PathLike, only: list[str] | None = None,
     t0 = time.perf_counter()
     if build_main(["-b", "html", "-q", "-W", "--keep-going", str(src), str(out / "html")]) != 0:
         raise RuntimeError(f"sphinx could not build the site from {src}; its messages are above")
+    _copy_widget_fonts(out / "html")
     log(f"site: built in {time.perf_counter() - t0:.1f} s → {out / 'html' / 'index.html'}")
     return out / "html" / "index.html"
+
+
+WIDGET_FONTS = WIDGET_JS["embed-amd.js"].parent   # the widgets' icon fonts (font-awesome)
+FONT_SUFFIXES = (".woff2", ".woff", ".ttf", ".eot", ".svg")
+
+
+def _copy_widget_fonts(html: Path) -> None:
+    """embed-amd.js's stylesheet asks for its icon fonts under @jupyter-widgets/ and
+    @jupyter-widgets/html-manager/dist/ beside the page (webpack's public path): put them
+    in both, or widget icons fall back to empty boxes and the site logs missing files."""
+    for folder in (html / "@jupyter-widgets", html / "@jupyter-widgets" / "html-manager" / "dist"):
+        folder.mkdir(parents=True, exist_ok=True)
+        for font in WIDGET_FONTS.iterdir():
+            if font.suffix in FONT_SUFFIXES:
+                shutil.copy(font, folder / font.name)
 
 
 def _index_page(pages: list[str]) -> str:

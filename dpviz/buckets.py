@@ -45,15 +45,15 @@ def sweep_buckets(cfg=None, *, cluster=None, caps: Sequence[float] = CAPS_MB, re
     Caps run round-robin `repeats` times, so a burst of load on the machine lands on every
     cap rather than on one. `warmup` first runs once untimed.
     """
-    from .config import validate
     from .launch import using_cluster
+    from .workloads import validate_run_config
 
     caps = [float(c) for c in caps]
     if not caps or min(caps) <= 0:
         raise ValueError(f"give at least one bucket cap > 0 (MiB), e.g. 0.25,1,4,25; got {caps}")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
-    cfg = validate(cfg or sweep_config())
+    cfg = validate_run_config(cfg or sweep_config())
     if cfg.steps < 3:
         raise ValueError(f"a sweep needs steps >= 3 (step 0 uses one bucket; medians need more), "
                          f"got {cfg.steps}")
@@ -99,10 +99,12 @@ def _with_gbps(cfg, gbps: float):
 def bucket_cap_slider(cluster, cfg=None, caps: Sequence[float] = SLIDER_CAPS, value: float = 1.0,
                       model=None):
     """Slider over `caps` (MiB) re-running `cfg` on `cluster`; `model` (an alpha-beta fit)
-    outlines each all-reduce's predicted time. Two steps per run: step 1 is already rebuilt."""
+    outlines each all-reduce's predicted time. Two steps per run: step 1 is already rebuilt.
+    The timeline draws no parameter check, so the slider's runs skip them (`checks=False`,
+    kept in each record's config): a move does not wait for an all_gather nobody sees."""
     from .widgets.buckets import bucket_cap_panel
 
-    cfg = cfg or sweep_config(steps=2)
+    cfg = (cfg or sweep_config(steps=2)).replace(checks=False)
     if cluster.world_size != cfg.world_size:
         raise ValueError(f"the cluster has {cluster.world_size} ranks, the config {cfg.world_size}: "
                          "pass a matching cfg or Cluster")
@@ -113,10 +115,10 @@ def link_bandwidth_slider(cluster, cfg, gbps: Sequence[float] = SLIDER_GBPS,
                           value: float | None = None):
     """Slider over the emulated link's bandwidth (Gb/s, same latency), re-running `cfg` live:
     fast links leave little to hide, slow ones more than backward can cover. Starts at
-    `value`, default the link's own bandwidth."""
+    `value`, default the link's own bandwidth. Like the cap slider, its runs skip the checks."""
     from .widgets.buckets import link_bandwidth_panel
 
     from .link import slider_start
 
-    return link_bandwidth_panel(partial(_run_with, cluster, cfg, _with_gbps), slider_start(cfg.link, value),
+    return link_bandwidth_panel(partial(_run_with, cluster, cfg.replace(checks=False), _with_gbps), slider_start(cfg.link, value),
                                 gbps, cluster=cluster)

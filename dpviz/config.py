@@ -52,6 +52,9 @@ class RunConfig:
     seed: int = 0
     backend: str = "gloo"
     profile: bool = True
+    # compare every step's parameters across ranks and with one process (record.checks); a
+    # slider whose figure draws no check turns this off and its record says so (config.checks)
+    checks: bool = True
     timeout_s: float = 120.0
     slow_rank: int | None = None  # this rank sleeps delay_ms in every forward: a straggler
     delay_ms: float = 0.0
@@ -93,7 +96,8 @@ class RunConfig:
         return validate(cls(**data))
 
 
-def _require_int(name: str, value, low: int, high: int | None = None, hint: str = "") -> None:
+def require_int(name: str, value, low: int, high: int | None = None, hint: str = "") -> None:
+    """A whole number in [low, high] (booleans are not numbers here), or one clear ValueError."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} must be a whole number, got {value!r}")
     if value < low or (high is not None and value > high):
@@ -106,7 +110,7 @@ def validate_world_size(world_size, backend: str = "gloo", minimum: int = 1) -> 
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if backend == "nccl":
-        _require_int("ranks", world_size, minimum)
+        require_int("ranks", world_size, minimum)
         from .launch import cuda_device_count  # asking the hardware is the run layer's job
 
         gpus = cuda_device_count()
@@ -117,7 +121,7 @@ def validate_world_size(world_size, backend: str = "gloo", minimum: int = 1) -> 
             )
     else:
         cap = max_cpu_ranks()
-        _require_int("ranks", world_size, minimum, cap,
+        require_int("ranks", world_size, minimum, cap,
                      f" (this machine has {os.cpu_count()} cores; at most {cap} CPU ranks)")
     return world_size
 
@@ -126,17 +130,17 @@ def validate(cfg: RunConfig) -> RunConfig:
     """Reject a bad config with a message that says how to fix it; returns cfg."""
     validate_world_size(cfg.world_size, cfg.backend)
     validate_model_name(cfg.model)
-    _require_int("steps", cfg.steps, 1, 10_000)
-    _require_int("layers", cfg.layers, 1, 512)
-    _require_int("width", cfg.width, 1, 1 << 16)
-    _require_int("batch_per_rank", cfg.batch_per_rank, 1, 1 << 20)
-    _require_int("accum_steps", cfg.accum_steps, 1, 1024)
-    _require_int("seed", cfg.seed, 0)
-    _require_int("checkpoint_every", cfg.checkpoint_every, 0, cfg.layers,
+    require_int("steps", cfg.steps, 1, 10_000)
+    require_int("layers", cfg.layers, 1, 512)
+    require_int("width", cfg.width, 1, 1 << 16)
+    require_int("batch_per_rank", cfg.batch_per_rank, 1, 1 << 20)
+    require_int("accum_steps", cfg.accum_steps, 1, 1024)
+    require_int("seed", cfg.seed, 0)
+    require_int("checkpoint_every", cfg.checkpoint_every, 0, cfg.layers,
                  " (0 keeps every activation; k recomputes segments of k blocks)")
     if cfg.no_sync not in NO_SYNC_SCOPES:
         raise ValueError(f"no_sync must be one of {', '.join(NO_SYNC_SCOPES)}, got {cfg.no_sync!r}")
-    for name in ("profile", "scale_loss"):
+    for name in ("profile", "checks", "scale_loss"):
         if not isinstance(getattr(cfg, name), bool):
             raise ValueError(f"{name} must be True or False, got {getattr(cfg, name)!r}")
     _validate_straggler(cfg)
@@ -146,6 +150,16 @@ def validate(cfg: RunConfig) -> RunConfig:
             continue  # DDP's default; an explicit cap also caps the first bucket (torch 2.13)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(f"{name} must be a number > 0, got {value!r}")
+    return cfg
+
+
+def validate_mlp_only(cfg: RunConfig, subject: str) -> RunConfig:
+    """`validate(cfg)` for a subject whose rank code trains the built-in MLP only: another
+    model would be ignored while the record names it, so it is refused here."""
+    validate(cfg)
+    if cfg.model != "mlp":
+        raise ValueError(f"{subject} trains the built-in MLP only, got model={cfg.model!r}: "
+                         "leave model unset (\"mlp\")")
     return cfg
 
 
@@ -168,7 +182,7 @@ def _validate_straggler(cfg: RunConfig) -> None:
         if cfg.delay_ms:
             raise ValueError(f"delay_ms={cfg.delay_ms} needs slow_rank (which rank to slow down)")
         return
-    _require_int("slow_rank", cfg.slow_rank, 0, cfg.world_size - 1,
+    require_int("slow_rank", cfg.slow_rank, 0, cfg.world_size - 1,
                  f" (the job has ranks 0..{cfg.world_size - 1})")
     d = cfg.delay_ms
     if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 < d <= 10_000:

@@ -31,14 +31,14 @@ def measure_cpu_sharing(cfg=None, *, cluster=None, repeats: int = 3) -> CpuShari
     (which should have run once already) or fresh ranks; a 1-rank cluster is started for the
     'alone' runs and stopped after. The ranks get every core back at the end."""
     from .buckets import sweep_config
-    from .config import validate
     from .launch import using_cluster
+    from .workloads import validate_run_config
 
     if (os.cpu_count() or 1) < 2:
         raise ValueError("pinning two ranks to a core each needs at least 2 cores")
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a whole number >= 1, got {repeats!r}")
-    cfg = validate((cfg or sweep_config(steps=3, bucket_cap_mb=1.0)).replace(link=None, world_size=2))
+    cfg = validate_run_config((cfg or sweep_config(steps=3, bucket_cap_mb=1.0)).replace(link=None, world_size=2))
     if cfg.steps < 3:
         raise ValueError(f"needs steps >= 3 (steady steps after the rebuild), got {cfg.steps}")
     with using_cluster(cluster, 2, cfg.backend, cfg.timeout_s, exact=True) as pair:

@@ -108,13 +108,8 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
     `parts_ms` says where the rank's time went (benchmarks/knob_latency.py prints it).
     """
     import torch
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-    from torch.profiler import ProfilerActivity, profile, record_function
 
-    from .rounding import max_abs, update_bound
-    from .workloads import addition_chain, build_workload, describe_workload, flat_params, \
-        reference_kind, use_import_path
+    from .workloads import build_workload, describe_workload, flat_params, use_import_path
 
     t_called = time.perf_counter()
     use_import_path(list(search_path))
@@ -122,61 +117,19 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
     workload = build_workload(cfg)
     model = workload.model.to(device)
     initial = flat_params(model).cpu()
-    ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb,
-              device_ids=[device.index] if device.type == "cuda" else None)
-    ddp._set_ddp_runtime_logging_sample_rate(1)  # timing stats on every iteration
-    if cfg.slow_rank == ctx.rank:   # a deliberate straggler: sleeps inside its own forward
-        model.register_forward_pre_hook(lambda module, inputs: time.sleep(cfg.delay_ms / 1e3))
-    link = LinkThread(cfg.link, ctx.world_size) if cfg.link is not None else None
-    # a bare run (profile=False) is plain DDP, the overhead baseline: no hook, an empty log
-    log = (record_buckets(ddp, model, ctx.world_size, link) if cfg.profile or link is not None
-           else BucketLog({}, ctx.world_size))
-    opt = torch.optim.SGD(ddp.parameters(), lr=cfg.lr)
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    losses, snapshots, wall_ms = [], [], []
-    annotate = record_function if cfg.profile else (lambda name: nullcontext())
+    ddp, log, opt, link = _wrap_ddp(ctx, cfg, model, device)
     t_start = time.perf_counter()
     try:
-        with profile(activities=activities, record_shapes=True) if cfg.profile else nullcontext() as prof:
-            clock = _clock_mark(annotate)
-            for step in range(cfg.steps):
-                log.step, t0 = step, time.perf_counter()
-                with annotate(f"{STEP_PREFIX}{step}"):
-                    losses.append(train_step(ctx, cfg, ddp, opt, log, step, annotate, workload))
-                wall_ms.append((time.perf_counter() - t0) * 1e3)
-                snapshots.append(flat_params(model))
+        prof, clock, losses, snapshots, wall_ms = _train_profiled(ctx, cfg, ddp, opt, log, workload)
     finally:   # a warm rank runs many tasks: never leave a link thread behind
         if link is not None:
             link.close()
     t_trained = time.perf_counter()
-    trace_path, events = None, None
-    if prof is not None:
-        full = device.type == "cuda" or bool(cfg.checkpoint_every)   # spans need every event
-        if export_trace or full:
-            trace_path = str(Path(ctx.workdir) / f"trace-rank{ctx.rank}.json")
-            prof.export_chrome_trace(trace_path)
-        if not full:
-            events = reduce_profile(prof)
-        del prof    # frees the profiler's events before the checks gather every step's parameters
+    trace_path, events = _profile_output(ctx, cfg, prof, device, export_trace)
+    del prof    # frees the profiler's events before the checks gather every step's parameters
     t_exported = time.perf_counter()
-
     # The checks run after profiling, so their collectives stay out of the trace.
-    mine = torch.stack(snapshots).cpu()
-    everyone = [torch.empty_like(mine, device=device) for _ in range(ctx.world_size)]  # NCCL gathers into GPU tensors
-    dist.all_gather(everyone, mine.to(device) if ctx.backend == "nccl" else mine)
-    checks = []
-    if ctx.rank == 0:
-        reference = _reference(cfg.replace(bucket_cap_mb=None, profile=True))
-        param_max, sums = max_abs([initial, *reference]), addition_chain(cfg, workload)
-        max_update = max_abs(b - a for a, b in zip([initial, *reference], reference))  # lr·max|g|
-        for step in range(cfg.steps):
-            across = max(float((e[step].cpu() - mine[step]).abs().max()) for e in everyone)
-            single = float((reference[step] - mine[step]).abs().max())
-            checks.append(dict(step=step, max_diff_across_ranks=across,
-                               max_diff_vs_single_process=single,
-                               rounding_bound=update_bound(sums, max_update, param_max, step + 1),
-                               reference=reference_kind(model)))
+    checks = _step_checks(ctx, cfg, workload, initial, snapshots, device)
     logging = {k: v for k, v in ddp._get_ddp_logging_data().items()
                if isinstance(v, (int, float, str, bool))}
     parts_ms = {"setup": t_start - t_called, "train": t_trained - t_start, "events": t_exported - t_trained,
@@ -187,6 +140,85 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
                 step_wall_ms=wall_ms,
                 ddp_logging=logging,
                 workload=describe_workload(model, workload.name))
+
+
+def _wrap_ddp(ctx: RankContext, cfg: RunConfig, model, device):
+    """DDP around `model` with what a run records: (ddp, bucket log, SGD, link thread or None)."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb,
+              device_ids=[device.index] if device.type == "cuda" else None)
+    ddp._set_ddp_runtime_logging_sample_rate(1)  # timing stats on every iteration
+    if cfg.slow_rank == ctx.rank:   # a deliberate straggler: sleeps inside its own forward
+        model.register_forward_pre_hook(lambda module, inputs: time.sleep(cfg.delay_ms / 1e3))
+    link = LinkThread(cfg.link, ctx.world_size) if cfg.link is not None else None
+    # a bare run (profile=False) is plain DDP, the overhead baseline: no hook, an empty log
+    log = (record_buckets(ddp, model, ctx.world_size, link) if cfg.profile or link is not None
+           else BucketLog({}, ctx.world_size))
+    return ddp, log, torch.optim.SGD(ddp.parameters(), lr=cfg.lr), link
+
+
+def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, workload):
+    """Every step under the profiler (none with profile=False): (profiler or None, the clock
+    mark, losses, parameters after each step, each step's wall time in ms)."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from .workloads import flat_params
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.device != "cpu" else [])
+    losses, snapshots, wall_ms = [], [], []
+    annotate = record_function if cfg.profile else (lambda name: nullcontext())
+    with profile(activities=activities, record_shapes=True) if cfg.profile else nullcontext() as prof:
+        clock = _clock_mark(annotate)
+        for step in range(cfg.steps):
+            log.step, t0 = step, time.perf_counter()
+            with annotate(f"{STEP_PREFIX}{step}"):
+                losses.append(train_step(ctx, cfg, ddp, opt, log, step, annotate, workload))
+            wall_ms.append((time.perf_counter() - t0) * 1e3)
+            if cfg.checks:
+                snapshots.append(flat_params(ddp.module))
+    return prof, clock, losses, snapshots, wall_ms
+
+
+def _profile_output(ctx: RankContext, cfg: RunConfig, prof, device, export_trace: bool):
+    """(chrome trace path or None, the reduced events or None) of a finished profile."""
+    trace_path, events = None, None
+    if prof is not None:
+        full = device.type == "cuda" or bool(cfg.checkpoint_every)   # spans need every event
+        if export_trace or full:
+            trace_path = str(Path(ctx.workdir) / f"trace-rank{ctx.rank}.json")
+            prof.export_chrome_trace(trace_path)
+        if not full:
+            events = reduce_profile(prof)
+    return trace_path, events
+
+
+def _step_checks(ctx: RankContext, cfg: RunConfig, workload, initial, snapshots: list, device) -> list[dict]:
+    """Per step, on rank 0: the largest parameter gap across ranks and to one process,
+    beside the float32 rounding bound (every rank joins the all-gather)."""
+    import torch
+    import torch.distributed as dist
+
+    from .rounding import max_abs, update_bound
+    from .workloads import addition_chain, reference_kind
+
+    if not cfg.checks:   # every rank skips the all_gather, or none does (the flag is in the config)
+        return []
+    mine = torch.stack(snapshots).cpu()
+    everyone = [torch.empty_like(mine, device=device) for _ in range(ctx.world_size)]  # NCCL gathers into GPU tensors
+    dist.all_gather(everyone, mine.to(device) if ctx.backend == "nccl" else mine)
+    if ctx.rank != 0:
+        return []
+    reference = _reference(cfg.replace(bucket_cap_mb=None, profile=True))
+    param_max, sums = max_abs([initial, *reference]), addition_chain(cfg, workload)
+    max_update = max_abs(b - a for a, b in zip([initial, *reference], reference))  # lr·max|g|
+    return [dict(step=step,
+                 max_diff_across_ranks=max(float((e[step].cpu() - mine[step]).abs().max()) for e in everyone),
+                 max_diff_vs_single_process=float((reference[step] - mine[step]).abs().max()),
+                 rounding_bound=update_bound(sums, max_update, param_max, step + 1),
+                 reference=reference_kind(workload.model))
+            for step in range(cfg.steps)]
 
 
 def _clock_mark(annotate) -> float:

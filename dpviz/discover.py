@@ -15,7 +15,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
 RECORD_KIND = re.compile(r'^@record_kind\(\s*"([^"]+)"(?:\s*,\s*formerly=\(([^)]*)\))?', re.M)
-FACADE = re.compile(r"^FACADE\s*=\s*(\([^)]*\))", re.M)
 
 
 @functools.lru_cache(maxsize=None)
@@ -48,15 +47,20 @@ def record_modules(package: Path = PACKAGE) -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=None)
-def facade_exports(package: Path = PACKAGE) -> dict[str, str]:
-    """Public name → the module (relative to the package) whose `FACADE` offers it."""
+def facade_exports(package: Path = PACKAGE, marker: str = "FACADE") -> dict[str, str]:
+    """Public name → the module (relative to the package) whose `FACADE` offers it.
+
+    `marker` names another declaration for a subpackage's own facade (the exercises declare
+    `EXERCISE_FACADE`, so `dpviz.exercises.check_ring` is found, and `dpviz.check_ring` is not).
+    """
+    pattern = re.compile(rf"^{marker}\s*=\s*(\([^)]*\))", re.M)
     found: dict[str, str] = {}
     for module, text in _sources(package):
-        match = FACADE.search(text) if "FACADE" in text else None
+        match = pattern.search(text) if marker in text else None
         if match is None:
             continue
         relative = module.partition(".")[2]
         for name in re.findall(r'"(\w+)"', match.group(1)):
             if found.setdefault(name, relative) != relative:
-                raise RuntimeError(f"dpviz.{name} is offered by both {found[name]} and {relative}")
+                raise RuntimeError(f"{package.name}.{name} is offered by both {found[name]} and {relative}")
     return found

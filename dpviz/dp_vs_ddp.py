@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import statistics
 
-from .config import RunConfig, validate
+from .config import RunConfig, validate_mlp_only
 from .data_parallel import data_parallel
 from .dp_vs_ddp_records import RANK_PATTERNS, WARMUP, DeviceStep, DpVsDdp, StepTraffic
 from .launch import Cluster, RankContext, using_cluster
@@ -133,7 +133,7 @@ def dp_vs_ddp(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
     count; check all three train alike."""
     import torch
 
-    cfg = validate(cfg or RunConfig(layers=2, width=512, batch_per_rank=16))
+    cfg = validate_mlp_only(cfg or RunConfig(layers=2, width=512, batch_per_rank=16), "dp_vs_ddp")
     world_sizes, replicas = tuple(world_sizes), tuple(replicas)
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")

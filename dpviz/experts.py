@@ -18,6 +18,7 @@ are `dpviz.experts_records`; this module runs the ranks.
 """
 from __future__ import annotations
 
+from .config import require_int
 from .experts_records import ExpertLayerRun, ExpertParallelRecord
 from .launch import Cluster, RankContext, using_cluster
 
@@ -102,16 +103,23 @@ def expert_layer_rank(ctx: RankContext, tokens: int, d_model: int, hidden: int, 
                 exchange_ms=((t1 - t0) + (t3 - t2)) * 1e3)
 
 
+def check_layer(experts: int, tokens: int, d_model: int, hidden: int, skews) -> None:
+    """Everything an expert layer checks before its ranks start (one expert per rank)."""
+    if experts < 2:
+        raise ValueError("expert parallelism needs at least 2 ranks (one expert per rank)")
+    for name, v in (("tokens", tokens), ("d_model", d_model), ("hidden", hidden)):
+        require_int(name, v, 1)
+    for s in skews:
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not abs(s) < float("inf"):
+            raise ValueError(f"a router's skew is a finite number (0 = unbiased), got {s!r}")
+
+
 def run_expert_layer(*, cluster: Cluster | None = None, world_size: int = 2, tokens: int = 256,
                      d_model: int = 64, hidden: int = 128, skew: float = 0.0,
                      seed: int = 0) -> ExpertLayerRun:
     """One MoE layer forward on the cluster's ranks (experts = ranks; without a cluster,
     `world_size` fresh ones)."""
-    if (cluster.world_size if cluster is not None else world_size) < 2:
-        raise ValueError("expert parallelism needs at least 2 ranks (one expert per rank)")
-    for name, v in (("tokens", tokens), ("d_model", d_model), ("hidden", hidden)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a whole number >= 1, got {v!r}")
+    check_layer(cluster.world_size if cluster is not None else world_size, tokens, d_model, hidden, (skew,))
     with using_cluster(cluster, world_size) as ranks:
         res = ranks.run_task(expert_layer_rank, tokens, d_model, hidden, float(skew), seed)
     return ExpertLayerRun(skew=float(skew), tokens_per_rank=tokens, d_model=d_model,
@@ -138,6 +146,7 @@ def expert_parallel(*, cluster: Cluster | None = None, world_size: int = 2, skew
                     tokens: int = 256, d_model: int = 64, hidden: int = 128,
                     seed: int = 0) -> ExpertParallelRecord:
     """The same layer under routers of increasing bias towards expert 0."""
+    check_layer(cluster.world_size if cluster is not None else world_size, tokens, d_model, hidden, skews)
     with using_cluster(cluster, world_size) as ranks:
         runs = tuple(run_expert_layer(cluster=ranks, tokens=tokens, d_model=d_model, hidden=hidden,
                                       skew=s, seed=seed) for s in skews)

@@ -22,7 +22,7 @@ schedules and the bubble formula).
 """
 from __future__ import annotations
 
-from .config import RunConfig, validate
+from .config import RunConfig, require_int, validate_mlp_only
 from .launch import Cluster, RankContext, using_cluster
 from .pipeline_records import (SCHEDULES, PipelineRun, PipelineStep, PipelineSweep, StageEvent,
                                schedule_ops, stage_blocks)
@@ -39,77 +39,111 @@ def _stage_slice(model, blocks: range, last: bool):
     return nn.Sequential(*mods[2 * blocks.start:2 * blocks.stop], *(mods[-1:] if last else []))
 
 
+class _Stage:
+    """One rank's pipeline stage (rank side): its slice of the MLP, the micro-batches, what it
+    holds for backward (and the peaks of that over every step)."""
+
+    def __init__(self, ctx: RankContext, cfg: RunConfig, micro_batches: int):
+        from .workloads import build_mlp, global_batch
+
+        self.cfg, self.s, self.p, self.m = cfg, ctx.rank, ctx.world_size, micro_batches
+        self.blocks = stage_blocks(cfg.layers, self.p)[self.s]
+        # built whole from the seed and sliced: every stage's weights are the one-process model's
+        self.module = _stage_slice(build_mlp(cfg), self.blocks, last=self.s == self.p - 1)
+        self.x_all, self.y_all = global_batch(cfg.replace(world_size=1), 0, 0)
+        self.xs, self.ys = self.x_all.tensor_split(micro_batches), self.y_all.tensor_split(micro_batches)
+        self.batch = self.x_all.shape[0]
+        self.peak_in_flight, self.peak_saved = 0, 0
+
+    def step(self, ops) -> list[tuple]:
+        """One forward+backward of every micro-batch in the schedule's order; each op timed."""
+        import torch.distributed as dist
+
+        self.module.zero_grad(set_to_none=True)
+        self.inputs, self.outputs, self.saved, self.pending, events = {}, {}, {}, [], []
+        self.held, self.held_bytes = set(), 0
+        dist.barrier()
+        for kind, i in ops:
+            t0, t1 = self.forward(i) if kind == "F" else self.backward(i)
+            events.append(("forward" if kind == "F" else "backward", i, t0, t1))
+        for work in self.pending:
+            work.wait()
+        return events
+
+    def forward(self, i: int) -> tuple[float, float]:
+        """Receive micro-batch i (or take it, on stage 0), run the slice, send the output on."""
+        import time
+
+        import torch
+        import torch.distributed as dist
+
+        from .memory import saved_activation_bytes
+        from .workloads import loss_fn
+
+        s, p = self.s, self.p
+        if s == 0:
+            x = self.xs[i].clone()
+        else:
+            x = torch.empty(self.xs[i].shape[0], self.cfg.width)
+            dist.recv(x, src=s - 1, tag=i)
+        x.requires_grad_(s > 0)
+        t0 = time.perf_counter()
+        out, self.saved[i] = saved_activation_bytes(self.module, x)   # what the stage keeps for backward
+        if s == p - 1:   # micro-batch i's share of the full-batch mean loss
+            out = loss_fn(out, self.ys[i]) * (self.xs[i].shape[0] / self.batch)
+        t1 = time.perf_counter()
+        if s < p - 1:
+            self.pending.append(dist.isend(out.detach(), dst=s + 1, tag=i))
+        self.inputs[i], self.outputs[i] = x, out
+        self.held.add(i)
+        self.held_bytes += self.saved[i]
+        self.peak_in_flight = max(self.peak_in_flight, len(self.held))
+        self.peak_saved = max(self.peak_saved, self.held_bytes)
+        return t0, t1
+
+    def backward(self, i: int) -> tuple[float, float]:
+        """Receive micro-batch i's output gradient (the last stage has its loss), backward,
+        send the input's gradient back."""
+        import time
+
+        import torch
+        import torch.distributed as dist
+
+        s, p, m = self.s, self.p, self.m
+        grad = None
+        if s < p - 1:
+            grad = torch.empty_like(self.outputs[i])
+            dist.recv(grad, src=s + 1, tag=m + i)
+        t0 = time.perf_counter()
+        self.outputs[i].backward(grad)
+        t1 = time.perf_counter()
+        if s > 0:
+            self.pending.append(dist.isend(self.inputs[i].grad, dst=s - 1, tag=m + i))
+        self.held.discard(i)
+        self.held_bytes -= self.saved[i]
+        del self.outputs[i]
+        return t0, t1
+
+    def grad_diff(self) -> float:
+        """Largest gap between this stage's gradients and one process's (the whole MLP, the
+        whole batch, same weights)."""
+        from .workloads import build_mlp, loss_fn
+
+        mine = [q.grad.reshape(-1) for q in self.module.parameters()]
+        ref = build_mlp(self.cfg)
+        loss_fn(ref(self.x_all), self.y_all).backward()
+        theirs = [q.grad.reshape(-1) for q in _stage_slice(ref, self.blocks, last=self.s == self.p - 1).parameters()]
+        return max(float((a - b).abs().max()) for a, b in zip(mine, theirs))
+
+
 def pipeline_rank(ctx: RankContext, cfg: RunConfig, schedule: str, micro_batches: int,
                   repeats: int) -> dict:
     """Run `repeats` (+1 warm-up) pipelined forward+backward steps; time every op."""
-    import time
-
-    import torch
-    import torch.distributed as dist
-
-    from .memory import saved_activation_bytes
-    from .workloads import build_mlp, global_batch, loss_fn
-
-    s, p, m = ctx.rank, ctx.world_size, micro_batches
-    blocks = stage_blocks(cfg.layers, p)[s]
-    # built whole from the seed and sliced: every stage's weights are the one-process model's
-    stage = _stage_slice(build_mlp(cfg), blocks, last=s == p - 1)
-    x_all, y_all = global_batch(cfg.replace(world_size=1), 0, 0)
-    xs, ys = x_all.tensor_split(m), y_all.tensor_split(m)
-    batch = x_all.shape[0]
-    ops = schedule_ops(schedule, s, p, m)
-    steps, peak_in_flight, peak_saved = [], 0, 0
-    for rep in range(repeats + 1):
-        stage.zero_grad(set_to_none=True)
-        inputs, outputs, saved, pending, events = {}, {}, {}, [], []
-        held, held_bytes = set(), 0
-        dist.barrier()
-        for kind, i in ops:
-            if kind == "F":
-                if s == 0:
-                    x = xs[i].clone()
-                else:
-                    x = torch.empty(xs[i].shape[0], cfg.width)
-                    dist.recv(x, src=s - 1, tag=i)
-                x.requires_grad_(s > 0)
-                t0 = time.perf_counter()
-                out, saved[i] = saved_activation_bytes(stage, x)   # what the stage keeps for backward
-                if s == p - 1:   # micro-batch i's share of the full-batch mean loss
-                    out = loss_fn(out, ys[i]) * (xs[i].shape[0] / batch)
-                t1 = time.perf_counter()
-                if s < p - 1:
-                    pending.append(dist.isend(out.detach(), dst=s + 1, tag=i))
-                inputs[i], outputs[i] = x, out
-                held.add(i)
-                held_bytes += saved[i]
-                peak_in_flight = max(peak_in_flight, len(held))
-                peak_saved = max(peak_saved, held_bytes)
-            else:
-                grad = None
-                if s < p - 1:
-                    grad = torch.empty_like(outputs[i])
-                    dist.recv(grad, src=s + 1, tag=m + i)
-                t0 = time.perf_counter()
-                outputs[i].backward(grad)
-                t1 = time.perf_counter()
-                if s > 0:
-                    pending.append(dist.isend(inputs[i].grad, dst=s - 1, tag=m + i))
-                held.discard(i)
-                held_bytes -= saved[i]
-                del outputs[i]
-            events.append(("forward" if kind == "F" else "backward", i, t0, t1))
-        for work in pending:
-            work.wait()
-        if rep:                      # step 0 warms up allocator and gloo pairs
-            steps.append(events)
-    mine = [p_.grad.reshape(-1) for p_ in stage.parameters()]
-    # the check: one process, the whole MLP, the whole batch, same weights
-    ref = build_mlp(cfg)
-    loss_fn(ref(x_all), y_all).backward()
-    theirs = [q.grad.reshape(-1) for q in _stage_slice(ref, blocks, last=s == p - 1).parameters()]
-    diff = max(float((a - b).abs().max()) for a, b in zip(mine, theirs))
-    return dict(steps=steps, grad_diff=diff, peak_in_flight=peak_in_flight, peak_saved=peak_saved,
-                batch=batch)
+    stage = _Stage(ctx, cfg, micro_batches)
+    ops = schedule_ops(schedule, ctx.rank, ctx.world_size, micro_batches)
+    steps = [stage.step(ops) for _ in range(repeats + 1)][1:]   # step 0 warms up allocator and gloo pairs
+    return dict(steps=steps, grad_diff=stage.grad_diff(), peak_in_flight=stage.peak_in_flight,
+                peak_saved=stage.peak_saved, batch=stage.batch)
 
 
 # --- in the parent ------------------------------------------------------------------------------
@@ -126,20 +160,25 @@ def _assemble_step(per_rank_events: list[list]) -> PipelineStep:
                         bubble=tuple(1 - b / makespan for b in busy))
 
 
+def check_pipeline(cfg: RunConfig, stages: int, micro_batches: int, schedule: str, repeats: int) -> None:
+    """Everything a pipeline run checks before its ranks start (one stage per rank)."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    require_int("micro_batches", micro_batches, 1)
+    if micro_batches > cfg.batch_per_rank:
+        raise ValueError(f"{micro_batches} micro-batches of a {cfg.batch_per_rank}-sample batch "
+                         "would leave some empty")
+    require_int("repeats", repeats, 1)
+    stage_blocks(cfg.layers, stages)     # enough blocks for every stage
+
+
 def run_pipeline(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
                  micro_batches: int = 4, schedule: str = "gpipe", repeats: int = 3) -> PipelineRun:
     """One schedule with m micro-batches on the cluster's ranks (one stage per rank; without
     a cluster, `cfg.world_size` fresh ranks)."""
-    cfg = validate(cfg or default_config())
-    if schedule not in SCHEDULES:
-        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
-    if isinstance(micro_batches, bool) or not isinstance(micro_batches, int) or micro_batches < 1:
-        raise ValueError(f"micro_batches must be a whole number >= 1, got {micro_batches!r}")
-    if micro_batches > cfg.batch_per_rank:
-        raise ValueError(f"{micro_batches} micro-batches of a {cfg.batch_per_rank}-sample batch "
-                         "would leave some empty")
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    cfg = validate_mlp_only(cfg or default_config(), "the pipeline")
+    check_pipeline(cfg, cluster.world_size if cluster is not None else cfg.world_size,
+                   micro_batches, schedule, repeats)
     with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
         stages = ranks.world_size
         blocks = stage_blocks(cfg.layers, stages)
@@ -170,7 +209,11 @@ def default_config() -> RunConfig:
 def sweep_pipeline(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
                    micro_batches=(1, 2, 4, 8), schedules=("gpipe",), repeats: int = 3) -> PipelineSweep:
     """Every schedule × m: measured bubble next to (p−1)/(m+p−1), gradients checked."""
-    cfg = validate(cfg or default_config())
+    cfg = validate_mlp_only(cfg or default_config(), "the pipeline")
+    for sched in schedules:
+        for m in micro_batches:
+            check_pipeline(cfg, cluster.world_size if cluster is not None else cfg.world_size,
+                           m, sched, repeats)
     with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
         runs = tuple(run_pipeline(cfg, cluster=ranks, micro_batches=m, schedule=sched, repeats=repeats)
                      for sched in schedules for m in micro_batches)

@@ -21,6 +21,7 @@ weights. Rank-side code runs via `Cluster.run_task`; the records and Megatron's 
 """
 from __future__ import annotations
 
+from .config import require_int
 from .launch import Cluster, RankContext, using_cluster
 from .tensor_parallel_records import (MODES, WHERE, Collective, EqualityCheck, SavedTensor, TPRank,
                                       TensorParallelRecord)
@@ -226,10 +227,12 @@ def tp_block_rank(ctx: RankContext, cfg: dict, tp_size: int) -> dict | None:
 def measure_tensor_parallel(*, cluster: Cluster | None = None, world_size: int = 4,
                             tp_sizes: tuple[int, ...] | None = None, seq: int = 16, batch: int = 2,
                             d_model: int = 32, hidden: int = 128, seed: int = 0) -> TensorParallelRecord:
-    """Run the block under TP and TP+SP at each TP size (default 1..cluster size) on live
-    ranks (the warm `cluster`, or `world_size` fresh ones)."""
+    """Run the block under TP and TP+SP at each TP size (default: each of 1..cluster size
+    that divides seq and hidden) on live ranks (the warm `cluster`, or `world_size` fresh ones)."""
     size = cluster.world_size if cluster is not None else world_size
-    tp_sizes = tuple(tp_sizes or range(1, size + 1))
+    for name, value in (("seq", seq), ("batch", batch), ("d_model", d_model), ("hidden", hidden)):
+        require_int(name, value, 1)
+    tp_sizes = tuple(tp_sizes or (n for n in range(1, size + 1) if seq % n == 0 == hidden % n))
     for n in tp_sizes:
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= size:
             raise ValueError(f"TP sizes must be whole numbers from 1 to {size}, got {n!r}")

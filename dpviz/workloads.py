@@ -364,6 +364,16 @@ def validate_model_spec(spec: str, size: int = 2, seed: int = 0) -> None:
                          f"{_shapes((loss,)) if isinstance(loss, Tensor) else type(loss).__name__}")
 
 
+def validate_run_config(cfg: RunConfig) -> RunConfig:
+    """`config.validate(cfg)`, then try a user's model here (`validate_model_spec`): what a
+    verb checks before its ranks start, so a bad model fails in this process, not on a rank."""
+    from .config import validate
+
+    cfg = validate(cfg)
+    validate_model_spec(cfg.model, seed=cfg.seed)
+    return cfg
+
+
 def _shapes(tensors) -> str:
     return ", ".join(f"{tuple(t.shape)}" if isinstance(t, Tensor) else type(t).__name__
                      for t in tensors)

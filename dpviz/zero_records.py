@@ -183,7 +183,7 @@ def count_collectives(trace: dict, rank: int, step: int) -> tuple[dict[str, int]
 
 # --- parent side ------------------------------------------------------------------------------
 
-def describe_sweep(sweep: ZeroSweep) -> str:
+def describe_zero_sweep(sweep: ZeroSweep) -> str:
     """One row per rank: bytes held against the calculator, and rank 0's distance from one
     process running Adam on the whole batch, also as a multiple of its float32 rounding bound
     (≤ 1: rounding only; see rounding.adam_entry_bounds) — a table, not a dict."""

@@ -9,7 +9,7 @@ import pytest
 from dpviz import load, run
 from dpviz.accumulation import (DEMO_CONFIG, check_accum_values, check_gradients, compare_scopes,
                                 sweep_accumulation)
-from dpviz.accumulation_records import (AccumulationSweep, describe_scopes, describe_sweep,
+from dpviz.accumulation_records import (AccumulationSweep, describe_scopes, describe_accumulation_sweep,
                                         micro_step_counts, run_lengths, accumulation_row, with_gradients)
 from dpviz.cli import main as cli
 from dpviz.config import RunConfig
@@ -147,7 +147,7 @@ def test_sweep_traffic_is_constant_per_step_and_falls_as_1_over_k_per_sample(clu
     checked = with_gradients(result, [check_gradients(CFG, cluster=cluster2)])
     path = save(checked, tmp_path / "accumulation.json")
     assert load(path, expect=AccumulationSweep) == checked
-    assert " 0×3, " in describe_sweep(checked)   # K=4: three silent micro-steps, then the buckets
+    assert " 0×3, " in describe_accumulation_sweep(checked)   # K=4: three silent micro-steps, then the buckets
 
 
 def test_bad_input_is_rejected_before_ranks_start():

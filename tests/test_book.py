@@ -3,16 +3,18 @@
 The pages render, every figure loads, the widgets draw their initial state, the video plays."""
 from __future__ import annotations
 
-import functools
-import http.server
+import importlib.util
 import os
-import threading
+import sys
+from pathlib import Path
 
 import pytest
 
 from dpviz.book import WIDGET_JS, build_book
 
-from test_browser import CHROMIUM, CHROMIUM_ARGS
+from test_browser import CHROMIUM
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_unknown_notebooks_are_refused_before_anything_runs(tmp_path):
@@ -23,49 +25,29 @@ def test_unknown_notebooks_are_refused_before_anything_runs(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def _check_site():
+    """scripts/check_site.py: the same check `make book`'s whole site gets by hand."""
+    spec = importlib.util.spec_from_file_location("check_site", ROOT / "scripts" / "check_site.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["check_site"] = module     # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module.check_site
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    """The site built from notebook 01 and the ring animation, served on 127.0.0.1."""
+    """The site built from notebook 01 and the ring animation."""
     out = tmp_path_factory.mktemp("book")
-    index = build_book(out, only=["01"], scenes=["ring"])
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(index.parent))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
+    return build_book(out, only=["01"], scenes=["ring"]).parent
 
 
 @pytest.mark.browser
 @pytest.mark.manim
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian chromium")
 def test_site_opens_offline_with_figures_widgets_and_a_playing_video(site):
-    from playwright.sync_api import sync_playwright
-
-    outside = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1300, "height": 1000})
-            page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(site)
-                       else (outside.append(route.request.url), route.abort()))
-            page.goto(f"{site}/index.html")
-            assert "dpviz" in page.locator("h1").first.text_content()
-            page.get_by_role("link", name="DDP from scratch", exact=False).first.click()
-            page.wait_for_load_state("load")
-            images = page.locator("img")
-            assert images.count() >= 2
-            widget_figure = page.locator("img.widget-image").first      # the stepper, initial state
-            widget_figure.wait_for(timeout=60_000)
-            page.wait_for_function("() => [...document.images].every(i => i.complete)", timeout=60_000)
-            widths = page.evaluate("() => [...document.images].map(i => i.naturalWidth)")
-            assert all(w > 100 for w in widths), f"an image did not load: widths {widths}"
-
-            page.goto(f"{site}/animations.html")
-            video = page.locator("video").first
-            video.wait_for(timeout=30_000)
-            page.evaluate("() => document.querySelector('video').play()")
-            page.wait_for_function("() => document.querySelector('video').currentTime > 0.5", timeout=60_000)
-            assert page.evaluate("() => document.querySelector('video').videoWidth") >= 640
-        finally:
-            browser.close()
-    assert outside == [], f"the site asked the network for {outside}"
+    report = _check_site()(site)
+    assert report.outside == [], f"the site asked the network for {report.outside}"
+    assert report.problems == []
+    page = next(name for name in report.pages if name.startswith("01_"))
+    assert report.pages[page] >= 2          # the timeline figure and the stepper's first frame
+    assert len(report.videos) == 1 and min(report.videos.values()) >= 640

@@ -22,6 +22,7 @@ from dpviz.config import max_cpu_ranks, validate, writable_dir
     (dict(no_sync="sometimes"), "no_sync must be one of"),
     (dict(checkpoint_every=99), "checkpoint_every"),
     (dict(profile="yes"), "True or False"),
+    (dict(checks=0), "checks must be True or False"),
 ])
 def test_bad_configs_are_refused(changes, message):
     with pytest.raises(ValueError, match=message):

@@ -123,6 +123,19 @@ def test_bare_run_records_no_trace_but_still_checks(cluster2):
     assert all(len(ms) == 2 for ms in record.step_wall_ms.values())
 
 
+def test_a_run_without_checks_records_none_and_says_so(cluster2):
+    """The cap slider's runs skip the parameter checks: the record must not carry any, its
+    config must say why, and the checks figure must refuse it rather than draw nothing."""
+    from dpviz.plots.checks import plot_checks
+
+    record = run(cluster=cluster2, world_size=2, steps=2, checks=False)
+    assert record.checks == () and record.config["checks"] is False
+    assert len(record.losses) == 2 and record.buckets
+    with pytest.raises(ValueError, match="checks=False"):
+        plot_checks(record)
+    assert len(run(cluster=cluster2, world_size=2, steps=2).checks) == 2   # the default still checks
+
+
 def test_checkpointed_run_shows_recomputed_forwards_inside_backward(cluster2):
     """4 blocks in segments of 2: each segment's forward re-runs once inside backward."""
     record = run(cluster=cluster2, world_size=2, steps=2, layers=4, checkpoint_every=2)

@@ -61,6 +61,16 @@ def test_a_subject_files_kinds_and_verbs_are_found_without_any_list(package):
                                        "WidgetRecord": "sub.widgets_records"}
 
 
+def test_a_new_exercise_module_is_found_by_its_own_marker_not_on_the_top_facade(package):
+    (package / "sub" / "juggle.py").write_text('EXERCISE_FACADE = ("check_juggle",)\n\n\n'
+                                               'def check_juggle(fn=None, *, cluster=None):\n    pass\n')
+    assert facade_exports(package / "sub", "EXERCISE_FACADE") == {"check_juggle": "juggle"}
+    assert "check_juggle" not in facade_exports(package)
+    import dpviz.exercises
+
+    assert {"check_ring", "check_hook", "Verdict", "report"} <= set(dpviz.exercises.__all__)
+
+
 def test_a_kind_or_verb_defined_twice_is_refused(package):
     (package / "again.py").write_text(SUBJECT)
     with pytest.raises(RuntimeError, match="widget_sweep.*both"):

@@ -14,7 +14,7 @@ from dpviz.buckets import sweep_config
 from dpviz.buckets_records import ONE_BUCKET_CAP_MB, BucketSweep, cap_row
 from dpviz.plots.accumulation import plot_schedule, plot_sweep_bytes, plot_sweep_time
 from dpviz.plots.buckets import plot_bucket_timeline, plot_contrast, plot_layout, plot_sweep
-from dpviz.plots.legibility import overlapping_texts
+from dpviz.plots.legibility import hidden_texts, overlapping_texts
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +87,17 @@ def test_a_slider_figure_redrawn_in_place_stays_legible_and_returns_to_the_same_
         assert overlapping_texts(fig.figure) == []
     fig.show(first)
     assert fig.png() == frame
+    # a move measures labels on the kept layout without a second draw: it must hide what a
+    # freshly laid-out figure of the same record hides
+    for record in moves:
+        fig.show(record)
+        fresh = _Figure(draw, (11, 3.8))
+        fresh.show(record)
+        assert hidden_texts(fig.figure) == hidden_texts(fresh.figure)
 
 
 def test_place_labels_moves_a_colliding_label_before_hiding_one():
-    from dpviz.plots.legibility import hidden_texts, place_labels
+    from dpviz.plots.legibility import place_labels
 
     fig, ax = plt.subplots()
     texts = [ax.text(0.5, 0.5, "b0"), ax.text(0.5, 0.5, "b1"), ax.text(0.5, 0.5, "b2")]

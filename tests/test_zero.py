@@ -7,7 +7,7 @@ from dpviz.config import RunConfig
 from dpviz.record import load, save
 from dpviz.zero import run_sharded, single_process_adam
 from dpviz.zero_records import (ADAM_LR, K_FP32, RECIPES, ZeroSweep, count_collectives,
-                                describe_sweep, model_for, recipe_memory, smallest_stage_that_fits,
+                                describe_zero_sweep, model_for, recipe_memory, smallest_stage_that_fits,
                                 zero_memory)
 
 GB = 1e9
@@ -121,11 +121,11 @@ def test_traffic_in_the_trace(sweep):
     assert sweep.rows("fsdp", 1)[0].collectives == {}   # one rank: nothing to gather
 
 
-def test_describe_sweep_is_a_table_of_every_rank(sweep):
-    lines = describe_sweep(sweep).splitlines()
+def test_describe_zero_sweep_is_a_table_of_every_rank(sweep):
+    lines = describe_zero_sweep(sweep).splitlines()
     assert len(lines) == 2 + len(sweep.ranks)
     assert lines[2].split()[:3] == ["ddp", "1", "0"]
-    assert "{" not in describe_sweep(sweep) and "(" not in "".join(lines[2:])
+    assert "{" not in describe_zero_sweep(sweep) and "(" not in "".join(lines[2:])
 
 
 def test_sweep_round_trips(sweep, tmp_path):

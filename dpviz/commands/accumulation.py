@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..accumulation import DEMO_CONFIG, check_accum_values, check_gradients, sweep_accumulation
-from ..accumulation_records import describe_sweep, with_gradients
+from ..accumulation_records import describe_accumulation_sweep, with_gradients
 from ..config import writable_dir
 from ..launch import Cluster
 from ..record import save
@@ -37,6 +37,6 @@ def main(args) -> int:
                   for k in ks for scaled in (True, False)]
     record = with_gradients(record, checks)
     path = save(record, Path(out) / "accumulation.json")
-    print(describe_sweep(record))
+    print(describe_accumulation_sweep(record))
     print(f"wrote {path}")
     return 0

@@ -19,11 +19,12 @@ from contextlib import nullcontext
 from typing import Callable
 
 from ..launch import Cluster, RankContext, using_cluster
-from .core import resolve, run_attempt
+from .core import check_attempt, resolve, run_attempt
 from .records import AccumulationCheck, AccumulationRun, Verdict
 
 EXERCISE = "gradient accumulation"
 NAME = "accumulate"
+EXERCISE_FACADE = ("check_accumulation",)  # what `dpviz.exercises.<name>` offers from here
 K = 4   # a power of two: 1/K scales exactly, so scaling the loss or the gradients agree bit for bit
 F32_EPS = 2.0 ** -23
 
@@ -150,6 +151,7 @@ def judge(r0: dict, results: list[dict], checked: str) -> Verdict:
 def check_accumulation(fn: Callable | None = None, *, cluster: Cluster | None = None,
                        world_size: int = 2) -> AccumulationCheck:
     """Run `fn(ddp, micro_batches, loss_fn)` for K = 3 micro-steps on live ranks."""
+    check_attempt(fn, NAME)
     with using_cluster(cluster, world_size) as ranks:
         return _check_accumulation_on(ranks, fn)
 

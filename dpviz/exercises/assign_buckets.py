@@ -23,11 +23,12 @@ from typing import Callable
 from ..buckets import torch_assignment
 from ..buckets_records import MIB, assign_buckets as model_assign, cap_limits
 from ..launch import Cluster, using_cluster
-from .core import choose, not_written
+from .core import choose, not_written, require_callable
 from .records import BucketCase, BucketsCheck, Verdict
 
 EXERCISE = "bucket assignment"
 NAME = "assign_buckets"
+EXERCISE_FACADE = ("check_buckets",)  # what `dpviz.exercises.<name>` offers from here
 
 
 def mlp_bytes(layers: int, width: int) -> list[int]:
@@ -110,6 +111,8 @@ def judge(case: BucketCase, yours: list[list[int]], checked: str) -> Verdict:
 
 def check_buckets(fn: Callable | None = None, *, cluster: Cluster | None = None) -> BucketsCheck:
     """Run `fn(param_bytes, bucket_cap_mb)` on every case and compare with torch's packing."""
+    if fn is not None:
+        require_callable(fn)      # it runs here, in this process: it need not travel
     with using_cluster(cluster, 2) as ranks:
         return _check_buckets_on(ranks, fn)
 

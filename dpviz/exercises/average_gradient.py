@@ -19,11 +19,12 @@ from __future__ import annotations
 from typing import Callable
 
 from ..launch import Cluster, RankContext, using_cluster
-from .core import Comm, resolve, run_attempt
+from .core import Comm, check_attempt, resolve, run_attempt
 from .records import GradientRun, HookCheck, Verdict
 
 EXERCISE = "gradient-averaging hook"
 NAME = "average_gradient"
+EXERCISE_FACADE = ("check_hook",)  # what `dpviz.exercises.<name>` offers from here
 F32_EPS = 2.0 ** -23
 
 
@@ -117,6 +118,7 @@ def judge(results: list[dict], checked: str) -> Verdict:
 
 def check_hook(fn: Callable | None = None, *, cluster: Cluster | None = None, world_size: int = 2) -> HookCheck:
     """Run `fn(param, comm)` as every parameter's post-accumulate-grad hook on live ranks."""
+    check_attempt(fn, NAME)
     with using_cluster(cluster, world_size) as ranks:
         return _check_hook_on(ranks, fn)
 

@@ -63,10 +63,15 @@ def not_written(exercise: str, name: str) -> Verdict:
 
 # --- shipping a function to the ranks -----------------------------------------------------
 
-def portable(fn: Callable) -> tuple:
-    """A picklable description of `fn`: by name if importable, else its source text."""
+def require_callable(fn) -> None:
+    """The learner passed their function, not its result or its name."""
     if not callable(fn):
         raise ValueError(f"pass the function itself, got {type(fn).__name__}")
+
+
+def portable(fn: Callable) -> tuple:
+    """A picklable description of `fn`: by name if importable, else its source text."""
+    require_callable(fn)
     if getattr(fn, "__module__", "__main__") not in ("__main__", None) and "<locals>" not in fn.__qualname__:
         return ("import", fn.__module__, fn.__qualname__)
     try:
@@ -75,6 +80,14 @@ def portable(fn: Callable) -> tuple:
         raise ValueError(f"cannot read the source of {fn.__qualname__} ({err}): define it with "
                          "`def` in a notebook cell or a module") from None
     return ("source", fn.__name__, source)
+
+
+def check_attempt(fn: Callable | None, name: str) -> None:
+    """Before any rank starts: the code `run_attempt` would ship (`fn`, or the solution in its
+    place) can travel to the ranks; else the same ValueError `portable` gives."""
+    chosen, _ = choose(fn, name)
+    if chosen is not None:
+        portable(chosen)
 
 
 def resolve(spec: tuple) -> Callable:

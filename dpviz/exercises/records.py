@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from ..record import record_kind
 
+EXERCISE_FACADE = ("Verdict",)  # what `dpviz.exercises.<name>` offers from here
+
 
 @dataclass(frozen=True)
 class Verdict:

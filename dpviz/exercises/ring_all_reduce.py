@@ -20,11 +20,12 @@ from typing import Callable
 import numpy as np
 
 from ..launch import Cluster, RankContext, using_cluster
-from .core import Comm, resolve, run_attempt
+from .core import Comm, check_attempt, resolve, run_attempt
 from .records import RingCheck, RingRun, RingSend, Verdict
 
 EXERCISE = "ring all-reduce"
 NAME = "ring_all_reduce"
+EXERCISE_FACADE = ("check_ring",)  # what `dpviz.exercises.<name>` offers from here
 BASE = 8   # provenance: rank r holds BASE**r, so each base-8 digit of a sum counts one rank's input
 
 
@@ -161,20 +162,27 @@ def judge(yours: RingRun, results: list[dict], checked: str) -> Verdict:
                            f"sent per rank (2(N−1)/N·S)")
 
 
+def check_ring_size(n: int) -> int:
+    """The ring needs 2 or more ranks, and fewer than BASE (see the module docstring)."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 2 <= n < BASE:
+        raise ValueError(f"the ring exercise needs 2 to {BASE - 1} ranks, got {n!r}")
+    return n
+
+
 def check_ring(fn: Callable | None = None, *, cluster: Cluster | None = None,
                world_size: int = 4) -> RingCheck:
     """Run `fn(buf, comm)` on live ranks and check it (see the module docstring).
 
     Pass a warm `cluster` (its size is N), or a `world_size` to start one for this call.
     """
+    check_ring_size(cluster.world_size if cluster is not None else world_size)
+    check_attempt(fn, NAME)
     with using_cluster(cluster, world_size) as ranks:
         return _check_ring_on(ranks, fn)
 
 
 def _check_ring_on(cluster: Cluster, fn: Callable | None) -> RingCheck:
-    n = cluster.world_size
-    if not 2 <= n < BASE:
-        raise ValueError(f"the ring exercise needs 2 to {BASE - 1} ranks, got a cluster of {n}")
+    n = check_ring_size(cluster.world_size)
     rng = np.random.default_rng(0)
     inputs = rng.integers(0, 10, size=(n, 3 * n)).astype(np.float32)  # S divisible by N; exact sums
     reference = reference_run(n, inputs)

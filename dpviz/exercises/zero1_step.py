@@ -24,11 +24,12 @@ from typing import Callable
 
 from ..launch import Cluster, RankContext, using_cluster
 from ..zero_records import ADAM_LR
-from .core import Comm, resolve, run_attempt
+from .core import Comm, check_attempt, resolve, run_attempt
 from .records import Verdict, Zero1Check, Zero1Run
 
 EXERCISE = "ZeRO-1 step"
 NAME = "zero1_step"
+EXERCISE_FACADE = ("check_zero1",)  # what `dpviz.exercises.<name>` offers from here
 PSI, STEPS = 1020, 3        # 1020 = 2²·3·5·17: equal shards for 2 to 6 ranks (gloo all-gathers equal sizes)
 F32_EPS = 2.0 ** -23
 BETAS, ADAM_EPS = (0.9, 0.999), 1e-8
@@ -141,6 +142,7 @@ def judge(results: list[dict], checked: str) -> Verdict:
 
 def check_zero1(fn: Callable | None = None, *, cluster: Cluster | None = None, world_size: int = 2) -> Zero1Check:
     """Run `fn(params, grad, state, comm)` for 3 steps on live ranks."""
+    check_attempt(fn, NAME)
     with using_cluster(cluster, world_size) as ranks:
         return _check_zero1_on(ranks, fn)
 

@@ -10,6 +10,9 @@ FLOOR = 1e-12  # where a difference is exactly 0, draw it here (log axis) and sa
 
 def plot_checks(record: RunRecord, ax=None):
     """Max |Δparam| after each step: across ranks, and against one process on the whole batch."""
+    if not record.checks:
+        raise ValueError("this record has no parameter checks: a live run with checks=True "
+                         "(the default) records them; a loaded trace or a checks=False run does not")
     ax = style.new_axes(ax, figsize=(7, 3.2))
     steps = [c.step for c in record.checks]
     series = {"across ranks": [c.max_diff_across_ranks for c in record.checks],

@@ -68,9 +68,7 @@ def place_labels(texts: list[Text], why: str, shifts_pt: tuple[tuple[float, floa
     if not texts:
         return []
     fig = texts[0].figure
-    # lay the figure out first (constrained layout, ticks, title, legend: every other label is
-    # an obstacle where it will be drawn); measuring text needs no pixels, so none are rendered
-    fig.draw_without_rendering()
+    _lay_out(fig)
     renderer = fig.canvas.get_renderer()
     placing = set(map(id, texts))   # every other label of the figure is an obstacle too
     kept = [t.get_window_extent(renderer) for t in visible_texts(fig) if id(t) not in placing]
@@ -90,6 +88,24 @@ def place_labels(texts: list[Text], why: str, shifts_pt: tuple[tuple[float, floa
             text.set_label(HIDDEN + why)
             hidden.append(text)
     return hidden
+
+
+def _lay_out(fig: Figure) -> None:
+    """Put every label where it will be drawn before measuring (every other label is an
+    obstacle). A figure whose layout engine still has to solve (constrained, tight) is laid
+    out by a draw that renders no pixels. One whose axes positions are kept (a knob's
+    figure redrawn in place, `dpviz.widgets.slider`) only needs its pending autoscale
+    applied: the data transforms then hold, and tick labels are placed by
+    `visible_texts`; this skips a whole second draw on every move."""
+    from matplotlib.layout_engine import PlaceHolderLayoutEngine
+
+    engine = fig.get_layout_engine()
+    if engine is not None and not isinstance(engine, PlaceHolderLayoutEngine):
+        fig.draw_without_rendering()
+        return
+    for ax in fig.axes:
+        ax.apply_aspect()
+        ax.autoscale_view()
 
 
 def hidden_texts(fig: Figure) -> list[tuple[str, str]]:

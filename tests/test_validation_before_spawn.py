@@ -1,0 +1,119 @@
+"""Bad input gets a clear error before anything spawns: every live verb, called without a
+cluster, rejects a bad argument with a ValueError before `launch` starts a single rank.
+
+The live verbs are found, not listed: every public function of a dpviz module that takes
+`cluster=None` (the facade's verbs, the subjects' other verbs, the exercise checkers). The
+signal is `launch._Ranks`, the only code that creates rank processes: for this test it
+records the attempt and refuses, so a verb that validates late fails here at once instead
+of starting ranks.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+import dpviz
+from dpviz import discover, launch
+from dpviz.config import RunConfig
+
+NOT_A_MODEL = "json:dumps"   # imports, but returns no dpviz.Workload
+
+# One bad argument per live verb ("module:verb" → keyword arguments): the one most likely to
+# be checked only on the ranks (a count, a name, a user's model or function).
+BAD = {
+    "accumulation:sweep_accumulation": dict(ks=(0,)),
+    "accumulation:check_gradients": dict(cfg=RunConfig(model=NOT_A_MODEL)),
+    "accumulation:compare_scopes": dict(scopes=("sideways",)),
+    "anatomy:measure_anatomy": dict(repeats=0),
+    "averaging:worked_example": dict(reduction="max"),
+    "averaging:uneven_shards": dict(sizes=(24, 0)),
+    "averaging:compare_averaging": dict(steps=0),
+    "averaging:compare_hooks": dict(steps=1),
+    "buckets:sweep_buckets": dict(cfg=RunConfig(steps=3, model=NOT_A_MODEL)),
+    "checkpointing:measure_checkpointing": dict(checkpoint_every=(99,)),
+    "cpu_sharing:measure_cpu_sharing": dict(repeats=0),
+    "ddp_run:run": dict(steps=0),
+    "dp_vs_ddp:dp_vs_ddp": dict(world_sizes=(1,)),
+    "experts:run_expert_layer": dict(tokens=0),
+    "experts:expert_parallel": dict(tokens=0),
+    "lifecycle:rank_identities": dict(world_size=0),
+    "lifecycle:sampler_shards": dict(epochs=0),
+    "lifecycle:ddp_lifecycle": dict(steps=0),
+    "pipeline:run_pipeline": dict(schedule="zigzag"),
+    "pipeline:sweep_pipeline": dict(schedules=("zigzag",)),
+    "tensor_parallel:measure_tensor_parallel": dict(tp_sizes=(1, 2), d_model=0),
+    "zero:run_sharded": dict(cfg=RunConfig(model=NOT_A_MODEL)),
+    "collectives.execute:record_collective": dict(algorithm="zigzag"),
+    "collectives.primitives:record_primitives": dict(elements=0),
+    "collectives.timing:bench_collectives": dict(sizes=(0,)),
+    "exercises.accumulate:check_accumulation": dict(fn=42),
+    "exercises.assign_buckets:check_buckets": dict(fn=42),
+    "exercises.average_gradient:check_hook": dict(fn=42),
+    "exercises.ring_all_reduce:check_ring": dict(world_size=1),
+    "exercises.zero1_step:check_zero1": dict(fn=42),
+}
+
+
+def live_verbs() -> dict[str, object]:
+    """"module:verb" → function, for every public function taking `cluster=None`."""
+    found = {}
+    for module, text in discover._sources():
+        if "using_cluster(" not in text and "Cluster(" not in text:
+            continue                  # renderers (widgets take a warm cluster) start no ranks
+        mod = importlib.import_module(module)
+        for name, fn in vars(mod).items():
+            if name.startswith("_") or not inspect.isfunction(fn) or fn.__module__ != module:
+                continue
+            param = inspect.signature(fn).parameters.get("cluster")
+            if param is not None and param.default is None:
+                found[f"{module.partition('.')[2]}:{name}"] = fn
+    return found
+
+
+def test_every_live_verb_has_a_bad_argument_case():
+    verbs = live_verbs()
+    facade = {f"{mod}:{name}" for name, mod in discover.facade_exports().items()
+              if inspect.isfunction(getattr(dpviz, name))
+              and getattr(inspect.signature(getattr(dpviz, name)).parameters.get("cluster"),
+                          "default", False) is None}
+    assert facade <= set(verbs)          # the scan finds every facade verb
+    assert set(verbs) == set(BAD), "add a bad-argument case for each new live verb"
+
+
+@pytest.fixture
+def no_ranks(monkeypatch):
+    """Starting ranks records the attempt and raises (not a ValueError) instead."""
+    started = []
+
+    def refuse(self, world_size, *args):
+        started.append(world_size)
+        raise AssertionError(f"{world_size} ranks were started before the bad argument was rejected")
+
+    monkeypatch.setattr(launch._Ranks, "__init__", refuse)
+    return started
+
+
+@pytest.mark.parametrize("verb", sorted(BAD))
+def test_bad_argument_fails_before_any_rank_starts(verb, no_ranks):
+    module, _, name = verb.partition(":")
+    fn = getattr(importlib.import_module(f"dpviz.{module}"), name)
+    with pytest.raises(ValueError):
+        fn(**BAD[verb])
+    assert no_ranks == []
+
+
+# Verbs whose rank code trains the built-in MLP whatever `cfg.model` says: another model would
+# be ignored while the record names it, so they refuse it (config.validate_mlp_only).
+MLP_ONLY = ("averaging:uneven_shards", "averaging:compare_averaging", "averaging:compare_hooks",
+            "pipeline:run_pipeline", "pipeline:sweep_pipeline", "dp_vs_ddp:dp_vs_ddp")
+
+
+@pytest.mark.parametrize("verb", MLP_ONLY)
+def test_a_model_the_verb_would_ignore_is_refused_before_any_rank_starts(verb, no_ranks):
+    module, _, name = verb.partition(":")
+    fn = getattr(importlib.import_module(f"dpviz.{module}"), name)
+    with pytest.raises(ValueError, match="MLP only"):
+        fn(RunConfig(model="gpt"))
+    assert no_ranks == []
