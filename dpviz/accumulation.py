@@ -34,7 +34,7 @@ from .launch import Cluster, RankContext, using_cluster
 from .record import RunRecord
 
 # what `dpviz.<name>` offers from here
-FACADE = ("sweep_accumulation", "check_gradients", "compare_scopes", "k_slider")
+FACADE = ("sweep_accumulation", "check_gradients", "compare_scopes", "k_slider", "accumulation_link_slider")
 
 # Small enough to run K = 1..8 in seconds on 2 cores; a 0.25 MB bucket cap splits the
 # 1 MB MLP into several buckets, so "one all-reduce per bucket" is visible.
@@ -87,8 +87,8 @@ def _run_k_gbps(cfg: RunConfig, cluster: Cluster, k: int, gbps: float) -> RunRec
     return run(cfg.replace(link=cfg.link.with_gbps(gbps)), cluster=cluster, accum_steps=k)
 
 
-def link_bandwidth_slider(cluster: Cluster, cfg: RunConfig, k: int = 4,
-                          gbps: Sequence[float] = SLIDER_GBPS, value: float | None = None):
+def accumulation_link_slider(cluster: Cluster, cfg: RunConfig, k: int = 4,
+                             gbps: Sequence[float] = SLIDER_GBPS, value: float | None = None):
     """Slide the emulated link's bandwidth (same latency) at K micro-steps on the warm
     `cluster`, beside 03's: the same widget, drawing one steady step's schedule."""
     from .link import slider_start

@@ -221,11 +221,11 @@ def test_link_slider_says_when_a_move_started_or_restarted_ranks():
     """04's link-bandwidth slider (the same widget code as 03's) re-runs at K micro-steps; its
     status line says when a move had to start ranks, and how long that took."""
     from dpviz.launch import Cluster
-    from dpviz.accumulation import link_bandwidth_slider
+    from dpviz.accumulation import accumulation_link_slider
 
     cluster = Cluster(2)   # not started yet: the first draw starts it
     try:
-        panel = link_bandwidth_slider(cluster, CFG.replace(link="classroom"), k=2, gbps=(0.5, 4.0))
+        panel = accumulation_link_slider(cluster, CFG.replace(link="classroom"), k=2, gbps=(0.5, 4.0))
         slider, status = panel.children[0].children
         assert "link Gb/s=0.5: re-ran live" in status.value and "; started 2 ranks in " in status.value
         slider.value = 4.0   # warm: nothing started
@@ -236,6 +236,6 @@ def test_link_slider_says_when_a_move_started_or_restarted_ranks():
         seconds = float(status.value.split("restarted 2 ranks in ")[1].split(" s")[0])
         assert seconds == round(cluster.start_seconds, 2) and seconds > 0
         with pytest.raises(ValueError, match="no emulated link"):
-            link_bandwidth_slider(cluster, CFG.replace(link=None))
+            accumulation_link_slider(cluster, CFG.replace(link=None))
     finally:
         cluster.close()
