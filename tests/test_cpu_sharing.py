@@ -31,13 +31,13 @@ def test_bad_requests_fail_before_anything_runs(cluster2):
 def test_backward_slows_when_ranks_share_a_core(cluster2, tmp_path):
     """Medians over 3 repeats taken in turn. Sharing one core runs two backwards and both
     ranks' all-reduces on it: measured 2.8x one rank alone and 1.9x a core each at load 12,
-    so 1.3x is asserted. A core each vs alone (1.5x at load 12) is only asserted as an
-    ordering of medians: the repeats under load disagree, and the record says so itself."""
+    so 1.3x is asserted. A core each vs alone (1.25-1.63x quiet, 1.5x at load 12) is not
+    asserted: under load (8 and more) even its medians reverse, and the record says so itself
+    (its verdict counts the repeats the ordering held in, checked below)."""
     run(CFG.replace(steps=2), cluster=cluster2)   # warm: the ranks' first run pays one-off costs
     record = measure_cpu_sharing(CFG, cluster=cluster2, repeats=3)
     alone, own, shared = (record.row(s).median_backward_ms for s in (ALONE, OWN_CORES, SHARED_CORE))
     assert shared > 1.3 * own and shared > 1.3 * alone, record
-    assert own > alone, record
     assert record.row(OWN_CORES).cores == ((0,), (1,)) and record.row(SHARED_CORE).cores == ((0,), (0,))
     assert record.row(ALONE).world_size == 1 and record.config["link"] is None
     held = orderings_held(record)

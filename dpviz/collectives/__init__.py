@@ -1,5 +1,6 @@
 """Collectives: all-reduce algorithms (ring, tree, naive, the unchunked ring) as schedules,
-their numpy model, the records of live runs and the bandwidth model.
+their numpy model, the records of live runs and the bandwidth model. No workload: a
+collective moves tensors of a given size whatever model is trained, so nothing here takes one.
 
 This package imports no torch and loads no rank code, so records load and render without it.
 The live verbs run ranks and live beside it: `execute.record_collective`,
