@@ -184,7 +184,7 @@ def averaging_rank(ctx: RankContext, cfg: RunConfig, mode: str, period: int, ste
     probe = build_mlp(cfg)                                   # holds θ̄ for the evaluation
     drift, eval_loss, train_loss, averages = [], [], [], 0
     for step in range(steps):
-        x, y = rank_batch(cfg, step, 0, ctx.rank)
+        x, y = rank_batch(cfg, None, step, 0, ctx.rank)
         loss = loss_fn(net(x), y)
         loss.backward()
         opt.step()
@@ -288,7 +288,7 @@ def hook_rank(ctx: RankContext, cfg: RunConfig, mode: str) -> dict:
     out = dict(params_after_backward=[], params_after_step=[], grads_after_backward=[],
                vs_large_batch=[])
     for step in range(cfg.steps):
-        x, y = rank_batch(cfg, step, 0, ctx.rank)
+        x, y = rank_batch(cfg, None, step, 0, ctx.rank)
         loss_fn(model(x), y).backward()
         flat = parameters_to_vector(model.parameters()).detach()
         grads = torch.cat([p.grad.reshape(-1) for p in model.parameters()])

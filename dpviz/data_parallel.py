@@ -78,9 +78,9 @@ def _empty_threads_ms(n: int, repeats: int) -> float:
 def _replicate(module, params: dict):
     """A replica of `module` computing with `params` (name → tensor, non-leaf: the broadcast
     copies), built as `torch.nn.parallel.replicate` builds one: a shallow copy of every
-    submodule without parameters of its own, the copies set as plain attributes."""
-    from torch import nn
-
+    submodule without parameters of its own, the copies set as plain attributes. Models
+    whose forward runs through a list of modules build that list from registered layers on
+    each access (`MLP.blocks`), so the replica's forward uses its own layers."""
     subs = dict(module.named_modules())
     copies = {name: m._replicate_for_data_parallel() for name, m in subs.items()}
     for name, m in subs.items():
@@ -89,28 +89,7 @@ def _replicate(module, params: dict):
             copies[name]._modules[key] = None if child is None else copies[prefix + key]
         for key in m._parameters:
             setattr(copies[name], key, params[prefix + key])
-    by_id = {id(m): copies[name] for name, m in subs.items()}
-    for name, m in subs.items():
-        for attr, value in vars(m).items():
-            if isinstance(value, list) and value and all(isinstance(v, nn.Module) for v in value):
-                setattr(copies[name], attr, [_rewired(v, by_id) for v in value])
     return copies[""]
-
-
-def _rewired(module, copies: dict):
-    """`module` (not registered on the model, e.g. one of `MLP.blocks`, a wrapper around
-    registered layers) with each registered layer swapped for its replica.
-
-    torch's `replicate` copies registered submodules only; a plain list of modules would keep
-    pointing at device 0's layers, and the replica would compute with device 0's weights
-    (on GPUs: tensors on another device). dpviz's MLP runs its forward through such a list.
-    """
-    if id(module) in copies:
-        return copies[id(module)]
-    clone = module._replicate_for_data_parallel()
-    for key, child in module._modules.items():
-        clone._modules[key] = None if child is None else _rewired(child, copies)
-    return clone
 
 
 def _crossings():

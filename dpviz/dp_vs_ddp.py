@@ -88,7 +88,7 @@ def _measure_group(rank: int, world: int, group, cfg: RunConfig, steps: int) -> 
         opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
         ms, sent = [], []
         for step in range(WARMUP + steps):             # warm-up first (DDP rebuilds buckets)
-            x, y = rank_batch(cfg, step, 0, rank)
+            x, y = rank_batch(cfg, None, step, 0, rank)
             dist.barrier(group=group)                  # every rank starts the step together
             w0, t0 = _sent_bytes(), time.perf_counter()
             if pattern == "ps":

@@ -386,17 +386,15 @@ def compute_loss(workload: Workload | None, outputs: Tensor, targets: Tensor) ->
     return (workload.loss if workload is not None and workload.loss else loss_fn)(outputs, targets)
 
 
-def rank_batch(cfg: RunConfig, workload, step: int, micro_step: int, rank: int | None = None):
+def rank_batch(cfg: RunConfig, workload, step: int, micro_step: int, rank: int):
     """This rank's contiguous slice of the global batch, (inputs, targets); `workload` None
-    is the MLP's data. The MLP-only form `rank_batch(cfg, step, micro_step, rank)` still works.
+    is the MLP's data.
 
     `DistributedSampler` strides instead (rank r takes indices r, r + N, … of its order, padded
     to equal shards). With equal shards and a mean loss, the averaged gradient is the global
     batch's mean whatever the split, so the contiguous slice trains the same and is easier to
     read.
     """
-    if rank is None:                                  # the MLP-only form (older callers)
-        workload, step, micro_step, rank = None, workload, step, micro_step
     batch = mlp_batch(cfg) if workload is None else workload.batch
     x, y = batch(step, micro_step, cfg.world_size * cfg.batch_per_rank)
     lo, hi = rank * cfg.batch_per_rank, (rank + 1) * cfg.batch_per_rank

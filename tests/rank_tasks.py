@@ -63,7 +63,7 @@ def fsdp2_trace(ctx, out_dir: str, steps: int = 2) -> str:
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
         for step in range(steps):
             with record_function(f"{STEP_PREFIX}{step}"):
-                x, y = rank_batch(cfg, step, 0, ctx.rank)
+                x, y = rank_batch(cfg, None, step, 0, ctx.rank)
                 loss_fn(module(x), y).backward()
                 opt.step()
                 opt.zero_grad(set_to_none=True)

@@ -56,7 +56,7 @@ def _watched_ddp(ctx: RankContext, cfg):
     state = _Seen(ddp, ctx.world_size)
     model.register_forward_pre_hook(lambda *_: setattr(state, "micro", state.micro + 1))
     ddp.register_comm_hook(state, _counting_allreduce)
-    x, y = rank_batch(cfg, 1, 0, ctx.rank)  # iteration 0 packs one bucket; DDP rebuilds after it
+    x, y = rank_batch(cfg, None, 1, 0, ctx.rank)  # iteration 0 packs one bucket; DDP rebuilds after it
     loss_fn(ddp(x), y).backward()
     model.zero_grad(set_to_none=True)
     state.micro, state.seen = -1, []
@@ -80,7 +80,7 @@ def accumulation_rank(ctx: RankContext, spec: tuple) -> dict:
     from ..workloads import build_mlp, loss_fn, rank_batch
 
     cfg = DEMO_CONFIG.replace(world_size=ctx.world_size, accum_steps=K)
-    batches = [rank_batch(cfg, 0, m, ctx.rank) for m in range(K)]
+    batches = [rank_batch(cfg, None, 0, m, ctx.rank) for m in range(K)]
 
     flat = lambda m: torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
                                 for p in m.parameters()])

@@ -47,7 +47,7 @@ def hook_rank(ctx: RankContext, spec: tuple) -> dict:
     from ..workloads import build_mlp, loss_fn, rank_batch
 
     cfg = _config(ctx.world_size)
-    x, y = rank_batch(cfg, 0, 0, ctx.rank)
+    x, y = rank_batch(cfg, None, 0, 0, ctx.rank)
     plain = build_mlp(cfg)
     loss_fn(plain(x), y).backward()
     local = [p.grad.detach().clone() for p in plain.parameters()]
