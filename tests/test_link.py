@@ -73,8 +73,14 @@ def test_config_with_a_link_round_trips_through_json():
 
 @pytest.fixture(scope="module")
 def cap_runs(cluster2) -> dict[float, list[RunRecord]]:
-    """REPEATS live runs per cap, caps taken round-robin so load bursts hit every cap."""
-    cfg = sweep_config(steps=5, link=LINK)
+    """REPEATS live runs per cap, caps taken round-robin so load bursts hit every cap.
+
+    Overlap can hide at most one backward of the link's time, while each extra bucket pays α.
+    With the sweep's 128 samples per rank an idle 2-core machine runs backward in ~12 ms
+    against ~110 ms on the link, and 5 extra α (10 ms) cancel what 1 MiB buckets hide: the
+    orderings held only when load slowed backward. 512 samples per rank (backward ~4x longer,
+    the same gradient bytes on the link) leave the orderings a margin on a fast machine too."""
+    cfg = sweep_config(steps=5, link=LINK, batch_per_rank=512)
     run(cfg.replace(steps=2), cluster=cluster2)   # warm-up
     runs: dict[float, list[RunRecord]] = {cap: [] for cap in CAPS}
     for _ in range(REPEATS):
