@@ -147,7 +147,7 @@ def _wrap_ddp(ctx: RankContext, cfg: RunConfig, model, device):
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb,
+    ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb, init_sync=not same_on_every_rank(model, device),
               device_ids=[device.index] if device.type == "cuda" else None)
     ddp._set_ddp_runtime_logging_sample_rate(1)  # timing stats on every iteration
     if cfg.slow_rank == ctx.rank:   # a deliberate straggler: sleeps inside its own forward
@@ -157,6 +157,30 @@ def _wrap_ddp(ctx: RankContext, cfg: RunConfig, model, device):
     log = (record_buckets(ddp, model, ctx.world_size, link) if cfg.profile or link is not None
            else BucketLog({}, ctx.world_size))
     return ddp, log, torch.optim.SGD(ddp.parameters(), lr=cfg.lr), link
+
+
+def same_on_every_rank(model, device) -> bool:
+    """Does every rank already hold the same parameters and buffers (shapes and bits)?
+
+    Why ask: DDP's start-up sync checks every shape across ranks and broadcasts rank 0's
+    parameters, ~10 ms of each cap-slider move (a new cap needs a new DDP) for 6 MiB that
+    every rank built identically from one seed. One all-gather of a fingerprint per rank
+    (per tensor: its shape and the xor of its elements' bits, `torch.hash_tensor`) says
+    whether they did; if any rank differs (e.g. a user's model built unseeded), DDP syncs
+    as usual (`init_sync=True`) and checks the shapes itself, so every run still starts from
+    rank 0's weights, and a model of other shapes still fails with DDP's own error."""
+    import torch
+    import torch.distributed as dist
+
+    tensors = [t.detach() for t in (*model.parameters(), *model.buffers()) if t.numel()]
+    mixed = 0   # the tensors' (size, bits) in order, mixed into one number (fixed size to gather)
+    for t in tensors:
+        bits = int(torch.hash_tensor(t).item())
+        mixed = (mixed * 1_000_003 + hash(tuple(t.shape)) + bits) % (2**61 - 1)
+    mine = torch.tensor([len(tensors), sum(t.numel() for t in tensors), mixed], device=device)
+    everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, mine)
+    return all(torch.equal(theirs, mine) for theirs in everyone)
 
 
 def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, workload):

@@ -95,3 +95,18 @@ def crash_loudly_on(ctx, bad_rank: int) -> int:
         os.write(2, f"Fatal Python error: rank {ctx.rank} simulated a crash".encode())
         os._exit(9)
     return ctx.rank
+
+
+def start_agreement(ctx, seed_by_rank: bool) -> dict:
+    """dpviz's MLP built from one seed (or one per rank): does `same_on_every_rank` say they
+    match, and what does rank 1 hold after DDP's construction as a run does it?"""
+    from dpviz.config import RunConfig
+    from dpviz.ddp_run import _wrap_ddp, same_on_every_rank
+    from dpviz.workloads import build_mlp, flat_params
+
+    cfg = RunConfig(layers=2, width=16, seed=ctx.rank if seed_by_rank else 0)
+    model = build_mlp(cfg)
+    same = same_on_every_rank(model, "cpu")
+    ddp = _wrap_ddp(ctx, cfg, model, __import__("torch").device("cpu"))[0]
+    return {"same": same, "after": flat_params(ddp.module).tolist(),
+            "rank0_seed_weights": flat_params(build_mlp(cfg.replace(seed=0))).tolist()}

@@ -148,3 +148,23 @@ def test_checkpointed_run_shows_recomputed_forwards_inside_backward(cluster2):
             lo, hi = min(s.start_us for s in backward), max(s.end_us for s in backward)
             assert all(lo <= s.start_us and s.end_us <= hi for s in recomputes)
     assert run(cluster=cluster2, world_size=2, steps=2).spans_of(kind="recompute") == []
+
+
+def test_ddps_start_up_sync_is_skipped_only_where_every_rank_already_agrees(cluster2):
+    """`same_on_every_rank` lets a run skip DDP's broadcast of rank 0's weights: true for one
+    seed, false for one seed per rank, and then DDP still makes every rank rank 0's."""
+    from rank_tasks import start_agreement
+
+    alike = cluster2.run_task(start_agreement, False)
+    assert [r["same"] for r in alike] == [True, True]
+    assert alike[0]["after"] == alike[1]["after"]
+    unlike = cluster2.run_task(start_agreement, True)
+    assert [r["same"] for r in unlike] == [False, False]
+    assert unlike[0]["after"] == unlike[1]["after"] == unlike[1]["rank0_seed_weights"]
+
+
+def test_a_model_built_differently_per_rank_still_trains_in_lockstep(cluster2):
+    """A user's model whose ranks start from different weights: the run's checks see every
+    rank equal after every step, because DDP broadcast rank 0's weights at construction."""
+    record = run(cluster=cluster2, world_size=2, steps=2, model="workload_factories:rank_seeded_mlp")
+    assert [c.max_diff_across_ranks for c in record.checks] == [0.0, 0.0]
