@@ -45,6 +45,13 @@ DEMO_CONFIG = RunConfig(world_size=2, steps=4, layers=4, width=256, batch_per_ra
 LIVE_STEPS = 2
 
 
+def live_config(cfg: RunConfig) -> RunConfig:
+    """What a slider's move runs: `LIVE_STEPS` steps, and no parameter checks: the schedule
+    draws none, so a move does not wait for their all_gather (`checks=False` stays in each
+    record's config, as with 03's cap slider)."""
+    return cfg.replace(steps=min(cfg.steps, LIVE_STEPS), checks=False)
+
+
 # --- live runs ----------------------------------------------------------------------------
 
 def sweep_accumulation(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
@@ -79,8 +86,7 @@ def k_slider(cluster: Cluster, cfg: RunConfig | None = None,
     from .widgets.accumulation import k_panel
 
     cfg = validate(cfg or DEMO_CONFIG)
-    live = cfg.replace(steps=min(cfg.steps, LIVE_STEPS))
-    return k_panel(partial(_run_k, live, cluster), cfg.world_size, values, value, cluster=cluster)
+    return k_panel(partial(_run_k, live_config(cfg), cluster), cfg.world_size, values, value, cluster=cluster)
 
 
 def _run_k_gbps(cfg: RunConfig, cluster: Cluster, k: int, gbps: float) -> RunRecord:
@@ -95,8 +101,7 @@ def accumulation_link_slider(cluster: Cluster, cfg: RunConfig, k: int = 4,
     from .widgets.accumulation import link_bandwidth_panel
 
     cfg = validate(cfg)
-    live = cfg.replace(steps=min(cfg.steps, LIVE_STEPS))
-    return link_bandwidth_panel(partial(_run_k_gbps, live, cluster, k), slider_start(cfg.link, value),
+    return link_bandwidth_panel(partial(_run_k_gbps, live_config(cfg), cluster, k), slider_start(cfg.link, value),
                                 cfg.world_size, gbps, cluster=cluster)
 
 

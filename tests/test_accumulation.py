@@ -239,3 +239,12 @@ def test_link_slider_says_when_a_move_started_or_restarted_ranks():
             accumulation_link_slider(cluster, CFG.replace(link=None))
     finally:
         cluster.close()
+
+
+def test_a_k_slider_move_runs_two_steps_and_no_checks():
+    """The schedule draws no parameter check: a move skips their all_gather (as 03's cap
+    slider does) and runs the rebuild step and the one steady step it draws."""
+    from dpviz.accumulation import DEMO_CONFIG, live_config
+
+    live = live_config(DEMO_CONFIG.replace(accum_steps=3))
+    assert (live.steps, live.checks, live.accum_steps) == (2, False, 3)

@@ -96,6 +96,51 @@ def test_a_slider_figure_redrawn_in_place_stays_legible_and_returns_to_the_same_
         assert hidden_texts(fig.figure) == hidden_texts(fresh.figure)
 
 
+@pytest.mark.parametrize("figure", ["bucket timeline", "accumulation schedule", "replica drift"])
+def test_a_move_on_the_kept_axes_draws_the_pixels_of_a_cleared_axes(records, cluster2, figure):
+    """Between moves `_Figure` takes the last frame's artists off its axes instead of
+    `ax.clear()` (which rebuilds every tick): each move must still give exactly the pixels
+    of a cleared axes drawn again, in the same layout."""
+    from dpviz.averaging import compare_averaging
+    from dpviz.plots.averaging import plot_drift
+    from dpviz.widgets.slider import _Figure
+
+    caps, _, ks = records
+    if figure == "bucket timeline":
+        draw, values = (lambda ax, r: plot_bucket_timeline(r, ax=ax)), [caps[1.0], caps[0.25], caps[4.0], caps[1.0]]
+    elif figure == "accumulation schedule":
+        draw, values = (lambda ax, r: plot_schedule(r, ax=ax)), [ks[4], ks[1], ks[8], ks[4]]
+    else:
+        first = compare_averaging(cluster=cluster2, periods=(2,), steps=6)
+        values = [first] + [compare_averaging(cluster=cluster2, periods=(h,), steps=6, gradient=first)
+                            for h in (1, 4)]
+        draw = lambda ax, r: plot_drift(r, ax)
+    kept, cleared = _Figure(draw, (11, 3.8)), _Figure(draw, (11, 3.8))
+    kept.show(values[0])
+    cleared.show(values[0])
+    for value in values[1:]:
+        kept.show(value)
+        cleared.axes.clear()
+        cleared.draw(cleared.axes, value)
+        cleared.figure.canvas.draw()
+        assert kept.png() == cleared.png()
+
+
+def test_a_frame_is_sent_as_the_pixels_drawn(records):
+    """The PNG a widget shows decodes to the canvas' pixels (RGB when opaque: no alpha lost)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from dpviz.widgets.slider import _Figure
+
+    fig = _Figure(lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8))
+    fig.show(records[0][0.25])
+    decoded = np.asarray(Image.open(io.BytesIO(fig.widget.value)).convert("RGBA"))
+    assert np.array_equal(decoded, np.asarray(fig.figure.canvas.buffer_rgba()))
+
+
 def test_place_labels_moves_a_colliding_label_before_hiding_one():
     from dpviz.plots.legibility import place_labels
 
