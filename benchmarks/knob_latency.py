@@ -5,8 +5,8 @@ Measured side by side in one process on the same warm 2-rank cluster, medians of
             place → PNG bytes in the Image widget (the observer runs synchronously)
   before  = the figure path the widgets used to take: the same run, then a new pyplot figure
             drawn and encoded as the inline backend does (bbox_inches="tight": two draws).
-            (The run itself is today's for both: the single-process reference the equality
-            check needs is now cached per rank, and the K slider runs 2 steps, not 4.)
+            (The run itself is today's for both: 2 steps, no parameter checks, DDP's start-up
+            broadcast skipped where every rank already holds the same weights.)
   cold    = the cell re-run from nothing: 2 ranks started, the widget built (one run + draw)
 Then one move of each DDP slider by parts (the slowest rank's parts, then the parent's),
 beside the parts the old path had instead: the ranks writing chrome JSON and the parent
@@ -29,9 +29,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from dpviz import Cluster, RunConfig  # noqa: E402
-from dpviz.accumulation import DEMO_CONFIG, LIVE_STEPS, k_slider  # noqa: E402
+from dpviz.accumulation import DEMO_CONFIG, accumulation_link_slider, k_slider, live_config  # noqa: E402
 from dpviz.averaging import compare_averaging, period_slider  # noqa: E402
-from dpviz.buckets import bucket_cap_slider, sweep_config  # noqa: E402
+from dpviz.buckets import bucket_cap_slider, link_bandwidth_slider, sweep_config  # noqa: E402
 from dpviz.ddp_run import assemble_run, rank_spans, run, train_rank  # noqa: E402
 from dpviz.plots.accumulation import plot_schedule  # noqa: E402
 from dpviz.plots.averaging import plot_drift  # noqa: E402
@@ -61,22 +61,33 @@ def _old_figure(draw, figsize, record) -> bytes:
 
 
 # name → (build the widget on a cluster, two values to move between, old run, draw, figsize)
-# as the cap slider runs them: its timeline draws no parameter check, so its runs skip them
+# as the sliders run them: their figures draw no parameter check, so their runs skip them
 BUCKETS = sweep_config(steps=2, checks=False)
 GPT_BUCKETS = RunConfig(model="gpt", steps=2, checks=False)   # the built-in transformer (dpviz.workloads)
+K_LIVE = live_config(DEMO_CONFIG)
+LINKED = BUCKETS.replace(link="classroom")   # the link preset as it is today (03, 04 may size their own)
+K_LINKED = K_LIVE.replace(link="classroom")
+timeline = lambda ax, r: plot_bucket_timeline(r, ax=ax)
+schedule = lambda ax, r: plot_schedule(r, ax=ax)
+K_SIZE = (11, 1.4 + 1.2 * DEMO_CONFIG.world_size)
 WIDGETS = {
     "bucket_cap_mb (nb 03)": (
         lambda c: bucket_cap_slider(c, value=1.0), (1.0, 2.0),
-        lambda c, cap: run(BUCKETS.replace(bucket_cap_mb=cap), cluster=c),
-        lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8)),
+        lambda c, cap: run(BUCKETS.replace(bucket_cap_mb=cap), cluster=c), timeline, (11, 3.8)),
     "bucket_cap_mb, GPT (nb 03, 15)": (
         lambda c: bucket_cap_slider(c, GPT_BUCKETS, value=1.0), (1.0, 2.0),
-        lambda c, cap: run(GPT_BUCKETS.replace(bucket_cap_mb=cap), cluster=c),
-        lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8)),
+        lambda c, cap: run(GPT_BUCKETS.replace(bucket_cap_mb=cap), cluster=c), timeline, (11, 3.8)),
+    "link Gb/s, classroom link (nb 03)": (
+        lambda c: link_bandwidth_slider(c, LINKED, value=1.0), (1.0, 2.0),
+        lambda c, g: run(LINKED.replace(link=LINKED.link.with_gbps(g)), cluster=c), timeline, (11, 3.8)),
     "accumulation K (nb 04)": (
         lambda c: k_slider(c, DEMO_CONFIG, value=4), (4, 5),
-        lambda c, k: run(DEMO_CONFIG.replace(accum_steps=k, steps=LIVE_STEPS), cluster=c),
-        lambda ax, r: plot_schedule(r, ax=ax), (11, 1.4 + 1.2 * DEMO_CONFIG.world_size)),
+        lambda c, k: run(K_LIVE.replace(accum_steps=k), cluster=c), schedule, K_SIZE),
+    "link Gb/s at K=4, classroom link (nb 04)": (
+        lambda c: accumulation_link_slider(c, DEMO_CONFIG.replace(link="classroom"), k=4, value=1.0),
+        (1.0, 2.0),
+        lambda c, g: run(K_LINKED.replace(accum_steps=4, link=K_LINKED.link.with_gbps(g)), cluster=c),
+        schedule, K_SIZE),
     "averaging H (nb 07)": (
         lambda c: period_slider(c, value=8), (8, 16),
         lambda c, h: compare_averaging(cluster=c, periods=(h,), steps=32),
@@ -168,8 +179,8 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
         t4 = time.perf_counter()
         figure.png()
         t5 = time.perf_counter()
-        add("new figure: clear axes + plot calls (kept layout) + one draw", (t4 - t3) * 1e3)
-        add("new figure: PNG encode", (t5 - t4) * 1e3)
+        add("new figure: empty the kept axes + plot calls (kept layout) + one draw", (t4 - t3) * 1e3)
+        add("new figure: PNG encode (RGB, zlib level 3)", (t5 - t4) * 1e3)
     print(f"\none {name} move by parts ({cfg.layers}x{cfg.width} {cfg.model}, batch {cfg.batch_per_rank}"
           f"/rank, {cfg.steps} steps of {cfg.accum_steps} micro-steps, 2 ranks), median of {n} "
           f"({load()})")
@@ -196,8 +207,7 @@ def main() -> None:
         knob_table(cluster, args.moves, args.cold)
         parts_table(cluster, "bucket_cap_mb (nb 03)", BUCKETS.replace(bucket_cap_mb=1.0), n_parts)
         parts_table(cluster, "bucket_cap_mb, GPT (nb 03, 15)", GPT_BUCKETS.replace(bucket_cap_mb=1.0), n_parts)
-        parts_table(cluster, "accumulation K (nb 04)", DEMO_CONFIG.replace(accum_steps=4, steps=LIVE_STEPS),
-                    n_parts)
+        parts_table(cluster, "accumulation K (nb 04)", K_LIVE.replace(accum_steps=4), n_parts)
 
 
 if __name__ == "__main__":
