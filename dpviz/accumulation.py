@@ -28,7 +28,7 @@ from typing import Iterable, Sequence
 
 from .accumulation_records import AccumulationSweep, GradientCheck, accumulation_row
 from .buckets_records import SLIDER_GBPS
-from .config import NO_SYNC_SCOPES, RunConfig, require_int, validate
+from .config import NO_SYNC_SCOPES, RunConfig, for_slider, require_int, validate
 from .ddp_run import run
 from .launch import Cluster, RankContext, using_cluster
 from .record import RunRecord
@@ -46,10 +46,10 @@ LIVE_STEPS = 2
 
 
 def live_config(cfg: RunConfig) -> RunConfig:
-    """What a slider's move runs: `LIVE_STEPS` steps, and no parameter checks: the schedule
-    draws none, so a move does not wait for their all_gather (`checks=False` stays in each
-    record's config, as with 03's cap slider)."""
-    return cfg.replace(steps=min(cfg.steps, LIVE_STEPS), checks=False)
+    """What a slider's move runs: `LIVE_STEPS` steps, the last one profiled, no parameter
+    checks (the schedule draws neither the first step nor a check: `config.for_slider`, as
+    03's cap slider)."""
+    return for_slider(cfg.replace(steps=min(cfg.steps, LIVE_STEPS)))
 
 
 # --- live runs ----------------------------------------------------------------------------

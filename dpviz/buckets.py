@@ -10,6 +10,7 @@ from functools import partial
 from typing import Sequence
 
 from .buckets_records import SLIDER_CAPS, SLIDER_GBPS, BucketSweep, cap_row
+from .config import for_slider
 from .record import RunRecord
 
 # what `dpviz.<name>` offers from here
@@ -100,11 +101,12 @@ def bucket_cap_slider(cluster, cfg=None, caps: Sequence[float] = SLIDER_CAPS, va
                       model=None):
     """Slider over `caps` (MiB) re-running `cfg` on `cluster`; `model` (an alpha-beta fit)
     outlines each all-reduce's predicted time. Two steps per run: step 1 is already rebuilt.
-    The timeline draws no parameter check, so the slider's runs skip them (`checks=False`,
-    kept in each record's config): a move does not wait for an all_gather nobody sees."""
+    The timeline draws the last step and no parameter check, so the slider's runs profile
+    that step only and skip the checks (`config.for_slider`, kept in each record's config):
+    a move does not wait for a profile or an all_gather nobody sees."""
     from .widgets.buckets import bucket_cap_panel
 
-    cfg = (cfg or sweep_config(steps=2)).replace(checks=False)
+    cfg = for_slider(cfg or sweep_config(steps=2))
     if cluster.world_size != cfg.world_size:
         raise ValueError(f"the cluster has {cluster.world_size} ranks, the config {cfg.world_size}: "
                          "pass a matching cfg or Cluster")
@@ -115,10 +117,11 @@ def link_bandwidth_slider(cluster, cfg, gbps: Sequence[float] = SLIDER_GBPS,
                           value: float | None = None):
     """Slider over the emulated link's bandwidth (Gb/s, same latency), re-running `cfg` live:
     fast links leave little to hide, slow ones more than backward can cover. Starts at
-    `value`, default the link's own bandwidth. Like the cap slider, its runs skip the checks."""
+    `value`, default the link's own bandwidth. Like the cap slider, its runs profile the last
+    step only and skip the checks (`config.for_slider`)."""
     from .widgets.buckets import link_bandwidth_panel
 
     from .link import slider_start
 
-    return link_bandwidth_panel(partial(_run_with, cluster, cfg.replace(checks=False), _with_gbps), slider_start(cfg.link, value),
+    return link_bandwidth_panel(partial(_run_with, cluster, for_slider(cfg), _with_gbps), slider_start(cfg.link, value),
                                 gbps, cluster=cluster)

@@ -52,6 +52,9 @@ class RunConfig:
     seed: int = 0
     backend: str = "gloo"
     profile: bool = True
+    # steps before this one run unprofiled: a slider's figure draws the last step only, and
+    # profiling DDP's first (one-bucket) step too cost up to a third of a move's rank time
+    profile_from: int = 0
     # compare every step's parameters across ranks and with one process (record.checks); a
     # slider whose figure draws no check turns this off and its record says so (config.checks)
     checks: bool = True
@@ -135,6 +138,8 @@ def validate(cfg: RunConfig) -> RunConfig:
     require_int("width", cfg.width, 1, 1 << 16)
     require_int("batch_per_rank", cfg.batch_per_rank, 1, 1 << 20)
     require_int("accum_steps", cfg.accum_steps, 1, 1024)
+    require_int("profile_from", cfg.profile_from, 0, cfg.steps - 1,
+                " (the step the profiler starts at: at least one step is profiled)")
     require_int("seed", cfg.seed, 0)
     require_int("checkpoint_every", cfg.checkpoint_every, 0, cfg.layers,
                  " (0 keeps every activation; k recomputes segments of k blocks)")
@@ -151,6 +156,13 @@ def validate(cfg: RunConfig) -> RunConfig:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise ValueError(f"{name} must be a number > 0, got {value!r}")
     return cfg
+
+
+def for_slider(cfg: RunConfig) -> RunConfig:
+    """What a slider's move runs: its figure draws the last step and no parameter check, so
+    only the last step is profiled and the checks' all_gather is skipped (both stay in each
+    record's config). Every step still runs: DDP rebuilds its buckets after the first."""
+    return cfg.replace(checks=False, profile_from=cfg.steps - 1)
 
 
 def validate_mlp_only(cfg: RunConfig, subject: str) -> RunConfig:

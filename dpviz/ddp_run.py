@@ -184,24 +184,34 @@ def same_on_every_rank(model, device) -> bool:
 
 
 def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, workload):
-    """Every step under the profiler (none with profile=False): (profiler or None, the clock
-    mark, losses, parameters after each step, each step's wall time in ms)."""
+    """Every step from `cfg.profile_from` on under the profiler (none with profile=False):
+    (profiler or None, the clock mark, losses, parameters after each step, each step's wall
+    time in ms). Earlier steps run bare, unannotated."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from .workloads import flat_params
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.device != "cpu" else [])
     losses, snapshots, wall_ms = [], [], []
-    annotate = record_function if cfg.profile else (lambda name: nullcontext())
-    with profile(activities=activities, record_shapes=True) if cfg.profile else nullcontext() as prof:
-        clock = _clock_mark(annotate)
+    bare = lambda name: nullcontext()
+    prof = profile(activities=activities, record_shapes=True) if cfg.profile else None
+    clock, started = (None, False) if prof is not None else (_clock_mark(bare), False)
+    try:
         for step in range(cfg.steps):
+            profiled = prof is not None and step >= cfg.profile_from
+            if profiled and not started:
+                prof.start()
+                started, clock = True, _clock_mark(record_function)
+            annotate = record_function if profiled else bare
             log.step, t0 = step, time.perf_counter()
             with annotate(f"{STEP_PREFIX}{step}"):
                 losses.append(train_step(ctx, cfg, ddp, opt, log, step, annotate, workload))
             wall_ms.append((time.perf_counter() - t0) * 1e3)
             if cfg.checks:
                 snapshots.append(flat_params(ddp.module))
+    finally:
+        if started:
+            prof.stop()
     return prof, clock, losses, snapshots, wall_ms
 
 
@@ -256,15 +266,16 @@ def _clock_mark(annotate) -> float:
 def _link_events(link, clock_s: float) -> list[dict]:
     """The link thread's transfers as chrome trace events, on perf_counter microseconds
     relative to the clock mark (`assemble_run` moves them onto the trace's clock). The profiler
-    does not see annotations made on a Python thread, so the link keeps its own times."""
+    does not see annotations made on a Python thread, so the link keeps its own times; those
+    of steps run before the profiler started (`profile_from`, the clock mark) are left out."""
     transfers = [{"ph": "X", "cat": "user_annotation", "name": f"{LINK_PREFIX}{index}",
                   "tid": "dpviz link", "ts": (start - clock_s) * 1e6, "dur": (end - start) * 1e6,
                   "args": {"link": dataclasses.asdict(link.link)}}
-                 for index, start, end in link.spans]
+                 for index, start, end in link.spans if start >= clock_s]
     reduces = [{"ph": "X", "cat": "user_annotation", "name": f"{LINK_ALLREDUCE_PREFIX}{index}",
                 "tid": "dpviz link all-reduce", "ts": (start - clock_s) * 1e6,
                 "dur": (end - start) * 1e6, "args": {"Input Dims": [[numel]], "Input type": ["float"]}}
-               for index, numel, start, end in link.reduces]
+               for index, numel, start, end in link.reduces if start >= clock_s]
     return transfers + reduces
 
 
@@ -315,7 +326,7 @@ def assemble_run(cfg: RunConfig, results: list[dict], out_dir: Path | None = Non
     record = RunRecord(
         config=cfg.to_dict(), world_size=cfg.world_size,
         spans=tuple(sorted(spans, key=lambda s: (s.rank, s.start_us))),
-        buckets=tuple(_buckets(results, spans)),
+        buckets=tuple(_buckets(results, spans, cfg.profile_from)),
         micro_steps=tuple(_micro_steps(spans)),
         losses={r: tuple(res["losses"]) for r, res in enumerate(results)},
         checks=tuple(StepCheck(**c) for c in results[0]["checks"]),
@@ -362,13 +373,14 @@ def _recompute(trace: dict, rank: int, spans: list[Span]) -> list[Span]:
             for a, b in recompute_spans(trace, forward_mark="DistributedDataParallel.forward")]
 
 
-def _buckets(results: list[dict], spans: list[Span]) -> list[Bucket]:
-    """The hook's notes, timed by their trace spans (the k-th call is the k-th span)."""
+def _buckets(results: list[dict], spans: list[Span], profile_from: int = 0) -> list[Bucket]:
+    """The hook's notes of the profiled steps, timed by their trace spans (the k-th call is
+    the k-th span)."""
     out = []
     for rank, res in enumerate(results):
         hooks = sorted((s for s in spans if s.rank == rank and s.kind == "bucket_hook"),
                        key=lambda s: s.start_us)
-        for seen, span in zip(res["buckets"], hooks):
+        for seen, span in zip((n for n in res["buckets"] if n["step"] >= profile_from), hooks):
             out.append(Bucket(rank=rank, step=seen["step"], micro_step=seen["micro_step"],
                               index=seen["index"], numel=seen["numel"], bytes=seen["bytes"],
                               params=tuple(seen["params"]), hook_us=span.start_us))

@@ -241,10 +241,10 @@ def test_link_slider_says_when_a_move_started_or_restarted_ranks():
         cluster.close()
 
 
-def test_a_k_slider_move_runs_two_steps_and_no_checks():
+def test_a_k_slider_move_runs_two_steps_profiles_the_last_and_skips_the_checks():
     """The schedule draws no parameter check: a move skips their all_gather (as 03's cap
-    slider does) and runs the rebuild step and the one steady step it draws."""
+    slider does) and runs the rebuild step unprofiled and the one steady step it draws."""
     from dpviz.accumulation import DEMO_CONFIG, live_config
 
     live = live_config(DEMO_CONFIG.replace(accum_steps=3))
-    assert (live.steps, live.checks, live.accum_steps) == (2, False, 3)
+    assert (live.steps, live.profile_from, live.checks, live.accum_steps) == (2, 1, False, 3)

@@ -168,3 +168,27 @@ def test_a_model_built_differently_per_rank_still_trains_in_lockstep(cluster2):
     rank equal after every step, because DDP broadcast rank 0's weights at construction."""
     record = run(cluster=cluster2, world_size=2, steps=2, model="workload_factories:rank_seeded_mlp")
     assert [c.max_diff_across_ranks for c in record.checks] == [0.0, 0.0]
+
+
+def test_a_run_profiled_from_its_last_step_records_that_step_as_a_full_run_does(cluster2):
+    """A slider profiles only the step it draws (`profile_from`): the earlier step still
+    trains (same losses), and the profiled step has the same buckets, hooks and spans a
+    fully profiled run records for it."""
+    full = run(cluster=cluster2, world_size=2, steps=2, bucket_cap_mb=0.25, checks=False)
+    last = run(cluster=cluster2, world_size=2, steps=2, bucket_cap_mb=0.25, checks=False, profile_from=1)
+    assert full.steps == [0, 1] and last.steps == [1] and last.config["profile_from"] == 1
+    assert last.losses == full.losses and all(len(ms) == 2 for ms in last.step_wall_ms.values())
+    notes = lambda r: [(b.rank, b.step, b.index, b.bytes, b.params) for b in r.buckets if b.step == 1]
+    assert notes(last) == notes(full) and {b.step for b in last.buckets} == {1}
+    kinds = lambda r: sorted((s.rank, s.kind, s.bucket) for s in r.spans if s.step == 1)
+    assert kinds(last) == kinds(full)
+    with pytest.raises(ValueError, match="profile_from"):
+        RunConfig(steps=2, profile_from=2).replace()
+
+
+def test_a_linked_run_profiled_from_its_last_step_keeps_only_that_steps_transfers(cluster2):
+    last = run(cluster=cluster2, world_size=2, steps=2, bucket_cap_mb=1.0, checks=False, profile_from=1,
+               link="classroom")
+    links = [s for s in last.spans if s.kind == "link"]
+    assert links and {s.step for s in links} == {1}
+    assert len(links) == sum(1 for b in last.buckets)   # one transfer per bucket handed over
