@@ -5,8 +5,8 @@ Measured side by side in one process on the same warm 2-rank cluster, medians of
             place → PNG bytes in the Image widget (the observer runs synchronously)
   before  = the figure path the widgets used to take: the same run, then a new pyplot figure
             drawn and encoded as the inline backend does (bbox_inches="tight": two draws).
-            (The run itself is today's for both: 2 steps, no parameter checks, DDP's start-up
-            broadcast skipped where every rank already holds the same weights.)
+            (The run itself is today's for both: 2 steps, the last one profiled, no parameter
+            checks, DDP's start-up broadcast skipped where every rank holds the same weights.)
   cold    = the cell re-run from nothing: 2 ranks started, the widget built (one run + draw)
 Then one move of each DDP slider by parts (the slowest rank's parts, then the parent's),
 beside the parts the old path had instead: the ranks writing chrome JSON and the parent
@@ -32,6 +32,7 @@ from dpviz import Cluster, RunConfig  # noqa: E402
 from dpviz.accumulation import DEMO_CONFIG, accumulation_link_slider, k_slider, live_config  # noqa: E402
 from dpviz.averaging import compare_averaging, period_slider  # noqa: E402
 from dpviz.buckets import bucket_cap_slider, link_bandwidth_slider, sweep_config  # noqa: E402
+from dpviz.config import for_slider  # noqa: E402
 from dpviz.ddp_run import assemble_run, rank_spans, run, train_rank  # noqa: E402
 from dpviz.plots.accumulation import plot_schedule  # noqa: E402
 from dpviz.plots.averaging import plot_drift  # noqa: E402
@@ -62,8 +63,8 @@ def _old_figure(draw, figsize, record) -> bytes:
 
 # name → (build the widget on a cluster, two values to move between, old run, draw, figsize)
 # as the sliders run them: their figures draw no parameter check, so their runs skip them
-BUCKETS = sweep_config(steps=2, checks=False)
-GPT_BUCKETS = RunConfig(model="gpt", steps=2, checks=False)   # the built-in transformer (dpviz.workloads)
+BUCKETS = for_slider(sweep_config(steps=2))
+GPT_BUCKETS = for_slider(RunConfig(model="gpt", steps=2))   # the built-in transformer (dpviz.workloads)
 K_LIVE = live_config(DEMO_CONFIG)
 LINKED = BUCKETS.replace(link="classroom")   # the link preset as it is today (03, 04 may size their own)
 K_LINKED = K_LIVE.replace(link="classroom")
@@ -153,6 +154,9 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
         add("ranks: model + DDP construction (a new cap needs a new DDP)", slow["setup"])
         add("ranks: train under the profiler", slow["train"])
         add("ranks: profile -> the record's events, in memory", slow["events"])
+        every = max(cluster.run_task(train_rank, cfg.replace(profile_from=0)),
+                    key=lambda r: sum(r["parts_ms"].values()))["parts_ms"]
+        add("before: train + events with every step profiled (profile_from=0)", every["train"] + every["events"])
         add("ranks: equality checks (all_gather + cached reference)", slow["checks"])
         add("parent: task round trip beyond the slowest rank", (t1 - t0) * 1e3 - sum(slow.values()))
         add("parent: record from the ranks' events", (t2 - t1) * 1e3)
