@@ -116,7 +116,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
     device = torch.device(ctx.device)
     workload = build_workload(cfg)
     model = workload.model.to(device)
-    initial = flat_params(model).cpu()
+    initial = flat_params(model).cpu() if cfg.checks else None   # the checks' starting point
     ddp, log, opt, link = _wrap_ddp(ctx, cfg, model, device)
     t_start = time.perf_counter()
     try:
