@@ -12,6 +12,14 @@ wire_bytes is what a ring all-reduce puts on each rank's link: 2(N−1)/N of the
 Emulation is approximate on one point: each rank's link starts when its own bucket is ready,
 not when every rank's is (the real all-reduce after it still waits for every rank).
 
+A fixed preset cannot suit every CPU: overlap hides at most one backward of transfer time,
+so what the lessons show depends on the link's time against *this machine's* backward.
+`sized_link` sets the link from a measured backward: all gradients cross it in `ratio` × the
+backward (1 by default: the regime where overlap matters, as on a cluster), and each transfer
+pays α = `alpha_fraction` × the backward (small, so only many tiny buckets pay visibly).
+A slower CPU gets a slower link in the same ratio, so the pictures are the same everywhere.
+`dpviz.link_sizing.size_link` measures the backward on live ranks and returns such a link.
+
 No torch here: records and renderers read links without it. The rank side, the thread that
 plays the wire during a run, is `dpviz.link_thread`.
 """
@@ -44,6 +52,9 @@ class Link:
     gbps: float            # gigabits per second (1e9 bit/s)
     latency_us: float      # fixed cost of each transfer
     name: str = ""         # the preset it came from, if any
+    # the measured backward (ms) `sized_link` sized it to; None for presets and typed numbers
+    # (records from before sizing existed load with None)
+    sized_to_ms: float | None = None
 
     def wire_bytes(self, nbytes: int, world_size: int) -> float:
         """Bytes a ring all-reduce of `nbytes` puts on each rank's link."""
@@ -54,17 +65,21 @@ class Link:
         return self.latency_us / 1e3 + self.wire_bytes(nbytes, world_size) * 8 / (self.gbps * 1e9) * 1e3
 
     def label(self) -> str:
-        """How figures name it: 'emulated link classroom: 0.5 Gb/s, α 2000 µs'."""
+        """How figures name it: 'emulated link classroom: 0.5 Gb/s, α 2000 µs', or for a sized
+        one 'emulated link: 3.96 Gb/s, α 620 µs, sized to a measured 12.4 ms backward'."""
         name = f" {self.name}" if self.name else ""
-        return f"emulated link{name}: {self.gbps:g} Gb/s, α {self.latency_us:g} µs"
+        sized = (f", sized to a measured {self.sized_to_ms:g} ms backward"
+                 if self.sized_to_ms is not None else "")
+        return f"emulated link{name}: {self.gbps:g} Gb/s, α {self.latency_us:g} µs{sized}"
 
     def model(self, world_size: int) -> "LinkModel":
         """The link's own alpha-beta model for buckets all-reduced by `world_size` ranks."""
         return LinkModel(self, world_size)
 
     def with_gbps(self, gbps: float) -> "Link":
-        """Same latency, another bandwidth (the notebooks' bandwidth slider)."""
-        return check_link(dataclasses.replace(self, gbps=float(gbps), name=""))
+        """Same latency, another bandwidth (the notebooks' bandwidth slider): no longer the
+        preset, nor sized to the backward."""
+        return check_link(dataclasses.replace(self, gbps=float(gbps), name="", sized_to_ms=None))
 
 
 @dataclass(frozen=True)
@@ -87,15 +102,48 @@ def preset(name: str) -> Link:
                      f"or 'off' (raw loopback)")
 
 
+def _finite(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def check_link(link: Link) -> Link:
     """Reject non-finite or non-positive numbers with a message; returns the link."""
     for field, low in (("gbps", 0.0), ("latency_us", -1.0)):
         value = getattr(link, field)
-        ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-        if not ok or not value > low or (field == "gbps" and value > 1e5) or value > 1e7:
+        if not _finite(value) or not value > low or (field == "gbps" and value > 1e5) or value > 1e7:
             bound = "a number > 0 and <= 100000" if field == "gbps" else "a number >= 0 and <= 1e7"
             raise ValueError(f"link {field} must be {bound}, got {value!r}")
+    if link.sized_to_ms is not None and not (_finite(link.sized_to_ms) and link.sized_to_ms > 0):
+        raise ValueError(f"link sized_to_ms must be None or a number > 0, got {link.sized_to_ms!r}")
     return link
+
+
+def sized_link(backward_ms: float, gradient_bytes: int, world_size: int, ratio: float = 1.0,
+               alpha_fraction: float = 0.05) -> Link:
+    """A link on which all `gradient_bytes` take `ratio` × `backward_ms` to cross (β part,
+    ring bytes of `world_size` ranks), and every transfer pays α = `alpha_fraction` ×
+    `backward_ms`. The backward is kept to 3 significant digits, and the link is computed
+    from that, rounded to 3 significant Gb/s and whole µs, so labels stay short: all
+    gradients then take ratio × the (rounded) backward within 0.5 %.
+
+    Why these defaults: with ratio 1, one bucket exposes its whole transfer (≈ 1.05 backward)
+    while ~6 buckets hide most of it under backward (≈ 0.5), and ~24 buckets pay 24 α on top
+    (≈ 1.25): the U of the cap sweep, on a fast CPU or a slow one alike.
+    """
+    for name, value, low in (("backward_ms", backward_ms, 0.0), ("ratio", ratio, 0.0)):
+        if not _finite(value) or not value > low:
+            raise ValueError(f"{name} must be a number > 0, got {value!r}")
+    if not _finite(alpha_fraction) or not 0 <= alpha_fraction <= 10:
+        raise ValueError(f"alpha_fraction must be a number in [0, 10], got {alpha_fraction!r}")
+    for name, value, low in (("gradient_bytes", gradient_bytes, 1), ("world_size", world_size, 2)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be a whole number >= {low} (a link carries an all-reduce "
+                             f"between ranks), got {value!r}")
+    backward_ms = float(f"{backward_ms:.3g}")
+    wire_bits = Link(1.0, 0.0).wire_bytes(gradient_bytes, world_size) * 8
+    gbps = wire_bits / (ratio * backward_ms / 1e3) / 1e9
+    return check_link(Link(float(f"{gbps:.3g}"), float(round(alpha_fraction * backward_ms * 1e3)),
+                           "", backward_ms))
 
 
 def as_link(value) -> Link | None:
@@ -139,6 +187,17 @@ def describe_link(link: Link | dict | None) -> str:
     """One line for figures and notebooks: what carried the all-reduces."""
     link = as_link(link)
     return "raw loopback (gloo on the same CPU cores: no separate link)" if link is None else link.label()
+
+
+def describe_sizing(link: Link, gradient_bytes: int, world_size: int) -> str:
+    """What a link costs against the backward it was sized to (the notebooks print it)."""
+    alpha_ms = link.latency_us / 1e3
+    carry_ms = link.transfer_ms(gradient_bytes, world_size) - alpha_ms
+    line = f"{link.label()}\nall {gradient_bytes / 2**20:.2f} MiB of gradients take {carry_ms:.1f} ms on it"
+    if link.sized_to_ms is None:
+        return f"{line}, plus α {alpha_ms:.2f} ms per transfer"
+    return (f"{line} ({carry_ms / link.sized_to_ms:.2f}× the backward), plus α {alpha_ms:.2f} ms per "
+            f"transfer ({alpha_ms / link.sized_to_ms:.0%} of the backward)")
 
 
 def slider_start(link: Link | None, value: float | None) -> float:
