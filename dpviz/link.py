@@ -15,10 +15,10 @@ not when every rank's is (the real all-reduce after it still waits for every ran
 A fixed preset cannot suit every CPU: overlap hides at most one backward of transfer time,
 so what the lessons show depends on the link's time against *this machine's* backward.
 `sized_link` sets the link from a measured backward: all gradients cross it in `ratio` × the
-backward (1 by default: the regime where overlap matters, as on a cluster), and each transfer
-pays α = `alpha_fraction` × the backward (small, so only many tiny buckets pay visibly).
-A slower CPU gets a slower link in the same ratio, so the pictures are the same everywhere.
-`dpviz.link_sizing.size_link` measures the backward on live ranks and returns such a link.
+backward, and each transfer pays α = `alpha_fraction` × the backward (small, so only many
+tiny buckets pay visibly). A slower CPU gets a slower link in the same ratio, so the pictures
+are the same everywhere. `dpviz.link_sizing.size_link` measures the backward on live ranks
+(alone, no all-reduce beside it) and returns such a link.
 
 No torch here: records and renderers read links without it. The rank side, the thread that
 plays the wire during a run, is `dpviz.link_thread`.
@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Sequence
 
 # Preset links: (Gb/s, one-transfer latency µs). Round numbers of the right order, quoted for
 # teaching, not measured here. "classroom" is scaled to dpviz's small demo models (a few MiB
@@ -43,6 +44,16 @@ PRESETS: dict[str, tuple[float, float]] = {
     "NVLink-ish": (1200.0, 2.0),   # ~150 GB/s, the order of V100/A100 NVLink busBW
 }
 OFF = ("off", "none", "loopback")
+
+# `sized_link`'s defaults, chosen from runs of notebook 03's workload (2 ranks, 6 MiB of
+# gradients, 6 buckets of 1 MiB): a run whose buckets are all-reduced beside backward runs it
+# 1.1-1.4x slower than the lone backward size_link measures (gloo takes CPU from it), so 1.5
+# puts all gradients on the link for about one backward *of the run*; and a burst of load
+# during the measurement, which can halve it against the runs', still leaves the link above
+# the ~0.53 backward below which 6 buckets hide everything and their lead over one bucket
+# shrinks (see sized_link). α at 5 %: 24 tiny buckets pay 1.2 backwards of it, 6 pay 0.3.
+RATIO = 1.5
+ALPHA_FRACTION = 0.05
 
 
 @dataclass(frozen=True)
@@ -118,17 +129,19 @@ def check_link(link: Link) -> Link:
     return link
 
 
-def sized_link(backward_ms: float, gradient_bytes: int, world_size: int, ratio: float = 1.0,
-               alpha_fraction: float = 0.05) -> Link:
+def sized_link(backward_ms: float, gradient_bytes: int, world_size: int, ratio: float = RATIO,
+               alpha_fraction: float = ALPHA_FRACTION) -> Link:
     """A link on which all `gradient_bytes` take `ratio` × `backward_ms` to cross (β part,
     ring bytes of `world_size` ranks), and every transfer pays α = `alpha_fraction` ×
     `backward_ms`. The backward is kept to 3 significant digits, and the link is computed
     from that, rounded to 3 significant Gb/s and whole µs, so labels stay short: all
     gradients then take ratio × the (rounded) backward within 0.5 %.
 
-    Why these defaults: with ratio 1, one bucket exposes its whole transfer (≈ 1.05 backward)
-    while ~6 buckets hide most of it under backward (≈ 0.5), and ~24 buckets pay 24 α on top
-    (≈ 1.25): the U of the cap sweep, on a fast CPU or a slow one alike.
+    With B the backward in the run and n buckets ready through it, the link busy past the end
+    of backward: one bucket exposes ≈ (ratio + a)·B, n buckets ≈ (ratio + n·a − (n−1)/n)·B.
+    So 6 buckets beat one by ≈ (5/6 − 5a)·B and 24 buckets lose ≈ (18a − 1/8)·B to 6: the
+    U, on a fast CPU or a slow one alike. Below ratio ≈ 0.53 (of the run's backward) 6 buckets
+    hide all of it and their lead over one bucket shrinks to (ratio + a)·B.
     """
     for name, value, low in (("backward_ms", backward_ms, 0.0), ("ratio", ratio, 0.0)):
         if not _finite(value) or not value > low:
@@ -200,12 +213,21 @@ def describe_sizing(link: Link, gradient_bytes: int, world_size: int) -> str:
             f"transfer ({alpha_ms / link.sized_to_ms:.0%} of the backward)")
 
 
-def slider_start(link: Link | None, value: float | None) -> float:
-    """The bandwidth a link slider starts at: `value`, default the link's own; a clear error
-    for a run with no emulated link (nothing to slide)."""
+# what a bandwidth slider offers, as multiples of the run's own link: slower ones leave more
+# than backward can cover, faster ones little to hide
+SLIDER_FACTORS = (0.25, 0.5, 1.0, 2.0, 4.0, 10.0)
+
+
+def slider_gbps(link: Link | None, gbps: Sequence[float] | None = None,
+                value: float | None = None) -> tuple[tuple[float, ...], float]:
+    """The bandwidths a link slider offers and the one it starts at: by default the link's
+    own × SLIDER_FACTORS (3 significant digits: a sized link's bandwidth is no round number),
+    starting at the link's own. A clear error for a run with no emulated link."""
     if link is None:
-        raise ValueError("cfg has no emulated link: pass cfg.replace(link='classroom') or another preset")
-    return link.gbps if value is None else value
+        raise ValueError("cfg has no emulated link: pass cfg.replace(link=dpviz.size_link(cfg, cluster=...)) "
+                         "or a preset such as 'classroom'")
+    values = tuple(gbps) if gbps is not None else tuple(float(f"{link.gbps * f:.3g}") for f in SLIDER_FACTORS)
+    return values, (link.gbps if value is None else value)
 
 
 def link_note(config: dict) -> str:

@@ -12,21 +12,22 @@ from __future__ import annotations
 import statistics
 
 from .config import RunConfig, require_int
-from .link import Link, sized_link
+from .link import ALPHA_FRACTION, RATIO, Link, sized_link
 from .overlap import intersection, steady_steps, union
 from .record import RunRecord
 
 FACADE = ("size_link",)   # what `dpviz.<name>` offers from here
 
 
-def size_link(cfg=None, *, cluster=None, ratio: float = 1.0, alpha_fraction: float = 0.05,
-              steps: int = 4) -> Link:
+def size_link(cfg=None, *, cluster=None, ratio: float = RATIO, alpha_fraction: float = ALPHA_FRACTION,
+              steps: int = 6) -> Link:
     """The link `cfg`'s workload should run on here: its gradients cross in `ratio` × the
     measured backward, each transfer pays `alpha_fraction` × it (`dpviz.link.sized_link`).
 
     Runs `steps` optimizer steps of `cfg` (its model, size and world size; its own link and
     bucket cap do not matter: nothing is all-reduced while the measured backwards run) on the
-    warm `cluster`, or on ranks started for this call.
+    warm `cluster`, or on ranks started for this call. `steps` − 1 steady steps on every rank
+    give the median (10 backwards with the default 6 on 2 ranks: a burst of load moves it less).
     """
     from .ddp_run import run
     from .launch import using_cluster
