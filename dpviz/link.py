@@ -32,11 +32,12 @@ from typing import Sequence
 
 # Preset links: (Gb/s, one-transfer latency µs). Round numbers of the right order, quoted for
 # teaching, not measured here. "classroom" is scaled to dpviz's small demo models (a few MiB
-# of gradients, ~10-50 ms of backward on a CPU): at that scale it puts communication and
-# compute in the ratio a real model sees on a real cluster, so overlap and the bucket-size
-# trade-off show — and its transfers dwarf the CPU's own reduction work.
+# of gradients): its transfers dwarf the CPU's own reduction work, and notebook 04's tiny
+# micro-steps. Against a fixed backward it is not: 6 MiB take ~110 ms on it, while an idle
+# 2-core machine runs notebook 03's backward in ~12 ms, more than overlap can hide — which is
+# why notebooks 01 and 03 size their link to the measured backward instead (`sized_link`).
 PRESETS: dict[str, tuple[float, float]] = {
-    "classroom": (0.5, 2000.0),    # 0.5 Gb/s, 2 ms per transfer: the lessons' default
+    "classroom": (0.5, 2000.0),    # 0.5 Gb/s, 2 ms per transfer: notebook 04's link
     "1GbE": (1.0, 50.0),
     "10GbE": (10.0, 20.0),
     "100GbE": (100.0, 5.0),        # RDMA-class NIC
