@@ -27,7 +27,6 @@ from functools import partial
 from typing import Iterable, Sequence
 
 from .accumulation_records import AccumulationSweep, GradientCheck, accumulation_row
-from .buckets_records import SLIDER_GBPS
 from .config import NO_SYNC_SCOPES, RunConfig, for_slider, require_int, validate
 from .ddp_run import run
 from .launch import Cluster, RankContext, using_cluster
@@ -94,15 +93,17 @@ def _run_k_gbps(cfg: RunConfig, cluster: Cluster, k: int, gbps: float) -> RunRec
 
 
 def accumulation_link_slider(cluster: Cluster, cfg: RunConfig, k: int = 4,
-                             gbps: Sequence[float] = SLIDER_GBPS, value: float | None = None):
+                             gbps: Sequence[float] | None = None, value: float | None = None):
     """Slide the emulated link's bandwidth (same latency) at K micro-steps on the warm
-    `cluster`, beside 03's: the same widget, drawing one steady step's schedule."""
-    from .link import slider_start
+    `cluster`, beside 03's: the same widget, drawing one steady step's schedule. Offers
+    `gbps`, default the link's own × ¼ … 10 (`dpviz.link.slider_gbps`)."""
+    from .link import slider_gbps
     from .widgets.accumulation import link_bandwidth_panel
 
     cfg = validate(cfg)
-    return link_bandwidth_panel(partial(_run_k_gbps, live_config(cfg), cluster, k), slider_start(cfg.link, value),
-                                cfg.world_size, gbps, cluster=cluster)
+    values, start = slider_gbps(cfg.link, gbps, value)
+    return link_bandwidth_panel(partial(_run_k_gbps, live_config(cfg), cluster, k), start, cfg.world_size,
+                                values, cluster=cluster)
 
 
 def compare_scopes(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,

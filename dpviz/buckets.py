@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Sequence
 
-from .buckets_records import SLIDER_CAPS, SLIDER_GBPS, BucketSweep, cap_row
+from .buckets_records import SLIDER_CAPS, BucketSweep, cap_row
 from .config import for_slider
 from .record import RunRecord
 
@@ -47,6 +47,14 @@ def sweep_buckets(cfg=None, *, cluster=None, caps: Sequence[float] = CAPS_MB, re
     cap rather than on one. `warmup` first runs once untimed.
     """
     from .launch import using_cluster
+
+    cfg, caps = check_sweep(cfg, caps, repeats)
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
+        return _sweep_on(ranks, cfg, caps, repeats, progress, warmup)
+
+
+def check_sweep(cfg, caps: Sequence[float], repeats: int):
+    """The sweep's (config, caps as floats), or a ValueError before any rank starts."""
     from .workloads import validate_run_config
 
     caps = [float(c) for c in caps]
@@ -58,8 +66,7 @@ def sweep_buckets(cfg=None, *, cluster=None, caps: Sequence[float] = CAPS_MB, re
     if cfg.steps < 3:
         raise ValueError(f"a sweep needs steps >= 3 (step 0 uses one bucket; medians need more), "
                          f"got {cfg.steps}")
-    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
-        return _sweep_on(ranks, cfg, caps, repeats, progress, warmup)
+    return cfg, caps
 
 
 def _sweep_on(cluster, cfg, caps: list[float], repeats: int, progress: bool, warmup: bool) -> BucketSweep:
@@ -113,15 +120,17 @@ def bucket_cap_slider(cluster, cfg=None, caps: Sequence[float] = SLIDER_CAPS, va
     return bucket_cap_panel(partial(_run_with, cluster, cfg, _with_cap), caps, value, model, cluster=cluster)
 
 
-def link_bandwidth_slider(cluster, cfg, gbps: Sequence[float] = SLIDER_GBPS,
+def link_bandwidth_slider(cluster, cfg, gbps: Sequence[float] | None = None,
                           value: float | None = None):
     """Slider over the emulated link's bandwidth (Gb/s, same latency), re-running `cfg` live:
-    fast links leave little to hide, slow ones more than backward can cover. Starts at
-    `value`, default the link's own bandwidth. Like the cap slider, its runs profile the last
-    step only and skip the checks (`config.for_slider`)."""
+    fast links leave little to hide, slow ones more than backward can cover. Offers `gbps`,
+    default the link's own × ¼ … 10 (`dpviz.link.slider_gbps`), starting at `value`, default
+    the link's own. Like the cap slider, its runs profile the last step only and skip the
+    checks (`config.for_slider`)."""
     from .widgets.buckets import link_bandwidth_panel
 
-    from .link import slider_start
+    from .link import slider_gbps
 
-    return link_bandwidth_panel(partial(_run_with, cluster, for_slider(cfg), _with_gbps), slider_start(cfg.link, value),
-                                gbps, cluster=cluster)
+    values, start = slider_gbps(cfg.link, gbps, value)
+    return link_bandwidth_panel(partial(_run_with, cluster, for_slider(cfg), _with_gbps), start,
+                                values, cluster=cluster)

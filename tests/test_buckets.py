@@ -190,8 +190,10 @@ def test_cli_sweep_writes_sweep_json(tmp_path, capsys):
 
     out = tmp_path / "sw"
     assert main(["sweep", "buckets", "--ranks", "2", "--caps", "0.1,4", "--steps", "3", "--repeats", "1",
-                 "--layers", "4", "--width", "128", "--batch", "8", "--out", str(out)]) == 0
+                 "--layers", "4", "--width", "128", "--batch", "8", "--size-link", "--out", str(out)]) == 0
     result = load(out / "sweep.json", expect=BucketSweep)
+    sized = result.config["link"]       # --size-link: a link sized to the measured backward
+    assert sized["sized_to_ms"] > 0 and f"sized to a measured {sized['sized_to_ms']:g} ms" in capsys.readouterr().out
     assert [r.bucket_cap_mb for r in result.rows] == [0.1, 4.0]
     assert (out / "sweep.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "sweep.pdf").read_bytes()[:5] == b"%PDF-" and (out / "sweep.svg").stat().st_size > 0
@@ -205,6 +207,17 @@ def test_cli_sweep_rejects_a_zero_cap(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["sweep", "buckets", "--caps", "0,1", "--out", "/tmp/unused"])
     assert exit_.value.code == 2 and "must be > 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [(["--size-link", "--link", "10GbE"], "drop --link"),
+                                           (["--size-link", "--steps", "2"], "steps >= 3")])
+def test_cli_sweep_refuses_bad_sizing_before_ranks_start(argv, message, tmp_path, capsys):
+    from dpviz.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["sweep", "buckets", *argv, "--out", str(tmp_path / "out")])
+    assert exit_.value.code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 # --- figures, slider, scene ---------------------------------------------------------------

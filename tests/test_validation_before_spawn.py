@@ -39,6 +39,7 @@ BAD = {
     "experts:run_expert_layer": dict(tokens=0),
     "experts:expert_parallel": dict(tokens=0),
     "lifecycle:rank_identities": dict(world_size=0),
+    "link_sizing:size_link": dict(ratio=0.0),
     "lifecycle:sampler_shards": dict(epochs=0),
     "lifecycle:ddp_lifecycle": dict(steps=0),
     "pipeline:run_pipeline": dict(schedule="zigzag"),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..buckets import sweep_buckets, sweep_config
+from ..buckets import check_sweep, sweep_buckets, sweep_config
 from ..buckets_records import format_sweep
 from ..config import writable_dir
 from ..record import save
@@ -25,14 +25,29 @@ def add_arguments(p) -> None:
     p.add_argument("--width", type=positive_int, default=d.width, help="hidden width (default %(default)s)")
     p.add_argument("--batch", type=positive_int, default=d.batch_per_rank, help="samples per rank per step (default %(default)s)")
     add_link_arguments(p)
+    p.add_argument("--size-link", action="store_true",
+                   help="first measure this workload's backward on the ranks and size an emulated link "
+                        "to it (all gradients cross in one backward, alpha 5%% of it), as notebook 03 "
+                        "does; not with the --link options")
     p.add_argument("--out", required=True, help="folder for sweep.json and sweep.png|svg|pdf")
 
 
 def main(args) -> int:
+    from ..launch import Cluster
+    from ..link import describe_link
+    from ..link_sizing import size_link
+
     cfg = sweep_config(world_size=args.ranks, steps=args.steps, layers=args.layers, width=args.width,
                        batch_per_rank=args.batch, link=link_of(args))
+    if args.size_link and cfg.link is not None:
+        raise ValueError("--size-link sizes the link itself: drop --link/--link-gbps/--link-latency-us")
+    check_sweep(cfg, args.caps, args.repeats)
     out = writable_dir(args.out)  # fail before any rank starts
-    result = sweep_buckets(cfg, caps=args.caps, repeats=args.repeats)
+    with Cluster(cfg.world_size) as cluster:
+        if args.size_link:
+            cfg = cfg.replace(link=size_link(cfg, cluster=cluster))
+            print(describe_link(cfg.link))
+        result = sweep_buckets(cfg, cluster=cluster, caps=args.caps, repeats=args.repeats)
     save(result, out / "sweep.json")
     _figure(result, out / "sweep.png")
     print(format_sweep(result))
