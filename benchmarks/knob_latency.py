@@ -68,6 +68,7 @@ GPT_BUCKETS = for_slider(RunConfig(model="gpt", steps=2))   # the built-in trans
 K_LIVE = live_config(DEMO_CONFIG)
 LINKED = BUCKETS.replace(link="classroom")   # the link preset as it is today (03, 04 may size their own)
 K_LINKED = K_LIVE.replace(link="classroom")
+MODEL = LINKED.link.model(2)   # the outlines notebook 03 draws: the link's alpha-beta model
 timeline = lambda ax, r: plot_bucket_timeline(r, ax=ax)
 schedule = lambda ax, r: plot_schedule(r, ax=ax)
 K_SIZE = (11, 1.4 + 1.2 * DEMO_CONFIG.world_size)
@@ -75,6 +76,10 @@ WIDGETS = {
     "bucket_cap_mb (nb 03)": (
         lambda c: bucket_cap_slider(c, value=1.0), (1.0, 2.0),
         lambda c, cap: run(BUCKETS.replace(bucket_cap_mb=cap), cluster=c), timeline, (11, 3.8)),
+    "bucket_cap_mb + classroom link + alpha-beta outlines (nb 03's cell)": (
+        lambda c: bucket_cap_slider(c, LINKED, value=1.0, model=MODEL), (1.0, 2.0),
+        lambda c, cap: run(LINKED.replace(bucket_cap_mb=cap), cluster=c),
+        lambda ax, r: plot_bucket_timeline(r, ax=ax, model=MODEL), (11, 3.8)),
     "bucket_cap_mb, GPT (nb 03, 15)": (
         lambda c: bucket_cap_slider(c, GPT_BUCKETS, value=1.0), (1.0, 2.0),
         lambda c, cap: run(GPT_BUCKETS.replace(bucket_cap_mb=cap), cluster=c), timeline, (11, 3.8)),

@@ -173,7 +173,7 @@ def same_on_every_rank(model, device) -> bool:
     import torch.distributed as dist
 
     tensors = [t.detach() for t in (*model.parameters(), *model.buffers()) if t.numel()]
-    mixed = 0   # the tensors' (size, bits) in order, mixed into one number (fixed size to gather)
+    mixed = 0   # the tensors' (shape, bits) in order, mixed into one number (fixed size to gather)
     for t in tensors:
         bits = int(torch.hash_tensor(t).item())
         mixed = (mixed * 1_000_003 + hash(tuple(t.shape)) + bits) % (2**61 - 1)
@@ -195,7 +195,7 @@ def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, 
     losses, snapshots, wall_ms = [], [], []
     bare = lambda name: nullcontext()
     prof = profile(activities=activities, record_shapes=True) if cfg.profile else None
-    clock, started = (None, False) if prof is not None else (_clock_mark(bare), False)
+    started, clock = False, None if prof is not None else _clock_mark(bare)
     try:
         for step in range(cfg.steps):
             profiled = prof is not None and step >= cfg.profile_from

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from dpviz import RunConfig, load, run, save
@@ -229,12 +230,17 @@ def test_figures_draw_from_a_live_record(small_cap_run):
     import matplotlib.pyplot as plt
 
     from dpviz.collectives.bandwidth import AlphaBeta
-    from dpviz.plots.buckets import plot_bucket_timeline, plot_contrast, plot_layout
+    from dpviz.plots.buckets import MODEL_GID, plot_bucket_timeline, plot_contrast, plot_layout
 
     model = AlphaBeta("all_reduce", 2, alpha_ms=0.3, beta_ms_per_byte=1e-6)
     ax = plot_bucket_timeline(small_cap_run, model=model)
     n = len(step_buckets(small_cap_run, steady_steps(small_cap_run)[-1]))
     assert f"{n} buckets" in ax.get_title(loc="left")
+    outlines = [c for c in ax.collections if c.get_gid() == MODEL_GID]   # one artist per rank
+    steady = [b for b in small_cap_run.buckets if b.step == steady_steps(small_cap_run)[-1]]
+    assert len(outlines) == small_cap_run.world_size
+    assert sorted(round(float(np.ptp(path.vertices[:, 0])), 9) for c in outlines for path in c.get_paths()) == \
+        sorted(round(model.time_ms(b.bytes), 9) for b in steady)
     assert "step 0 (iteration 0): 1 bucket" in [t.get_text() for t in plot_layout(small_cap_run).get_yticklabels()]
     plot_contrast(small_cap_run, small_cap_run)
     for p in predictions(small_cap_run, model):  # waiting for the other rank is part of measured

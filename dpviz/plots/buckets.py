@@ -4,7 +4,7 @@ Data comes from `dpviz.buckets_records` (pure functions of records); these funct
 """
 from __future__ import annotations
 
-from matplotlib.patches import Patch, Rectangle
+from matplotlib.patches import Patch
 
 from ..buckets_records import (ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap_limits,
                                gradients, step_buckets, step_timeline)
@@ -15,6 +15,7 @@ from ..overlap import steady_steps
 from . import style
 
 EXPOSED_COLOR = "#D62728"
+MODEL_GID = "alpha-beta prediction"   # the timeline's outlines of the model's all-reduce times
 
 
 def _short(names: tuple[str, ...]) -> str:
@@ -120,9 +121,10 @@ def _draw_rank(ax, tl: StepTimeline, base: float, model) -> None:
     for b, color in zip(tl.buckets, colors):
         labels.append(ax.text(b.ready_ms, ready + 0.62, f"b{b.index}", fontsize=8, ha="center",
                               va="bottom", color=color))
-        if model is not None:  # the model's duration, drawn from the same start
-            ax.add_patch(Rectangle((b.comm_start_ms, comm + 0.25), model.time_ms(b.bytes), 0.55,
-                                   fill=False, edgecolor=style.TEXT, ls=":", lw=1))
+    if model is not None:  # the model's duration of each all-reduce, drawn from the same start
+        ax.broken_barh([(b.comm_start_ms, model.time_ms(b.bytes)) for b in tl.buckets], (comm + 0.25, 0.55),
+                       facecolors="none", edgecolor=style.TEXT, linestyle=":", linewidth=1,
+                       gid=MODEL_GID)
     _bars(ax, tl.exposed, comm, 0.18, facecolors=EXPOSED_COLOR)
     return labels
 
