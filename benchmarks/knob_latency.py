@@ -33,6 +33,8 @@ from dpviz.accumulation import DEMO_CONFIG, accumulation_link_slider, k_slider, 
 from dpviz.averaging import compare_averaging, period_slider  # noqa: E402
 from dpviz.buckets import bucket_cap_slider, link_bandwidth_slider, sweep_config  # noqa: E402
 from dpviz.config import for_slider  # noqa: E402
+from dpviz.link import SLIDER_FACTORS, as_link, slider_gbps  # noqa: E402
+from dpviz.link_sizing import size_link  # noqa: E402
 from dpviz.ddp_run import assemble_run, rank_spans, run, train_rank  # noqa: E402
 from dpviz.plots.accumulation import plot_schedule  # noqa: E402
 from dpviz.plots.averaging import plot_drift  # noqa: E402
@@ -61,31 +63,49 @@ def _old_figure(draw, figsize, record) -> bytes:
     return buf.getvalue()
 
 
-# name → (build the widget on a cluster, two values to move between, old run, draw, figsize)
-# as the sliders run them: their figures draw no parameter check, so their runs skip them
+# name → (build the widget on a cluster, two values to move between (or a function of the
+# cluster giving them), old run, draw, figsize), as the sliders run them (config.for_slider)
 BUCKETS = for_slider(sweep_config(steps=2))
 GPT_BUCKETS = for_slider(RunConfig(model="gpt", steps=2))   # the built-in transformer (dpviz.workloads)
 K_LIVE = live_config(DEMO_CONFIG)
-LINKED = BUCKETS.replace(link="classroom")   # the link preset as it is today (03, 04 may size their own)
-K_LINKED = K_LIVE.replace(link="classroom")
-MODEL = LINKED.link.model(2)   # the outlines notebook 03 draws: the link's alpha-beta model
+K_LINKED = K_LIVE.replace(link="classroom")   # notebook 04 keeps the classroom preset
 timeline = lambda ax, r: plot_bucket_timeline(r, ax=ax)
 schedule = lambda ax, r: plot_schedule(r, ax=ax)
 K_SIZE = (11, 1.4 + 1.2 * DEMO_CONFIG.world_size)
+_SIZED: list = []
+
+
+def sized(cluster) -> RunConfig:
+    """Notebook 03's config: its workload on a link sized to the backward measured on the
+    first cluster asked (as its first cell does), run by its sliders in 2 steps."""
+    if not _SIZED:
+        workload = sweep_config(steps=4)
+        _SIZED.append(workload.replace(link=size_link(workload, cluster=cluster), steps=2))
+    return _SIZED[0]
+
+
+def sized_gbps(cluster) -> tuple[float, float]:
+    """The sized link's own bandwidth and twice it, as its slider offers them."""
+    values, _ = slider_gbps(sized(cluster).link)
+    return values[SLIDER_FACTORS.index(1.0)], values[SLIDER_FACTORS.index(2.0)]
+
+
+outlined = lambda ax, r: plot_bucket_timeline(r, ax=ax, model=as_link(r.config["link"]).model(r.world_size))
 WIDGETS = {
     "bucket_cap_mb (nb 03)": (
         lambda c: bucket_cap_slider(c, value=1.0), (1.0, 2.0),
         lambda c, cap: run(BUCKETS.replace(bucket_cap_mb=cap), cluster=c), timeline, (11, 3.8)),
-    "bucket_cap_mb + classroom link + alpha-beta outlines (nb 03's cell)": (
-        lambda c: bucket_cap_slider(c, LINKED, value=1.0, model=MODEL), (1.0, 2.0),
-        lambda c, cap: run(LINKED.replace(bucket_cap_mb=cap), cluster=c),
-        lambda ax, r: plot_bucket_timeline(r, ax=ax, model=MODEL), (11, 3.8)),
+    "bucket_cap_mb, sized link + alpha-beta outlines (nb 03's cell)": (
+        lambda c: bucket_cap_slider(c, sized(c), value=1.0, model=sized(c).link.model(2)), (1.0, 2.0),
+        lambda c, cap: run(for_slider(sized(c)).replace(bucket_cap_mb=cap), cluster=c), outlined, (11, 3.8)),
     "bucket_cap_mb, GPT (nb 03, 15)": (
         lambda c: bucket_cap_slider(c, GPT_BUCKETS, value=1.0), (1.0, 2.0),
         lambda c, cap: run(GPT_BUCKETS.replace(bucket_cap_mb=cap), cluster=c), timeline, (11, 3.8)),
-    "link Gb/s, classroom link (nb 03)": (
-        lambda c: link_bandwidth_slider(c, LINKED, value=1.0), (1.0, 2.0),
-        lambda c, g: run(LINKED.replace(link=LINKED.link.with_gbps(g)), cluster=c), timeline, (11, 3.8)),
+    "link Gb/s, sized link (nb 03)": (
+        lambda c: link_bandwidth_slider(c, sized(c).replace(bucket_cap_mb=1.0), value=sized_gbps(c)[0]),
+        sized_gbps,
+        lambda c, g: run(for_slider(sized(c)).replace(bucket_cap_mb=1.0, link=sized(c).link.with_gbps(g)),
+                         cluster=c), timeline, (11, 3.8)),
     "accumulation K (nb 04)": (
         lambda c: k_slider(c, DEMO_CONFIG, value=4), (4, 5),
         lambda c, k: run(K_LIVE.replace(accum_steps=k), cluster=c), schedule, K_SIZE),
@@ -117,6 +137,7 @@ def old_moves(cluster, old_run, draw, figsize, values, n: int) -> list[float]:
 def knob_table(cluster, n_moves: int, n_cold: int) -> None:
     rows = []
     for name, (build, values, old_run, draw, figsize) in WIDGETS.items():
+        values = values(cluster) if callable(values) else values
         panel = build(cluster)          # the first run on this workload warms the ranks
         now, before = [], []
         for _ in range(n_moves // 2):   # interleaved, so drifting load hits both alike
