@@ -165,8 +165,9 @@ def same_on_every_rank(model, device) -> bool:
     Why ask: DDP's start-up sync checks every shape across ranks and broadcasts rank 0's
     parameters, ~10 ms of each cap-slider move (a new cap needs a new DDP) for 6 MiB that
     every rank built identically from one seed. One all-gather of a fingerprint per rank
-    (per tensor: its shape and the xor of its elements' bits, `torch.hash_tensor`) says
-    whether they did; if any rank differs (e.g. a user's model built unseeded), DDP syncs
+    (per tensor: its shape, the xor of its elements' bits, `torch.hash_tensor`, and the sum
+    of its 32-bit words, since the xor alone calls an even-length run of zeros equal to one
+    of ones) says whether they did; a false "differ" costs only the broadcast. If any rank differs (e.g. a user's model built unseeded), DDP syncs
     as usual (`init_sync=True`) and checks the shapes itself, so every run still starts from
     rank 0's weights, and a model of other shapes still fails with DDP's own error."""
     import torch
@@ -175,12 +176,20 @@ def same_on_every_rank(model, device) -> bool:
     tensors = [t.detach() for t in (*model.parameters(), *model.buffers()) if t.numel()]
     mixed = 0   # the tensors' (shape, bits) in order, mixed into one number (fixed size to gather)
     for t in tensors:
-        bits = int(torch.hash_tensor(t).item())
+        bits = int(torch.hash_tensor(t).item()) + int(_words(t).sum(dtype=torch.int64))
         mixed = (mixed * 1_000_003 + hash(tuple(t.shape)) + bits) % (2**61 - 1)
     mine = torch.tensor([len(tensors), sum(t.numel() for t in tensors), mixed], device=device)
     everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
     dist.all_gather(everyone, mine)
     return all(torch.equal(theirs, mine) for theirs in everyone)
+
+
+def _words(t):
+    """A tensor's bytes as 32-bit words (bytes where its size is not a multiple of 4)."""
+    import torch
+
+    raw = t.contiguous().reshape(-1).view(torch.uint8)
+    return raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
 
 
 def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, workload):

@@ -97,8 +97,9 @@ def crash_loudly_on(ctx, bad_rank: int) -> int:
     return ctx.rank
 
 
-def start_agreement(ctx, seed_by_rank: bool) -> dict:
-    """dpviz's MLP built from one seed (or one per rank): does `same_on_every_rank` say they
+def start_agreement(ctx, seed_by_rank: bool, bias_by_rank: bool = False) -> dict:
+    """dpviz's MLP built from one seed (or one per rank, or one seed but a bias set per rank):
+    does `same_on_every_rank` say they
     match, and what does rank 1 hold after DDP's construction as a run does it?"""
     from dpviz.config import RunConfig
     from dpviz.ddp_run import _wrap_ddp, same_on_every_rank
@@ -106,6 +107,9 @@ def start_agreement(ctx, seed_by_rank: bool) -> dict:
 
     cfg = RunConfig(layers=2, width=16, seed=ctx.rank if seed_by_rank else 0)
     model = build_mlp(cfg)
+    if bias_by_rank:   # one bias of 16 (even) elements: rank 0 all zeros, rank 1 all ones
+        with __import__("torch").no_grad():
+            model.blocks[0][0].bias.fill_(float(ctx.rank))
     same = same_on_every_rank(model, "cpu")
     ddp = _wrap_ddp(ctx, cfg, model, __import__("torch").device("cpu"))[0]
     return {"same": same, "after": flat_params(ddp.module).tolist(),

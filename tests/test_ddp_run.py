@@ -161,6 +161,10 @@ def test_ddps_start_up_sync_is_skipped_only_where_every_rank_already_agrees(clus
     unlike = cluster2.run_task(start_agreement, True)
     assert [r["same"] for r in unlike] == [False, False]
     assert unlike[0]["after"] == unlike[1]["after"] == unlike[1]["rank0_seed_weights"]
+    # zeros on rank 0, ones on rank 1: the xor of an even count of equal words is 0 for both
+    biased = cluster2.run_task(start_agreement, False, True)
+    assert [r["same"] for r in biased] == [False, False]
+    assert biased[0]["after"] == biased[1]["after"]
 
 
 def test_a_model_built_differently_per_rank_still_trains_in_lockstep(cluster2):
