@@ -190,7 +190,7 @@ def plot_contrast(bucketed: RunRecord, one_bucket: RunRecord, axes=None, rank: i
         plot_bucket_timeline(record, ax=ax, ranks=[rank], model=model, hide_labels=False)
         ax.set_title(f"bucket_cap_mb={cap_label(record.config['bucket_cap_mb'])}: "
                      + ax.get_title(loc="left"), loc="left", fontsize=9)
-    place_labels([t for ax in axes for t in ax.texts if t.get_gid() != "dpviz-source"],   # once laid out
+    place_labels([t for ax in axes for t in ax.texts if t.get_gid() != style.SOURCE_GID],   # once laid out
                  READY_WHY, READY_SHIFTS)
     return axes
 

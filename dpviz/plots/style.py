@@ -70,6 +70,7 @@ def tidy(ax):
 
 
 SOURCES = ("live", "loaded trace", "quoted", "model")
+SOURCE_GID = "dpviz-source"   # the gid of the stamp `tag` writes
 
 
 def source_of(record) -> str:
@@ -102,11 +103,11 @@ def tag(ax, *sources: str, note: str = ""):
                 for loc in ("left", "center", "right"))
     rise = 3 + lines * (ax.title.get_fontsize() * 1.25) + (6 if lines else 0)
     ax.annotate(text, xy=(1, 1), xycoords="axes fraction", xytext=(0, rise), textcoords="offset points",
-                ha="right", va="bottom", fontsize=7, color=TEXT, gid="dpviz-source",
+                ha="right", va="bottom", fontsize=7, color=TEXT, gid=SOURCE_GID,
                 bbox=dict(boxstyle="round,pad=0.2", fc="#F2F2F2", ec=MUTED, lw=0.5))
     return ax
 
 
 def tags_of(ax) -> list[str]:
     """The source stamps on an axes (what `tag` wrote), for tests and checks."""
-    return [t.get_text() for t in ax.texts if t.get_gid() == "dpviz-source"]
+    return [t.get_text() for t in ax.texts if t.get_gid() == SOURCE_GID]

@@ -12,6 +12,8 @@ from typing import Any, Callable, Sequence
 import ipywidgets as w
 import numpy as np
 
+from .frame import changing_artists, frame_boxes, frame_key, touches
+
 DPI = 100
 
 
@@ -23,7 +25,10 @@ class _Figure:
     lays it out, draws it twice (the inline backend's tight bounding box) and re-sends the
     whole output. Here the first value is laid out by constrained layout, and the layout is
     then kept: a knob changes the data, not the labels around the axes, and solving the
-    layout again was a third of each move's draw. benchmarks/knob_latency.py measures both.
+    layout again was a third of each move's draw. The axis limits are kept too (`limits`,
+    grown when a value's data does not fit): moves compare on one scale, and the frame
+    (ticks, lane names, legend: `dpviz.widgets.frame`) stays the same pixels, rasterized
+    once; a move draws only what changed over it. benchmarks/knob_latency.py measures both.
     """
 
     def __init__(self, draw: Callable[[Any, Any], None], figsize: tuple[float, float]):
@@ -35,19 +40,63 @@ class _Figure:
         FigureCanvasAgg(self.figure)  # no pyplot: nothing to close, no global state
         self.widget = w.Image(format="png", layout=w.Layout(width=f"{int(figsize[0] * DPI)}px"))
         self.axes = None
+        self.limits: tuple[tuple[float, float], tuple[float, float]] | None = None   # (x, y)
+        self.frame: tuple[tuple, Any, list] | None = None   # (frame_key, pixels, boxes) kept
+        self.reused_frame = False   # whether the last frame was restored rather than drawn
 
     def redraw(self, value: Any) -> None:
-        """Draw `value` on the cleared axes and rasterize it (once); the first value also
-        lays the figure out, later ones keep that layout."""
+        """Draw `value` on the emptied axes at the kept limits and rasterize it (once); the
+        first value also lays the figure out, later ones keep that layout."""
         if self.axes is None:
             self.axes = self.figure.add_subplot()
-            self.draw(self.axes, value)
+            self._plot(value)
             self.figure.canvas.draw()
             self.figure.set_layout_engine("none")   # the axes keep the positions just solved
-            return
+        else:
+            self._plot(value)
+        self.limits = (self.axes.get_xlim(), self.axes.get_ylim())
+        self._rasterize()
+
+    def _plot(self, value: Any) -> None:
+        """Draw `value` at the kept limits; where its data does not fit them (with autoscale's
+        margins), grow them and draw again: a draw places its labels at its limits."""
+        self._plot_at(value, self.limits)
+        if self.limits is not None and (needed := _grown(self.axes, self.limits)) != self.limits:
+            self.limits = needed
+            self._plot_at(value, needed)
+
+    def _plot_at(self, value: Any, limits) -> None:
         _empty(self.axes)
+        if limits is not None:
+            self.axes.set_xlim(limits[0])
+            self.axes.set_ylim(limits[1])
         self.draw(self.axes, value)
-        self.figure.canvas.draw()
+
+    def _rasterize(self) -> None:
+        """Restore the kept frame and draw the changing artists over it; draw the frame first
+        when it changed, the whole figure (in its own order) when a changing artist touches it."""
+        ax, canvas = self.axes, self.figure.canvas
+        changing, key, renderer = changing_artists(ax), frame_key(ax), canvas.get_renderer()
+        if self.frame is None or self.frame[0] != key:
+            self.frame = (key, None, frame_boxes(ax, renderer))   # pixels: drawn below
+        self.reused_frame = False
+        if touches(changing, self.frame[2], renderer):
+            canvas.draw()
+            return
+        if self.frame[1] is None:
+            for artist in changing:
+                artist.set_animated(True)   # left out of a whole draw
+            try:
+                canvas.draw()
+            finally:
+                for artist in changing:
+                    artist.set_animated(False)
+            self.frame = (key, canvas.copy_from_bbox(self.figure.bbox), self.frame[2])
+        else:
+            canvas.restore_region(self.frame[1])
+            self.reused_frame = True
+        for artist in changing:
+            ax.draw_artist(artist)
 
     def png(self) -> bytes:
         """The last rasterized frame as PNG bytes (no second draw, unlike savefig).
@@ -85,6 +134,25 @@ def _empty(ax) -> None:
     ax.relim()                      # no artists left: the data limits are empty again
     ax.set_autoscale_on(True)
     ax.set_prop_cycle(None)
+
+
+def _grown(ax, kept):
+    """The kept (x, y) limits grown to hold what autoscale would show of the axes' data now;
+    an axis whose limits the draw set itself keeps the draw's. The axes keep the given limits."""
+    now = (ax.get_xlim(), ax.get_ylim())
+    wanted = []
+    for name, limits, drawn in zip("xy", kept, now):
+        if drawn != limits:          # the draw chose this axis' limits
+            wanted.append(drawn)
+            continue
+        getattr(ax, f"set_autoscale{name}_on")(True)
+        ax.autoscale_view(scalex=name == "x", scaley=name == "y")
+        auto = getattr(ax, f"get_{name}lim")()
+        getattr(ax, f"set_{name}lim")(limits)
+        lo, hi = sorted(limits)
+        lo, hi = min(lo, *auto), max(hi, *auto)
+        wanted.append((lo, hi) if limits[0] <= limits[1] else (hi, lo))
+    return tuple(wanted)
 
 
 def stepper(n: int, draw: Callable[[Any, int], None], label: str = "step",

@@ -1,0 +1,120 @@
+"""The frame of a figure redrawn in place: the artists a knob's move does not change.
+
+A slider's figure keeps its layout and its axis limits between moves (`dpviz.widgets.slider`),
+so its axes' frame (spines, ticks, lane names, axis labels, legend, source stamp) comes out the
+same pixels move after move, and rendering its text glyph by glyph was most of a move's Agg
+draw. The frame is rasterized once and kept as a background; a move restores it and draws
+only the changing artists over it (matplotlib's blitting). Two conditions keep that frame
+exactly the pixels of a whole draw (tests/test_legibility.py compares them):
+- the frame is redrawn whenever anything it shows changes: `frame_key` lists what it shows;
+- artists a whole draw paints *after* a changing one (spines and ticks sit above data, the
+  legend above texts) do not touch any changing artist: `touches` checks their boxes, and a
+  move where one does is drawn whole.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from matplotlib.collections import Collection
+from matplotlib.colors import to_rgba
+from matplotlib.text import Text
+from matplotlib.transforms import Bbox
+
+from ..plots.style import SOURCE_GID
+
+PAD_PX = 2   # each side: half a 2-pt line, a stamp's 1.4-pt box pad; both sides: + an antialiased pixel
+
+
+def frame_artists(ax) -> list[Any]:
+    """The axes' artists that show the frame, not the data: patch, spines, axes, source stamp,
+    and the legend unless it is placed where the data leaves room (loc="best", code 0), which
+    moves with the data."""
+    stamps = [t for t in ax.texts if t.get_gid() == SOURCE_GID]
+    legend = [ax.legend_] if ax.legend_ is not None and ax.legend_._loc != 0 else []
+    return [ax.patch, *ax.spines.values(), ax.xaxis, ax.yaxis, *stamps, *legend]
+
+
+def changing_artists(ax) -> list[Any]:
+    """Every other artist of the axes (data, labels, titles), in the order `Axes.draw` paints them."""
+    frame = set(map(id, frame_artists(ax)))
+    return sorted((a for a in ax.get_children() if id(a) not in frame), key=lambda a: a.get_zorder())
+
+
+def frame_key(ax) -> tuple:
+    """Everything the frame's pixels depend on besides the figure's kept layout: limits, scales,
+    ticks and their labels, axis labels, spines, legend entries, source stamps."""
+    axes = tuple((axis.get_scale(), tuple(axis.get_view_interval()), tuple(axis.get_majorticklocs()),
+                  tuple(axis.get_minorticklocs()), _params(axis.get_tick_params()),
+                  _params(axis.get_tick_params(which="minor")),
+                  tuple(map(_text_key, [*axis.get_majorticklabels(), *axis.get_minorticklabels(), axis.label])))
+                 for axis in (ax.xaxis, ax.yaxis))
+    spines = tuple((name, s.get_visible(), _look(s)) for name, s in ax.spines.items())
+    stamps = tuple((_text_key(t), t.xyann, _look(t.get_bbox_patch())) for t in ax.texts
+                   if t.get_gid() == SOURCE_GID)
+    leg = ax.legend_ if ax.legend_ in frame_artists(ax) else None
+    legend = None if leg is None else (
+        tuple(map(_text_key, [*leg.get_texts(), leg.get_title()])), tuple(map(_look, leg.legend_handles)),
+        str(leg._loc), tuple(leg.get_bbox_to_anchor().bounds), leg.get_frame_on(), _look(leg.get_frame()))
+    return ax.axison, _look(ax.patch), axes, spines, stamps, legend
+
+
+def frame_boxes(ax, renderer) -> list[Bbox]:
+    """Where the frame's artists painted after the data lie (padded): all but the axes patch."""
+    boxes = []
+    for artist in frame_artists(ax)[1:]:
+        if artist.get_visible():
+            box = artist.get_tightbbox(renderer)
+            if box is not None:
+                boxes.append(box.padded(PAD_PX))
+    return boxes
+
+
+def touches(changing: list[Any], frame: list[Bbox], renderer) -> bool:
+    """Whether any changing artist's painted box (clipped to its clip box, padded) meets any of
+    the frame's boxes: there a whole draw would paint the frame over it, a blit under it. An
+    artist whose box cannot be told counts as touching."""
+    for artist in changing:
+        if not artist.get_visible() or (isinstance(artist, Text) and not artist.get_text()):
+            continue   # nothing painted (an empty title's box is a unit box at the origin)
+        if isinstance(artist, Collection) and not artist.get_paths():
+            continue
+        box = _painted_box(artist, renderer)
+        if not np.isfinite(box.extents).all():
+            return True
+        clip = artist.get_clip_box() if artist.get_clip_on() else None
+        if clip is not None:
+            box = Bbox.intersection(box, clip)
+            if box is None:
+                continue
+        box = box.padded(PAD_PX)
+        if any(box.overlaps(f) for f in frame):
+            return True
+    return False
+
+
+def _painted_box(artist, renderer) -> Bbox:
+    """An artist's box in pixels. A collection's `get_window_extent` is null for data-placed
+    offsets (matplotlib counts it out of autoscale): its data limits, in pixels, instead."""
+    if isinstance(artist, Collection) and artist.axes is not None:
+        data = artist.axes.transData
+        return artist.get_datalim(data).transformed(data)
+    return artist.get_window_extent(renderer)
+
+
+def _text_key(t) -> tuple:
+    return (t.get_text(), t.get_fontsize(), to_rgba(t.get_color()), t.get_rotation(), t.get_visible(),
+            t.get_fontweight(), t.get_fontfamily()[0], t.get_ha(), t.get_va(), t.get_alpha())
+
+
+def _look(artist) -> tuple:
+    """An artist's colours, hatch and line style: what a legend handle or patch paints with."""
+    if artist is None:
+        return ()
+    getters = ("facecolor", "edgecolor", "color", "hatch", "linestyle", "linewidth", "fill",
+               "marker", "markersize", "alpha", "visible")
+    return tuple(str(getattr(artist, f"get_{g}")()) for g in getters if hasattr(artist, f"get_{g}"))
+
+
+def _params(params: dict) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in params.items()))
