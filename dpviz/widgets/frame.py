@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from matplotlib.collections import Collection
 from matplotlib.colors import to_rgba
+from matplotlib.image import AxesImage
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
@@ -79,6 +80,8 @@ def touches(changing: list[Any], frame: list[Bbox], renderer) -> bool:
             continue   # nothing painted (an empty title's box is a unit box at the origin)
         if isinstance(artist, Collection) and not artist.get_paths():
             continue
+        if isinstance(artist, AxesImage):
+            return True   # `Axes.draw` paints images even when animated: in the frame too
         box = _painted_box(artist, renderer)
         if not np.isfinite(box.extents).all():
             return True

@@ -41,6 +41,7 @@ class _Figure:
         self.widget = w.Image(format="png", layout=w.Layout(width=f"{int(figsize[0] * DPI)}px"))
         self.axes = None
         self.limits: tuple[tuple[float, float], tuple[float, float]] | None = None   # (x, y)
+        self.scaled: tuple[bool, bool] | None = None   # (x, y): autoscaled by the draw, so kept
         self.frame: tuple[tuple, Any, list] | None = None   # (frame_key, pixels, boxes) kept
         self.reused_frame = False   # whether the last frame was restored rather than drawn
 
@@ -54,22 +55,26 @@ class _Figure:
             self.figure.set_layout_engine("none")   # the axes keep the positions just solved
         else:
             self._plot(value)
-        self.limits = (self.axes.get_xlim(), self.axes.get_ylim())
         self._rasterize()
 
     def _plot(self, value: Any) -> None:
         """Draw `value` at the kept limits; where its data does not fit them (with autoscale's
-        margins), grow them and draw again: a draw places its labels at its limits."""
+        margins), grow them and draw again: a draw places its labels at its limits. An axis
+        whose limits the first draw set itself (not autoscaled) is left to the draw."""
         self._plot_at(value, self.limits)
-        if self.limits is not None and (needed := _grown(self.axes, self.limits)) != self.limits:
-            self.limits = needed
+        if self.scaled is None:
+            self.scaled = (self.axes.get_autoscalex_on(), self.axes.get_autoscaley_on())
+        elif (needed := _grown(self.axes, self.limits, self.scaled)) != self.limits:
             self._plot_at(value, needed)
+        self.limits = (self.axes.get_xlim(), self.axes.get_ylim())
 
     def _plot_at(self, value: Any, limits) -> None:
         _empty(self.axes)
         if limits is not None:
-            self.axes.set_xlim(limits[0])
-            self.axes.set_ylim(limits[1])
+            if self.scaled[0]:
+                self.axes.set_xlim(limits[0])
+            if self.scaled[1]:
+                self.axes.set_ylim(limits[1])
         self.draw(self.axes, value)
 
     def _rasterize(self) -> None:
@@ -136,22 +141,31 @@ def _empty(ax) -> None:
     ax.set_prop_cycle(None)
 
 
-def _grown(ax, kept):
-    """The kept (x, y) limits grown to hold what autoscale would show of the axes' data now;
-    an axis whose limits the draw set itself keeps the draw's. The axes keep the given limits."""
-    now = (ax.get_xlim(), ax.get_ylim())
+# An end of the kept limits that grows keeps a tenth of the span to spare: a live step's time
+# jitters by a few percent from run to run, and each growth draws the plot and its frame again.
+GROW_SPARE = 0.1
+
+
+def _grown(ax, kept, scaled):
+    """The kept (x, y) limits, on the `scaled` axes, with each end the axes' data now passes
+    moved out to autoscale's end (margins included) and a spare; the axes keep their limits."""
     wanted = []
-    for name, limits, drawn in zip("xy", kept, now):
-        if drawn != limits:          # the draw chose this axis' limits
-            wanted.append(drawn)
+    for name, limits, auto_on in zip("xy", kept, scaled):
+        lo, hi = sorted(limits)
+        data_lo, data_hi = sorted(getattr(ax.dataLim, f"interval{name}"))
+        if not auto_on or (lo <= data_lo and data_hi <= hi):
+            wanted.append(limits)
             continue
+        drawn = getattr(ax, f"get_{name}lim")()
         getattr(ax, f"set_autoscale{name}_on")(True)
         ax.autoscale_view(scalex=name == "x", scaley=name == "y")
-        auto = getattr(ax, f"get_{name}lim")()
-        getattr(ax, f"set_{name}lim")(limits)
-        lo, hi = sorted(limits)
-        lo, hi = min(lo, *auto), max(hi, *auto)
-        wanted.append((lo, hi) if limits[0] <= limits[1] else (hi, lo))
+        auto_lo, auto_hi = sorted(getattr(ax, f"get_{name}lim")())
+        getattr(ax, f"set_{name}lim")(drawn)
+        linear = getattr(ax, f"get_{name}scale")() == "linear"
+        spare = GROW_SPARE * (max(hi, auto_hi) - min(lo, auto_lo)) if linear else 0.0
+        new_lo = lo if lo <= data_lo else auto_lo - spare
+        new_hi = hi if data_hi <= hi else auto_hi + spare
+        wanted.append((new_lo, new_hi) if limits[0] <= limits[1] else (new_hi, new_lo))
     return tuple(wanted)
 
 
