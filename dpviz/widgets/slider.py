@@ -25,8 +25,9 @@ class _Figure:
     lays it out, draws it twice (the inline backend's tight bounding box) and re-sends the
     whole output. Here the first value is laid out by constrained layout, and the layout is
     then kept: a knob changes the data, not the labels around the axes, and solving the
-    layout again was a third of each move's draw. The axis limits are kept too (`limits`,
-    grown when a value's data does not fit): moves compare on one scale, and the frame
+    layout again was a third of each move's draw. The limits of the axes the draw autoscales
+    are kept too (`limits`, grown when a value's data does not fit): moves compare on one
+    scale, and the frame
     (ticks, lane names, legend: `dpviz.widgets.frame`) stays the same pixels, rasterized
     once; a move draws only what changed over it. benchmarks/knob_latency.py measures both.
     """
