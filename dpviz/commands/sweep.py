@@ -33,7 +33,7 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    from ..launch import Cluster
+    from ..launch import using_cluster
     from ..link import describe_link
     from ..link_sizing import size_link
 
@@ -43,7 +43,7 @@ def main(args) -> int:
         raise ValueError("--size-link sizes the link itself: drop --link/--link-gbps/--link-latency-us")
     check_sweep(cfg, args.caps, args.repeats)
     out = writable_dir(args.out)  # fail before any rank starts
-    with Cluster(cfg.world_size) as cluster:
+    with using_cluster(None, cfg.world_size, cfg.backend, cfg.timeout_s) as cluster:   # as sweep_buckets starts them
         if args.size_link:
             cfg = cfg.replace(link=size_link(cfg, cluster=cluster))
             print(describe_link(cfg.link))
