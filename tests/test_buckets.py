@@ -259,7 +259,7 @@ def test_slider_reruns_live_on_release(cluster2):
     panel = bucket_cap_slider(cluster2, RunConfig(steps=2, **{k: v for k, v in SMALL.items() if k != "steps"}),
                               caps=(0.1, 4.0), value=0.1)
     slider, status = panel.children[0].children
-    image = panel.children[1]
+    image = panel.children[-1]
     assert "bucket_cap_mb=0.1: re-ran live" in status.value
     before = bytes(image.value)
     slider.value = 4.0

@@ -78,7 +78,7 @@ def test_a_slider_figure_redrawn_in_place_stays_legible_and_returns_to_the_same_
             [caps[0.25], caps[4.0], caps[ONE_BUCKET_CAP_MB]]
     else:
         draw, first, moves = (lambda ax, r: plot_schedule(r, ax=ax)), ks[4], [ks[1], ks[8], ks[2]]
-    fig = _Figure(draw, (11, 3.8))
+    fig = _Figure(draw, (11, 3.8), caption=True)   # as the re-run sliders draw it
     fig.show(first)
     for record in moves:
         fig.show(record)
@@ -93,7 +93,7 @@ def test_a_slider_figure_redrawn_in_place_stays_legible_and_returns_to_the_same_
     # freshly laid-out figure of the same record at the same limits hides
     for record in moves:
         fig.show(record)
-        fresh = _Figure(draw, (11, 3.8))
+        fresh = _Figure(draw, (11, 3.8), caption=True)
         fresh.limits, fresh.scaled = fig.limits, fig.scaled
         fresh.show(record)
         assert hidden_texts(fig.figure) == hidden_texts(fresh.figure)
@@ -118,12 +118,14 @@ def test_a_move_on_the_kept_axes_draws_the_pixels_of_a_cleared_axes(records, clu
         values = [first] + [compare_averaging(cluster=cluster2, periods=(h,), steps=6, gradient=first)
                             for h in (1, 4)]
         draw = lambda ax, r: plot_drift(r, ax)
-    kept, cleared = _Figure(draw, (11, 3.8)), _Figure(draw, (11, 3.8))
+    kept, cleared = _Figure(draw, (11, 3.8), caption=True), _Figure(draw, (11, 3.8), caption=True)
     kept.show(values[0])
     cleared.show(values[0])
     for value in values[1:]:
         kept.show(value)
         cleared.axes.clear()
+        for title in cleared.axes._left_title, cleared.axes.title, cleared.axes._right_title:
+            title.set_visible(kept.caption is None)   # a re-run slider's titles are its caption
         cleared.axes.set_xlim(kept.limits[0])   # the limits the slider keeps
         cleared.axes.set_ylim(kept.limits[1])
         cleared.draw(cleared.axes, value)
@@ -145,7 +147,7 @@ def test_a_move_that_keeps_the_frame_draws_the_pixels_of_a_whole_draw(records, f
             [caps[1.0], caps[0.25], caps[4.0], caps[ONE_BUCKET_CAP_MB]]
     else:
         draw, values = (lambda ax, r: plot_schedule(r, ax=ax)), [ks[4], ks[1], ks[8], ks[2]]
-    fig = _Figure(draw, (11, 3.8))
+    fig = _Figure(draw, (11, 3.8), caption=True)
     reused = []
     for value in values * 2:
         fig.show(value)
@@ -154,6 +156,32 @@ def test_a_move_that_keeps_the_frame_draws_the_pixels_of_a_whole_draw(records, f
         fig.figure.canvas.draw()
         assert moved == fig.png()
     assert reused[len(values):] == [True] * len(values)   # once the limits hold every value
+
+
+def test_a_rerun_figure_shows_its_titles_as_a_caption_not_as_pixels(records):
+    """A re-run slider's title holds the run's numbers: it is shown as HTML above the image,
+    every line of it, and left out of the pixels and the layout (the stamp sits lower)."""
+    import html
+
+    from dpviz.plots.style import tags_of
+    from dpviz.widgets.slider import _Figure
+
+    draw = lambda ax, r: plot_bucket_timeline(r, ax=ax)
+    titled, captioned = _Figure(draw, (11, 3.8)), _Figure(draw, (11, 3.8), caption=True)
+    for record in (records[0][1.0], records[0][0.25]):
+        titled.show(record)
+        captioned.show(record)
+        lines = titled.axes.get_title(loc="left").splitlines()
+        assert len(lines) == 2 and "exposed communication" in lines[0] and "live run" in lines[1]
+        assert captioned.caption.value.count("<br>") == 1
+        assert all(html.escape(line) in captioned.caption.value for line in lines)
+        assert captioned.axes.get_title(loc="left") == titled.axes.get_title(loc="left")
+        assert not captioned.axes._left_title.get_visible()
+        assert tags_of(captioned.axes) == tags_of(titled.axes)   # the figure still says live
+        assert tags_of(captioned.axes)[0].startswith("live")
+    stamp = lambda f: next(t for t in f.axes.texts if t.get_gid() == "dpviz-source")
+    assert stamp(captioned).xyann[1] < stamp(titled).xyann[1]   # no room kept for a hidden title
+    assert captioned.axes.get_position().y1 > titled.axes.get_position().y1
 
 
 def test_kept_limits_grow_to_fit_and_do_not_shrink(records):

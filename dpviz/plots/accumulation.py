@@ -54,7 +54,7 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
                            (y + LANE + 0.1, LANE * 0.9), facecolors=style.kind_color(kind), linewidth=0)
         for s in record.spans_of(rank, "link", step):   # emulated transfers: waiting, no CPU
             ax.broken_barh([(ms(s.start_us), s.dur_us / 1e3)], (y, LANE * 0.9), facecolors="white",
-                           edgecolor=style.bucket_color(s.bucket), hatch="....", linewidth=0.6)
+                           edgecolor=style.bucket_color(s.bucket), hatch=style.LINK_HATCH, linewidth=0.6)
         _draw_allreduces(ax, record.spans_of(rank, "allreduce", step), y, ms)
         yticks += [y + LANE + 0.55, y + 0.45]
         ylabels += [f"rank {rank} compute", f"rank {rank} all-reduce"]
@@ -70,7 +70,7 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
     handles = [Patch(color=style.kind_color(k), label=k) for k in COMPUTE_KINDS]
     handles += [Patch(color=style.bucket_color(b), label=f"bucket {b}") for b in buckets]
     if cfg.get("link"):
-        handles.append(Patch(facecolor="white", edgecolor=style.MUTED, hatch="....",
+        handles.append(Patch(facecolor="white", edgecolor=style.MUTED, hatch=style.LINK_HATCH,
                              label="link transfer (emulated)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     style.tag(ax, style.source_of(record), note=style.adjustment_of(record))

@@ -114,7 +114,7 @@ def _draw_rank(ax, tl: StepTimeline, base: float, model) -> None:
     if linked:   # the emulated wire's transfers: waiting, no CPU (under the all-reduces)
         _bars(ax, [(b.link_start_ms, b.link_end_ms) for b in linked], comm + 0.25, 0.55,
               facecolors="white", edgecolor=[style.bucket_color(b.index) for b in linked],
-              hatch="....", lw=0.8)
+              hatch=style.LINK_HATCH, lw=0.8)
     _bars(ax, [(b.start_ms, b.end_ms) for b in tl.buckets], comm + 0.25, 0.55, facecolors=colors,
           edgecolor="white", lw=0.3)
     ax.vlines([b.ready_ms for b in tl.buckets], ready, ready + 0.6, colors=colors, lw=2)
@@ -164,7 +164,7 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
                  + f"\nlive run; {link_note(record.config)}", loc="left", fontsize=9)
     handles = [Patch(color=style.kind_color(k), label=k) for k in ("forward", "backward", "optimizer")]
     if record.config.get("link"):
-        handles.append(Patch(facecolor="white", edgecolor=style.MUTED, hatch="....",
+        handles.append(Patch(facecolor="white", edgecolor=style.MUTED, hatch=style.LINK_HATCH,
                              label="link transfer (emulated)"))
     handles += [Patch(facecolor="none", edgecolor=style.MUTED, hatch="///", label="waiting for buckets"),
                 Patch(color=EXPOSED_COLOR, label="exposed comm")]

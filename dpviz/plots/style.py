@@ -25,6 +25,9 @@ OP_COLORS = {"all_reduce": "#8172B3", "all_gather": "#2A9D8F", "reduce_scatter":
              "broadcast": "#937860", "reduce": "#6D597A", "all_to_all": "#E9C46A",
              "send_recv": "#264653", "barrier": "#B5B5B5", "gather": "#43AA8B",
              "scatter": "#F3722C", "other": "#CCCCCC"}
+# An emulated link's transfer: white, dotted in its bucket's colour. Two dots per hatch unit,
+# not four: Agg renders a hatch bar by bar, ~2 ms a bar at "....", a third of that at "..".
+LINK_HATCH = ".."
 BACKGROUND = "#FFFFFF"
 TEXT = "#222222"
 MUTED = "#9E9E9E"
@@ -99,13 +102,18 @@ def tag(ax, *sources: str, note: str = ""):
         raise ValueError(f"sources must be some of {SOURCES}, got {sources!r}")
     text = " + ".join(dict.fromkeys(sources)) + (f" · {note}" if note else "")
     # above the title, if there is one: a long left-aligned title would run into it
-    lines = max(ax.get_title(loc=loc).count("\n") + 1 if ax.get_title(loc=loc) else 0
-                for loc in ("left", "center", "right"))
+    lines = max((t.get_text().count("\n") + 1 for t in titles(ax) if t.get_text() and t.get_visible()),
+                default=0)   # a hidden title (a slider's, shown as its caption) takes no room
     rise = 3 + lines * (ax.title.get_fontsize() * 1.25) + (6 if lines else 0)
     ax.annotate(text, xy=(1, 1), xycoords="axes fraction", xytext=(0, rise), textcoords="offset points",
                 ha="right", va="bottom", fontsize=7, color=TEXT, gid=SOURCE_GID,
                 bbox=dict(boxstyle="round,pad=0.2", fc="#F2F2F2", ec=MUTED, lw=0.5))
     return ax
+
+
+def titles(ax) -> list:
+    """The axes' three title Text artists: left, center, right."""
+    return [ax._left_title, ax.title, ax._right_title]
 
 
 def tags_of(ax) -> list[str]:

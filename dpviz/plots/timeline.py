@@ -51,7 +51,7 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
                          else style.kind_color(s.kind))
                 bars[(s.tid, color, link)].append(((s.start_us - t0) / 1e3, s.dur_us / 1e3))
             for (tid, color, link), xranges in bars.items():  # white edges would hide thin kernels
-                look = (dict(facecolors="white", edgecolor=color, hatch="....", linewidth=0.6) if link else
+                look = (dict(facecolors="white", edgecolor=color, hatch=style.LINK_HATCH, linewidth=0.6) if link else
                         dict(facecolors=color, edgecolor="white", linewidth=0.3 if len(mine) < 300 else 0))
                 ax.broken_barh(xranges, (y + tids.index(tid) * height, height * 0.92), **look)
             yticks.append(y + 0.5)
@@ -70,7 +70,7 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
     handles += [Patch(color=style.bucket_color(b), label=f"all-reduce bucket {b}") for b in buckets]
     handles += [Patch(color=style.op_color(op), label=op or "collective") for op in ops]
     if any(s.kind == "link" for s in spans):
-        handles.append(Patch(facecolor="white", edgecolor=style.MUTED, hatch="....",
+        handles.append(Patch(facecolor="white", edgecolor=style.MUTED, hatch=style.LINK_HATCH,
                              label="link transfer (emulated)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     style.tag(ax, style.source_of(record), note=style.adjustment_of(record))

@@ -5,13 +5,15 @@ Widgets hold no torch code: `rerun` takes a callable that returns a record (usua
 """
 from __future__ import annotations
 
-import io
+import html
 import time
 from typing import Any, Callable, Sequence
 
 import ipywidgets as w
 import numpy as np
 
+from ..plots import style
+from . import png
 from .frame import changing_artists, frame_boxes, frame_key, touches
 
 DPI = 100
@@ -32,11 +34,17 @@ class _Figure:
     once; a move draws only what changed over it. benchmarks/knob_latency.py measures both.
     """
 
-    def __init__(self, draw: Callable[[Any, Any], None], figsize: tuple[float, float]):
+    def __init__(self, draw: Callable[[Any, Any], None], figsize: tuple[float, float],
+                 caption: bool = False):
+        """`caption`: show the axes' titles as text above the image (`caption`), not in its
+        pixels. A re-run's title holds that run's numbers, so it changes on every move, and
+        rasterizing its glyphs was ~11 ms of a move's ~25 ms of drawing (the frame's texts
+        are kept pixels); the browser sets the same words as HTML for free."""
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
         self.draw = draw
+        self.caption = w.HTML(layout=w.Layout(width=f"{int(figsize[0] * DPI)}px")) if caption else None
         self.figure = Figure(figsize=figsize, dpi=DPI, layout="constrained")
         FigureCanvasAgg(self.figure)  # no pyplot: nothing to close, no global state
         self.widget = w.Image(format="png", layout=w.Layout(width=f"{int(figsize[0] * DPI)}px"))
@@ -51,11 +59,16 @@ class _Figure:
         first value also lays the figure out, later ones keep that layout."""
         if self.axes is None:
             self.axes = self.figure.add_subplot()
+            if self.caption is not None:
+                for title in style.titles(self.axes):
+                    title.set_visible(False)   # kept by set_title: no room laid out, no pixels
             self._plot(value)
             self.figure.canvas.draw()
             self.figure.set_layout_engine("none")   # the axes keep the positions just solved
         else:
             self._plot(value)
+        if self.caption is not None:
+            self.caption.value = caption_html(self.axes)
         self._rasterize()
 
     def _plot(self, value: Any) -> None:
@@ -105,23 +118,23 @@ class _Figure:
             ax.draw_artist(artist)
 
     def png(self) -> bytes:
-        """The last rasterized frame as PNG bytes (no second draw, unlike savefig).
-
-        An opaque frame (every figure here has a white background) is encoded as RGB, at
-        zlib level 3: the same pixels in ~9 ms of a move instead of ~14 for RGBA at level 6,
-        and ~8% fewer bytes to the browser (benchmarks/knob_latency.py times it)."""
-        from PIL import Image
-
+        """The last rasterized frame as PNG bytes (no second draw, unlike savefig): RGB when
+        opaque (every figure here has a white background), unfiltered rows at zlib level 3
+        (`dpviz.widgets.png`): ~3 ms of a move where PIL's encoder took ~9 (knob_latency.py)."""
         rgba = np.asarray(self.figure.canvas.buffer_rgba())
-        opaque = bool((rgba[..., 3] == 255).all())
-        buf = io.BytesIO()
-        Image.fromarray(np.ascontiguousarray(rgba[..., :3]) if opaque else rgba).save(
-            buf, format="png", compress_level=3)
-        return buf.getvalue()
+        return png.encode(rgba[..., :3] if bool((rgba[..., 3] == 255).all()) else rgba)
 
     def show(self, value: Any) -> None:
         self.redraw(value)
         self.widget.value = self.png()
+
+
+def caption_html(ax) -> str:
+    """The axes' non-empty titles as HTML lines, in the figure's text colour and title size."""
+    lines = [html.escape(line) for t in style.titles(ax) for line in t.get_text().splitlines()]
+    size = max(t.get_fontsize() for t in style.titles(ax))
+    return (f'<div style="color:{style.TEXT};font-size:{size * 1.33:.0f}px;line-height:1.3">'
+            + "<br>".join(lines) + "</div>")
 
 
 def _empty(ax) -> None:
@@ -200,7 +213,7 @@ def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any,
     """A slider over `values`; each release re-runs `run(value)` live and draws its record.
     `format_value` names each value on the slider (e.g. 'one bucket' rather than 4096.0).
     `cluster`, the one `run` uses, lets the status line say when a move (re)started ranks."""
-    figure = _Figure(draw, figsize)
+    figure = _Figure(draw, figsize, caption=True)
     slider = w.SelectionSlider(options=[(format_value(v), v) for v in values],
                                value=value if value is not None else values[0],
                                description=label, continuous_update=False,
@@ -223,7 +236,7 @@ def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any,
 
     slider.observe(lambda change: update(change["new"]), names="value")
     update(slider.value)
-    return w.VBox([w.HBox([slider, status]), figure.widget])
+    return w.VBox([w.HBox([slider, status]), figure.caption, figure.widget])
 
 
 def link_panel(run: Callable[[float], Any], value: float, draw: Callable[[Any, Any], None],
