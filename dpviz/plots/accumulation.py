@@ -9,6 +9,7 @@ from matplotlib.ticker import MaxNLocator
 from ..accumulation_records import (AccumulationSweep, GradientCheck, micro_step_counts,
                                     run_lengths, accumulation_row)
 from ..link import link_note
+from .bars import hbars
 from .legibility import place_labels
 from ..record import RunRecord
 from ..overlap import steady_steps
@@ -48,13 +49,14 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
                 labels.append(ax.text(ms(m.start_us) + m.dur_us / 2e3, y + 2 * LANE + 0.4 + 0.5 * (micro % 2),
                                       f"#{micro}: {counts[micro]}", ha="center", va="bottom", fontsize=8,
                                       color=style.TEXT))
-        compute = [s for s in record.spans_of(rank, step=step) if s.kind in COMPUTE_KINDS]
-        for kind in COMPUTE_KINDS:   # one collection per colour, not one per op: faster to draw
-            ax.broken_barh([(ms(s.start_us), s.dur_us / 1e3) for s in compute if s.kind == kind],
-                           (y + LANE + 0.1, LANE * 0.9), facecolors=style.kind_color(kind), linewidth=0)
-        for s in record.spans_of(rank, "link", step):   # emulated transfers: waiting, no CPU
-            ax.broken_barh([(ms(s.start_us), s.dur_us / 1e3)], (y, LANE * 0.9), facecolors="white",
-                           edgecolor=style.bucket_color(s.bucket), hatch=style.LINK_HATCH, linewidth=0.6)
+        compute = sorted((s for s in record.spans_of(rank, step=step) if s.kind in COMPUTE_KINDS),
+                         key=lambda s: COMPUTE_KINDS.index(s.kind))   # one collection, not one per op
+        hbars(ax, [(ms(s.start_us), s.dur_us / 1e3) for s in compute], (y + LANE + 0.1, LANE * 0.9),
+              facecolors=[style.kind_color(s.kind) for s in compute], linewidth=0)
+        links = record.spans_of(rank, "link", step)   # emulated transfers: waiting, no CPU
+        if links:
+            hbars(ax, [(ms(s.start_us), s.dur_us / 1e3) for s in links], (y, LANE * 0.9), facecolors="white",
+                  edgecolor=[style.bucket_color(s.bucket) for s in links], hatch=style.LINK_HATCH, linewidth=0.6)
         _draw_allreduces(ax, record.spans_of(rank, "allreduce", step), y, ms)
         yticks += [y + LANE + 0.55, y + 0.45]
         ylabels += [f"rank {rank} compute", f"rank {rank} all-reduce"]
@@ -85,8 +87,8 @@ def _draw_allreduces(ax, spans, y: float, ms) -> None:
     height = LANE / max(1, len(tids))
     for i, tid in enumerate(tids):   # one collection per sub-lane, coloured bar by bar
         mine = [s for s in spans if s.tid == tid]
-        ax.broken_barh([(ms(s.start_us), s.dur_us / 1e3) for s in mine], (y + i * height, height * 0.9),
-                       facecolors=[style.bucket_color(s.bucket) for s in mine], linewidth=0)
+        hbars(ax, [(ms(s.start_us), s.dur_us / 1e3) for s in mine], (y + i * height, height * 0.9),
+              facecolors=[style.bucket_color(s.bucket) for s in mine], linewidth=0)
 
 
 def plot_sweep_bytes(sweep: AccumulationSweep, ax=None):

@@ -9,6 +9,7 @@ from matplotlib.patches import Patch
 from ..buckets_records import (ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap_limits,
                                gradients, step_buckets, step_timeline)
 from ..link import link_note
+from .bars import hbars
 from .legibility import place_labels
 from ..record import RunRecord
 from ..overlap import steady_steps
@@ -94,15 +95,15 @@ def plot_gradient_sizes(record: RunRecord, ax=None, rank: int = 0, label_top: in
 
 
 def _bars(ax, intervals, y, h, **kw) -> None:
-    ax.broken_barh([(s, e - s) for s, e in intervals], (y, h), **kw)
+    hbars(ax, [(s, e - s) for s, e in intervals], (y, h), **kw)
 
 
 def _draw_rank(ax, tl: StepTimeline, base: float, model) -> None:
     """Three lanes of one rank: main thread, bucket readiness, communication."""
     main, ready, comm = base + 2.0, base + 1.2, base
-    _bars(ax, tl.forward, main, 0.8, facecolors=style.kind_color("forward"))
-    _bars(ax, tl.backward, main, 0.8, facecolors=style.kind_color("backward"))
-    _bars(ax, tl.optimizer, main, 0.8, facecolors=style.kind_color("optimizer"))
+    ops = [(kind, op) for kind in ("forward", "backward", "optimizer") for op in getattr(tl, kind)]
+    _bars(ax, [op for _, op in ops], main, 0.8,   # one collection, coloured op by op
+          facecolors=[style.kind_color(kind) for kind, _ in ops])
     if tl.wait_ms > 0:  # backward is done; the step cannot go on until the last bucket is reduced
         _bars(ax, [(tl.backward_end_ms, tl.comm_end_ms)], main, 0.8, facecolors="none",
               edgecolor=style.MUTED, hatch="///", linewidth=0)
@@ -122,7 +123,7 @@ def _draw_rank(ax, tl: StepTimeline, base: float, model) -> None:
         labels.append(ax.text(b.ready_ms, ready + 0.62, f"b{b.index}", fontsize=8, ha="center",
                               va="bottom", color=color))
     if model is not None:  # the model's duration of each all-reduce, drawn from the same start
-        ax.broken_barh([(b.comm_start_ms, model.time_ms(b.bytes)) for b in tl.buckets], (comm + 0.25, 0.55),
+        hbars(ax, [(b.comm_start_ms, model.time_ms(b.bytes)) for b in tl.buckets], (comm + 0.25, 0.55),
                        facecolors="none", edgecolor=style.TEXT, linestyle=":", linewidth=1,
                        gid=MODEL_GID)
     _bars(ax, tl.exposed, comm, 0.18, facecolors=EXPOSED_COLOR)

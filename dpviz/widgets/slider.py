@@ -40,13 +40,14 @@ class _Figure:
         pixels. A re-run's title holds that run's numbers, so it changes on every move, and
         rasterizing its glyphs was ~11 ms of a move's ~25 ms of drawing (the frame's texts
         are kept pixels); the browser sets the same words as HTML for free."""
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
+
+        from .glyphs import CachingCanvasAgg
 
         self.draw = draw
         self.caption = w.HTML(layout=w.Layout(width=f"{int(figsize[0] * DPI)}px")) if caption else None
         self.figure = Figure(figsize=figsize, dpi=DPI, layout="constrained")
-        FigureCanvasAgg(self.figure)  # no pyplot: nothing to close, no global state
+        CachingCanvasAgg(self.figure)  # no pyplot: no global state; kept glyphs (`glyphs`)
         self.widget = w.Image(format="png", layout=w.Layout(width=f"{int(figsize[0] * DPI)}px"))
         self.axes = None
         self.limits: tuple[tuple[float, float], tuple[float, float]] | None = None   # (x, y)

@@ -1,0 +1,76 @@
+"""Text drawn from kept layouts and glyph bitmaps, for a figure redrawn on every knob move.
+
+matplotlib's Agg renderer lays every string out again (~0.3 ms a string) and renders every
+glyph again (~0.04 ms a glyph) on every draw. A slider's figure draws the same labels move
+after move ("b0", "#3: 0", a legend's entries) at new places, so `CachingRendererAgg` keeps
+both: a string's layout by (string, font), and each glyph's bitmap by its font, size,
+transform and the sub-pixel part of where it lands. FreeType renders a glyph moved by whole
+pixels as the same bitmap moved by those pixels, so a kept bitmap placed at the new whole-
+pixel offset is the pixels Agg would render (tests/test_glyphs.py compares them).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hinting_flag
+from matplotlib.ft2font import RenderMode
+
+KEPT_MAX = 8192   # entries per cache; a slider's labels need a few hundred
+
+
+class CachingRendererAgg(RendererAgg):
+    """RendererAgg whose plain text (not mathtext) reuses kept layouts and glyph bitmaps."""
+
+    def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+        if ismath:
+            return super().draw_text(gc, x, y, s, prop, angle, ismath, mtext)
+        features = mtext.get_fontfeatures() if mtext is not None else None
+        language = mtext.get_language() if mtext is not None else None
+        size = prop.get_size_in_points()
+        layouts = _kept(self, "_layouts")
+        key = (s, hash(prop), size, tuple(features) if features else None, language)
+        items = layouts.get(key)
+        if items is None:
+            items = layouts[key] = self._prepare_font(prop)._layout(
+                s, flags=get_hinting_flag(), features=features, language=language)
+        cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
+        matrix = (0x10000 * np.array([[cos, -sin], [sin, cos]])).round().astype(int)
+        glyphs, aa = _kept(self, "_glyphs"), gc.get_antialiased()
+        for item in items:
+            # where `_draw_text_glyphs_and_boxes` places the glyph, in 1/64 pixel
+            ox = round(0x40 * (x + item.x * cos - item.y * sin))
+            oy = round(0x40 * (self.height - y + item.x * sin + item.y * cos))
+            font = item.ft_object
+            gkey = (font.fname, font.postscript_name, size, item.glyph_index, matrix.tobytes(), aa,
+                    ox & 63, oy & 63)
+            kept = glyphs.get(gkey)
+            if kept is None:
+                font.set_size(size, self.dpi)
+                font._set_transform(matrix, [ox & 63, oy & 63])
+                bitmap = font._render_glyph(item.glyph_index, get_hinting_flag(),
+                                            RenderMode.NORMAL if aa else RenderMode.MONO)
+                buffer = np.array(bitmap.buffer)   # a copy: the font reuses its buffer
+                if not aa:
+                    buffer *= 0xff
+                kept = glyphs[gkey] = (buffer, bitmap.left, bitmap.top)
+            buffer, left, top = kept
+            left, top = left + (ox >> 6), top + (oy >> 6)
+            self._renderer.draw_text_image(buffer, left, int(self.height) - top + buffer.shape[0], 0, gc)
+
+
+def _kept(renderer, name: str) -> dict:
+    cache = renderer.__dict__.setdefault(name, {})
+    if len(cache) > KEPT_MAX:
+        cache.clear()
+    return cache
+
+
+class CachingCanvasAgg(FigureCanvasAgg):
+    """An Agg canvas whose renderer is a `CachingRendererAgg` (kept while the size holds)."""
+
+    def get_renderer(self):
+        renderer = super().get_renderer()
+        if type(renderer) is RendererAgg:
+            renderer.__class__ = CachingRendererAgg   # same state, text drawn from the caches
+        return renderer

@@ -1,0 +1,58 @@
+"""dpviz.widgets.glyphs: text drawn from kept layouts and glyph bitmaps is exactly the pixels
+matplotlib's Agg renderer draws, wherever the text lands (whole and sub-pixel offsets)."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+import numpy as np
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from dpviz.widgets.glyphs import CachingCanvasAgg, CachingRendererAgg
+
+
+def _pixels(canvas_type, shift: float) -> np.ndarray:
+    fig = Figure(figsize=(4, 3), dpi=100)
+    canvas = canvas_type(fig)
+    ax = fig.add_subplot()
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    for i, text in enumerate(["b0", "#3: 0", "bucket ready", "rank 1 all-reduce", "ÿ‖θ̄‖ g"]):
+        # positions a pixel's 1/7ths apart, shifted by whole and fractional pixels between draws
+        ax.text(0.05 + 0.013 * i + shift, 0.1 + 0.17 * i + shift / 3, text, fontsize=7 + i,
+                rotation=(0, 0, 30, 90, 0)[i], color="#222222")
+    ax.set_title("live run; 3.04 Gb/s", loc="left")
+    ax.legend(handles=ax.plot([0, 1], [0, 1], label="parameter averaging every 8 steps")[:1])
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba()).copy(), canvas
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.1, 0.0137, 0.25])
+def test_cached_text_is_the_pixels_agg_draws(shift):
+    expected, _ = _pixels(FigureCanvasAgg, shift)
+    drawn, canvas = _pixels(CachingCanvasAgg, shift)
+    assert isinstance(canvas.get_renderer(), CachingRendererAgg)
+    assert np.array_equal(drawn, expected)
+
+
+def _label_figure(canvas_type, x: float):
+    fig = Figure(figsize=(4, 3), dpi=100)
+    canvas = canvas_type(fig)
+    label = fig.add_subplot().text(x, 0.5, "#3: 0 exposed 3.1 ms", fontsize=9)
+    canvas.draw()
+    return canvas, label
+
+
+def test_a_redraw_from_the_caches_at_new_places_is_the_pixels_agg_draws():
+    """The same label moved by whole pixels and by fractions: glyphs come from the caches."""
+    canvas, label = _label_figure(CachingCanvasAgg, 0.1)
+    glyphs = canvas.get_renderer()._glyphs
+    kept = dict(glyphs)
+    for x in (0.1 + 3 / 400, 0.1 + 0.37 / 400, 0.55, 0.1):   # the axes are ~300 px wide
+        label.set_x(x)
+        canvas.draw()
+        expected, _ = _label_figure(FigureCanvasAgg, x)
+        assert np.array_equal(np.asarray(canvas.buffer_rgba()), np.asarray(expected.buffer_rgba()))
+    assert canvas.get_renderer()._glyphs is glyphs and kept.items() <= glyphs.items()
