@@ -7,25 +7,38 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from dpviz.widgets.png import encode
+from dpviz.widgets.png import encode_rgba
 
 
-@pytest.mark.parametrize("channels, mode", [(3, "RGB"), (4, "RGBA")])
-def test_encoded_pixels_decode_to_the_same_pixels(channels, mode):
+def _decoded(data: bytes) -> Image.Image:
+    return Image.open(io.BytesIO(data))
+
+
+def test_opaque_pixels_are_sent_as_rgb_and_decode_to_the_same_pixels():
     rng = np.random.default_rng(0)
-    pixels = rng.integers(0, 256, size=(37, 53, channels), dtype=np.uint8)   # odd sizes, every value
-    decoded = Image.open(io.BytesIO(encode(pixels)))
-    assert decoded.mode == mode and decoded.size == (53, 37)
-    assert np.array_equal(np.asarray(decoded), pixels)
+    rgba = rng.integers(0, 256, size=(37, 53, 4), dtype=np.uint8)   # odd sizes, every value
+    rgba[..., 3] = 255
+    image = _decoded(encode_rgba(rgba))
+    assert image.mode == "RGB" and image.size == (53, 37)
+    assert np.array_equal(np.asarray(image), rgba[..., :3])
+
+
+def test_pixels_with_any_transparency_keep_their_alpha():
+    rgba = np.random.default_rng(1).integers(0, 256, size=(5, 7, 4), dtype=np.uint8)
+    rgba[..., 3] = 255
+    rgba[2, 3, 3] = 254
+    image = _decoded(encode_rgba(rgba))
+    assert image.mode == "RGBA" and np.array_equal(np.asarray(image), rgba)
 
 
 def test_a_strided_view_is_encoded_as_its_values():
-    rgba = np.arange(6 * 5 * 4, dtype=np.uint8).reshape(6, 5, 4)
-    assert np.array_equal(np.asarray(Image.open(io.BytesIO(encode(rgba[..., :3])))), rgba[..., :3])
+    big = np.random.default_rng(2).integers(0, 256, size=(9, 12, 4), dtype=np.uint8)
+    view = big[::2, ::3]
+    assert np.array_equal(np.asarray(_decoded(encode_rgba(view)).convert("RGBA")), view)
 
 
-@pytest.mark.parametrize("bad", [np.zeros((4, 4, 3), np.float32), np.zeros((4, 4), np.uint8),
-                                 np.zeros((4, 4, 2), np.uint8)])
+@pytest.mark.parametrize("bad", [np.zeros((4, 4, 4), np.float32), np.zeros((4, 4), np.uint8),
+                                 np.zeros((4, 4, 3), np.uint8)])
 def test_pixels_it_cannot_encode_are_refused(bad):
-    with pytest.raises(ValueError, match="uint8"):
-        encode(bad)
+    with pytest.raises(ValueError, match="uint8 RGBA"):
+        encode_rgba(bad)

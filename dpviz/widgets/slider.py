@@ -122,8 +122,7 @@ class _Figure:
         """The last rasterized frame as PNG bytes (no second draw, unlike savefig): RGB when
         opaque (every figure here has a white background), unfiltered rows at zlib level 3
         (`dpviz.widgets.png`): ~3 ms of a move where PIL's encoder took ~9 (knob_latency.py)."""
-        rgba = np.asarray(self.figure.canvas.buffer_rgba())
-        return png.encode(rgba[..., :3] if bool((rgba[..., 3] == 255).all()) else rgba)
+        return png.encode_rgba(np.asarray(self.figure.canvas.buffer_rgba()))
 
     def show(self, value: Any) -> None:
         self.redraw(value)
