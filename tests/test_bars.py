@@ -35,3 +35,32 @@ def test_no_ranges_add_an_empty_collection():
     fig = Figure()
     ax = fig.add_subplot()
     assert len(hbars(ax, [], (0, 1)).get_paths()) == 0
+
+
+def test_link_bars_outline_each_transfer_and_dot_it_in_its_colour():
+    """An emulated transfer: a white bar outlined in its bucket's colour, dotted inside in the
+    same colour (lines, clipped to the axes, leaving the data limits to the bars)."""
+    from matplotlib.colors import to_rgba
+
+    from dpviz.plots.bars import LINK_DOT_ROWS, link_bars
+
+    fig = Figure(figsize=(5, 2), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    colors = ["#8172B3", "#64B5CD"]
+    bars, dots = link_bars(ax, [(1.0, 2.0), (4.0, 0.5)], (0.25, 0.55), colors)
+    assert [tuple(c) for c in bars.get_edgecolor()] == [to_rgba(c) for c in colors]
+    assert {tuple(c) for c in bars.get_facecolor()} == {to_rgba("white")}
+    segments = dots.get_segments()
+    assert len(segments) == 2 * len(LINK_DOT_ROWS)
+    for segment, color in zip(segments, [tuple(c) for c in dots.get_colors()]):
+        (x0, y0), (x1, y1) = segment
+        assert y0 == y1 and 0.25 < y0 < 0.8                       # inside its bar, level
+        bar = 0 if x0 == 1.0 else 1
+        assert (x0, x1) == ((1.0, 3.0), (4.0, 4.5))[bar] and color == to_rgba(colors[bar])
+    assert dots.get_clip_on() and dots.get_clip_box().bounds == ax.bbox.bounds   # clipped to the axes
+    assert tuple(ax.dataLim.intervaly) == (0.25, 0.8)
+    assert dots.get_zorder() == bars.get_zorder()   # a bar drawn after them (an all-reduce) covers them
+    fig.canvas.draw()
+    pixels = np.asarray(fig.canvas.buffer_rgba())[..., :3].reshape(-1, 3)
+    assert (pixels == np.array([0x81, 0x72, 0xB3])).all(axis=1).any()   # dots drawn in full colour

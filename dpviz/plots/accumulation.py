@@ -9,7 +9,7 @@ from matplotlib.ticker import MaxNLocator
 from ..accumulation_records import (AccumulationSweep, GradientCheck, micro_step_counts,
                                     run_lengths, accumulation_row)
 from ..link import link_note
-from .bars import hbars
+from .bars import hbars, link_bars
 from .legibility import place_labels
 from ..record import RunRecord
 from ..overlap import steady_steps
@@ -55,8 +55,8 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
               facecolors=[style.kind_color(s.kind) for s in compute], linewidth=0)
         links = record.spans_of(rank, "link", step)   # emulated transfers: waiting, no CPU
         if links:
-            hbars(ax, [(ms(s.start_us), s.dur_us / 1e3) for s in links], (y, LANE * 0.9), facecolors="white",
-                  edgecolor=[style.bucket_color(s.bucket) for s in links], hatch=style.LINK_HATCH, linewidth=0.6)
+            link_bars(ax, [(ms(s.start_us), s.dur_us / 1e3) for s in links], (y, LANE * 0.9),
+                      [style.bucket_color(s.bucket) for s in links], linewidth=0.6)
         _draw_allreduces(ax, record.spans_of(rank, "allreduce", step), y, ms)
         yticks += [y + LANE + 0.55, y + 0.45]
         ylabels += [f"rank {rank} compute", f"rank {rank} all-reduce"]

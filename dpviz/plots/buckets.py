@@ -9,7 +9,7 @@ from matplotlib.patches import Patch
 from ..buckets_records import (ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap_limits,
                                gradients, step_buckets, step_timeline)
 from ..link import link_note
-from .bars import hbars
+from .bars import hbars, link_bars
 from .legibility import place_labels
 from ..record import RunRecord
 from ..overlap import steady_steps
@@ -113,9 +113,8 @@ def _draw_rank(ax, tl: StepTimeline, base: float, model) -> None:
     # artists, not 72 (each artist costs about the same to draw, however small)
     linked = [b for b in tl.buckets if b.link_start_ms is not None]
     if linked:   # the emulated wire's transfers: waiting, no CPU (under the all-reduces)
-        _bars(ax, [(b.link_start_ms, b.link_end_ms) for b in linked], comm + 0.25, 0.55,
-              facecolors="white", edgecolor=[style.bucket_color(b.index) for b in linked],
-              hatch=style.LINK_HATCH, lw=0.8)
+        link_bars(ax, [(b.link_start_ms, b.link_end_ms - b.link_start_ms) for b in linked], (comm + 0.25, 0.55),
+                  [style.bucket_color(b.index) for b in linked])
     _bars(ax, [(b.start_ms, b.end_ms) for b in tl.buckets], comm + 0.25, 0.55, facecolors=colors,
           edgecolor="white", lw=0.3)
     ax.vlines([b.ready_ms for b in tl.buckets], ready, ready + 0.6, colors=colors, lw=2)

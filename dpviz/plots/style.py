@@ -25,8 +25,8 @@ OP_COLORS = {"all_reduce": "#8172B3", "all_gather": "#2A9D8F", "reduce_scatter":
              "broadcast": "#937860", "reduce": "#6D597A", "all_to_all": "#E9C46A",
              "send_recv": "#264653", "barrier": "#B5B5B5", "gather": "#43AA8B",
              "scatter": "#F3722C", "other": "#CCCCCC"}
-# An emulated link's transfer: white, dotted in its bucket's colour. Two dots per hatch unit,
-# not four: Agg renders a hatch bar by bar, ~2 ms a bar at "....", a third of that at "..".
+# An emulated link's transfer: white, dotted in its bucket's colour (`bars.link_bars` draws the
+# dots as lines; a legend's handle, drawn once, uses this hatch).
 LINK_HATCH = ".."
 BACKGROUND = "#FFFFFF"
 TEXT = "#222222"

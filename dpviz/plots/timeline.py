@@ -10,6 +10,7 @@ from ..record import RunRecord
 from ..overlap import COMPUTE_KINDS, record_ranks, steady_steps, summarize_step
 from ..trace import COMM_KINDS
 from . import style
+from .bars import link_bars
 
 # an emulated link's transfers (dpviz.link) share the communication lane with the collectives
 LANE_KINDS = {"compute": COMPUTE_KINDS, "comm": (*COMM_KINDS, "link")}
@@ -51,9 +52,12 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
                          else style.kind_color(s.kind))
                 bars[(s.tid, color, link)].append(((s.start_us - t0) / 1e3, s.dur_us / 1e3))
             for (tid, color, link), xranges in bars.items():  # white edges would hide thin kernels
-                look = (dict(facecolors="white", edgecolor=color, hatch=style.LINK_HATCH, linewidth=0.6) if link else
-                        dict(facecolors=color, edgecolor="white", linewidth=0.3 if len(mine) < 300 else 0))
-                ax.broken_barh(xranges, (y + tids.index(tid) * height, height * 0.92), **look)
+                sub_lane = (y + tids.index(tid) * height, height * 0.92)
+                if link:
+                    link_bars(ax, xranges, sub_lane, color, linewidth=0.6)
+                else:
+                    ax.broken_barh(xranges, sub_lane, facecolors=color, edgecolor="white",
+                                   linewidth=0.3 if len(mine) < 300 else 0)
             yticks.append(y + 0.5)
             who = (labels or {}).get(rank, f"rank {rank}")
             ylabels.append(f"{who} {'compute' if name == 'compute' else 'comm'}")
