@@ -44,7 +44,7 @@ from dpviz.plots.accumulation import plot_schedule  # noqa: E402
 from dpviz.plots.averaging import plot_drift  # noqa: E402
 from dpviz.plots.buckets import plot_bucket_timeline  # noqa: E402
 from dpviz.trace import read_trace  # noqa: E402
-from dpviz.widgets.slider import _Figure  # noqa: E402
+from dpviz.widgets.slider import _Figure, caption_html  # noqa: E402
 
 
 def load() -> str:
@@ -181,7 +181,7 @@ def knob_table(cluster, n_moves: int, n_cold: int) -> None:
 def parts_table(cluster, name: str, cfg, n: int) -> None:
     """One move of a DDP widget by parts: the run and record, then both figure paths."""
     draw, figsize = WIDGETS[name][3:]
-    figure = _Figure(draw, figsize)
+    figure = _Figure(draw, figsize, caption=True)   # as the re-run sliders draw it
     figure.show(run(cfg, cluster=cluster))   # the first value lays the figure out; moves keep it
     parts: dict[str, list[float]] = {}
     reused = 0
@@ -227,6 +227,7 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
         add("old figure: tight bbox, two draws + PNG encode", (t5 - t4) * 1e3)
         t3 = time.perf_counter()
         figure._plot(record)
+        figure.caption.value = caption_html(figure.axes)
         t4 = time.perf_counter()
         figure._rasterize()
         t5 = time.perf_counter()
@@ -235,9 +236,10 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
         reused += figure.reused_frame
         figure.figure.canvas.draw()   # the same figure drawn whole, as each move was before
         t7 = time.perf_counter()
-        add("new figure: empty the kept axes + plot calls (kept layout and limits)", (t4 - t3) * 1e3)
-        add("new figure: kept frame restored + what changed drawn over it", (t5 - t4) * 1e3)
-        add("new figure: PNG encode (RGB, zlib level 3)", (t6 - t5) * 1e3)
+        add("new figure: empty the kept axes + plot calls (kept layout and limits) + titles as the "
+            "HTML caption", (t4 - t3) * 1e3)
+        add("new figure: kept frame restored + what changed drawn over it (kept glyphs)", (t5 - t4) * 1e3)
+        add("new figure: PNG encode (RGB rows unfiltered, zlib level 3)", (t6 - t5) * 1e3)
         add("kept figure before, for comparison: the same figure drawn whole (instead of the "
             "restore + what changed)", (t7 - t6) * 1e3)
     print(f"\none {name} move by parts ({cfg.layers}x{cfg.width} {cfg.model}, batch {cfg.batch_per_rank}"
