@@ -45,10 +45,9 @@ def changing_artists(ax) -> list[Any]:
 def frame_key(ax) -> tuple:
     """Everything the frame's pixels depend on besides the figure's kept layout: limits, scales,
     ticks and their labels, axis labels, spines, legend entries, source stamps."""
-    axes = tuple((axis.get_scale(), tuple(axis.get_view_interval()), tuple(axis.get_majorticklocs()),
-                  tuple(axis.get_minorticklocs()), _params(axis.get_tick_params()),
-                  _params(axis.get_tick_params(which="minor")),
-                  tuple(map(_text_key, [*axis.get_majorticklabels(), *axis.get_minorticklabels(), axis.label])))
+    axes = tuple((axis.get_scale(), tuple(axis.get_view_interval()), _ticks_key(axis),
+                  _params(axis.get_tick_params()), _params(axis.get_tick_params(which="minor")),
+                  _text_key(axis.label))
                  for axis in (ax.xaxis, ax.yaxis))
     spines = tuple((name, s.get_visible(), _look(s)) for name, s in ax.spines.items())
     stamps = tuple((_text_key(t), t.xyann, _look(t.get_bbox_patch())) for t in ax.texts
@@ -58,6 +57,14 @@ def frame_key(ax) -> tuple:
         tuple(map(_text_key, [*leg.get_texts(), leg.get_title()])), tuple(map(_look, leg.legend_handles)),
         str(leg._loc), tuple(leg.get_bbox_to_anchor().bounds), leg.get_frame_on(), _look(leg.get_frame()))
     return ax.axison, _look(ax.patch), axes, spines, stamps, legend
+
+
+def _ticks_key(axis) -> tuple:
+    """The ticks a draw paints (in view, labels formatted, as `Axis.draw` gets them): each one's
+    place, major or minor, and labels. One locator pass per axis: asking for the major and
+    minor locations and labels one by one ran the locators six times."""
+    return tuple((tick.get_loc(), tick._major, _text_key(tick.label1), _text_key(tick.label2))
+                 for tick in axis._update_ticks())
 
 
 def frame_boxes(ax, renderer) -> list[Bbox]:
