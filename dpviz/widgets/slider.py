@@ -31,7 +31,9 @@ class _Figure:
     are kept too (`limits`, grown when a value's data does not fit): moves compare on one
     scale, and the frame
     (ticks, lane names, legend: `dpviz.widgets.frame`) stays the same pixels, rasterized
-    once; a move draws only what changed over it. benchmarks/knob_latency.py measures both.
+    once; a move draws only what changed over it. Its text comes from kept layouts and glyph
+    bitmaps (`dpviz.widgets.glyphs`), and a re-run slider shows the titles, which carry each
+    run's numbers, as an HTML caption (`caption`). benchmarks/knob_latency.py measures it all.
     """
 
     def __init__(self, draw: Callable[[Any, Any], None], figsize: tuple[float, float],
