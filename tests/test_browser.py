@@ -207,13 +207,17 @@ def test_cap_slider_key_press_to_new_figure_is_measured(lab):
                 ms = page.evaluate("() => window.__dpviz.loaded.at(-1) - window.__dpviz.key")
                 lines.append(f"move {i} ({key}): key press -> new figure image {ms / 1e3:.3f} s; "
                              f"kernel: {status.text_content()}")
+            # the run's numbers are the caption above the figure (HTML, not pixels), shown too
+            caption = page.locator(".widget-html").filter(has_text="exposed communication").first
+            assert caption.is_visible() and "live run" in caption.text_content()
+            lines.append(f"caption: {caption.inner_text()}")
             figure.screenshot(path=str(ARTIFACTS / "browser-cap-slider.png"))
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "browser-failure.png"), full_page=True)
             raise
         finally:
             browser.close()
-    moves = [float(re.search(r"image ([\d.]+) s", line).group(1)) for line in lines[1:]]  # after warm-up
+    moves = [float(re.search(r"image ([\d.]+) s", line).group(1)) for line in lines[1:-1]]  # after warm-up
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     lines.append(f"median after the first move: {sorted(moves)[len(moves) // 2]:.3f} s "
                  f"(load average {load})")
