@@ -23,6 +23,8 @@ def _pixels(canvas_type, shift: float) -> np.ndarray:
         # positions a pixel's 1/7ths apart, shifted by whole and fractional pixels between draws
         ax.text(0.05 + 0.013 * i + shift, 0.1 + 0.17 * i + shift / 3, text, fontsize=7 + i,
                 rotation=(0, 0, 30, 90, 0)[i], color="#222222")
+    for size, weight in ((7, "normal"), (12, "normal"), (12, "bold")):   # one string, three fonts
+        ax.text(0.7, 0.1 + size / 30 + (weight == "bold") * 0.2, "b0", fontsize=size, weight=weight)
     ax.set_title("live run; 3.04 Gb/s", loc="left")
     ax.legend(handles=ax.plot([0, 1], [0, 1], label="parameter averaging every 8 steps")[:1])
     canvas.draw()

@@ -29,7 +29,8 @@ class CachingRendererAgg(RendererAgg):
         language = mtext.get_language() if mtext is not None else None
         size = prop.get_size_in_points()
         layouts = _kept(self, "_layouts")
-        key = (s, hash(prop), size, tuple(features) if features else None, language)
+        # the font's properties themselves (what FontProperties hashes), not their hash: no collisions
+        key = (s, tuple(prop.__dict__.values()), size, tuple(features) if features else None, language)
         items = layouts.get(key)
         if items is None:
             items = layouts[key] = self._prepare_font(prop)._layout(
