@@ -96,6 +96,35 @@ def train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step:
     return total
 
 
+def warmup_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step: int, workload) -> float:
+    """A light warm-up (`RunConfig.warmup`): the synced forward/backward DDP records the
+    gradient-ready order from, which it rebuilds its buckets by in the next forward, and
+    nothing else a figure would see: WARMUP_SAMPLES samples per rank of a built-in model (its
+    ready order is fixed by its graph), the all-reduces raw (not through the emulated link),
+    the gradients dropped, not applied. Where a full step would rebuild inside itself (K > 1
+    micro-steps that sync from the first: no_sync "backward_only" or "off"), a second
+    micro-step's forward rebuilds here too, so the profiled step starts in the same state.
+    Returns the first micro-step's loss on its slice."""
+    from .config import WARMUP_SAMPLES
+    from .workloads import BUILTIN, compute_loss, rank_batch
+
+    rebuilds_inside = cfg.accum_steps > 1 and cfg.no_sync != "forward_backward"
+    link, log.link, losses = log.link, None, []
+    try:
+        for micro in range(2 if rebuilds_inside else 1):
+            log.micro_step = micro
+            x, y = rank_batch(cfg, workload, step, micro, ctx.rank)
+            if cfg.model in BUILTIN:
+                x, y = x[:WARMUP_SAMPLES], y[:WARMUP_SAMPLES]
+            loss = compute_loss(workload, ddp(x.to(ctx.device)), y.to(ctx.device))
+            loss.backward()
+            losses.append(loss.item())
+    finally:
+        log.link = link
+    opt.zero_grad(set_to_none=True)
+    return losses[0]
+
+
 def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
                export_trace: bool = False) -> dict:
     """Train `cfg.steps` optimizer steps under the profiler; return what this rank saw.
@@ -213,8 +242,11 @@ def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, 
                 started, clock = True, _clock_mark(record_function)
             annotate = record_function if profiled else bare
             log.step, t0 = step, time.perf_counter()
-            with annotate(f"{STEP_PREFIX}{step}"):
-                losses.append(train_step(ctx, cfg, ddp, opt, log, step, annotate, workload))
+            if cfg.warmup == "light" and step < cfg.profile_from:
+                losses.append(warmup_step(ctx, cfg, ddp, opt, log, step, workload))
+            else:
+                with annotate(f"{STEP_PREFIX}{step}"):
+                    losses.append(train_step(ctx, cfg, ddp, opt, log, step, annotate, workload))
             wall_ms.append((time.perf_counter() - t0) * 1e3)
             if cfg.checks:
                 snapshots.append(flat_params(ddp.module))

@@ -190,6 +190,43 @@ def test_a_run_profiled_from_its_last_step_records_that_step_as_a_full_run_does(
         RunConfig(steps=2, profile_from=2).replace()
 
 
+@pytest.mark.parametrize("changes", [dict(model="mlp", bucket_cap_mb=0.25),
+                                     dict(model="gpt", bucket_cap_mb=0.25),
+                                     dict(model="cnn", bucket_cap_mb=0.01),
+                                     dict(model="mlp", bucket_cap_mb=0.25, accum_steps=3),
+                                     dict(model="mlp", bucket_cap_mb=0.25, accum_steps=3, no_sync="off"),
+                                     dict(model="mlp", bucket_cap_mb=0.25, accum_steps=3,
+                                          no_sync="backward_only")],
+                         ids=["mlp", "gpt", "cnn", "mlp-K3", "mlp-K3-no_sync-off", "mlp-K3-backward_only"])
+def test_a_light_warmup_leaves_the_profiled_step_the_buckets_a_full_step_0_builds(cluster2, changes):
+    """warmup="light" (a slider's) trains step 0 on 2 samples, all-reduced raw, and drops its
+    gradients: DDP still rebuilds the same buckets from it, so step 1 hands over the same
+    buckets (indices, parameters, bytes) with the same spans as after a full step 0."""
+    cfg = RunConfig(steps=2, profile_from=1, checks=False, **changes)
+    full, light = (run(cfg.replace(warmup=w), cluster=cluster2) for w in ("full", "light"))
+    assert light.config["warmup"] == "light" and full.config["warmup"] == "full"
+    notes = lambda r: [(b.rank, b.step, b.micro_step, b.index, b.bytes, b.params) for b in r.buckets]
+    assert len({b.index for b in full.buckets}) > 1     # rebuilt into several buckets
+    assert notes(light) == notes(full)
+    kinds = lambda r: sorted((s.rank, s.kind, s.bucket) for s in r.spans)
+    assert kinds(light) == kinds(full)
+
+
+def test_a_light_warmup_skips_the_link_and_the_update_and_the_drawn_step_keeps_its_link(cluster2):
+    """The warm-up's all-reduces bypass the emulated link (no transfer recorded for step 0),
+    the profiled step's go through it as in a full run; without the warm-up's update, step 1
+    trains from the initial weights (its loss is a full run's step-1 loss from there)."""
+    cfg = RunConfig(steps=2, profile_from=1, checks=False, bucket_cap_mb=1.0, link="classroom")
+    full, light = (run(cfg.replace(warmup=w), cluster=cluster2) for w in ("full", "light"))
+    links = lambda r: sorted((s.rank, s.step, s.bucket) for s in r.spans if s.kind == "link")
+    assert links(light) == links(full) and {s[1] for s in links(light)} == {1}
+    assert light.losses != full.losses   # step 0 trained 2 samples, then no update
+    with pytest.raises(ValueError, match="checks=False"):
+        RunConfig(steps=2, profile_from=1, warmup="light").replace()
+    with pytest.raises(ValueError, match="warmup must be one of"):
+        RunConfig(warmup="cheap").replace()
+
+
 def test_a_linked_run_profiled_from_its_last_step_keeps_only_that_steps_transfers(cluster2):
     last = run(cluster=cluster2, world_size=2, steps=2, bucket_cap_mb=1.0, checks=False, profile_from=1,
                link="classroom")
