@@ -7,6 +7,7 @@ parameters are identical on all ranks and equal to one process on the concatenat
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import os
@@ -138,21 +139,25 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
     """
     import torch
 
-    from .workloads import build_workload, describe_workload, flat_params, use_import_path
+    from .workloads import describe_workload, flat_params, use_import_path
 
     t_called = time.perf_counter()
     use_import_path(list(search_path))
     device = torch.device(ctx.device)
-    workload = build_workload(cfg)
-    model = workload.model.to(device)
+    workload, known = warm_workload(cfg, device)
+    model = workload.model
     initial = flat_params(model).cpu() if cfg.checks else None   # the checks' starting point
-    ddp, log, opt, link = _wrap_ddp(ctx, cfg, model, device)
+    ddp, log, opt, link = _wrap_ddp(ctx, cfg, model, device, known)
+    straggler = (model.register_forward_pre_hook(lambda module, inputs: time.sleep(cfg.delay_ms / 1e3))
+                 if cfg.slow_rank == ctx.rank else None)   # a deliberate straggler: sleeps in its forward
     t_start = time.perf_counter()
     try:
         prof, clock, losses, snapshots, wall_ms = _train_profiled(ctx, cfg, ddp, opt, log, workload)
-    finally:   # a warm rank runs many tasks: never leave a link thread behind
+    finally:   # a warm rank runs many tasks: never leave a link thread or a hook behind
         if link is not None:
             link.close()
+        if straggler is not None:
+            straggler.remove()
     t_trained = time.perf_counter()
     trace_path, events = _profile_output(ctx, cfg, prof, device, export_trace)
     del prof    # frees the profiler's events before the checks gather every step's parameters
@@ -171,16 +176,67 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
                 workload=describe_workload(model, workload.name))
 
 
-def _wrap_ddp(ctx: RankContext, cfg: RunConfig, model, device):
-    """DDP around `model` with what a run records: (ddp, bucket log, SGD, link thread or None)."""
+# A warm rank's built-in workloads, by what builds them: (workload, its initial parameters and
+# buffers). A slider's moves re-run one workload; two entries let a notebook alternate two.
+_WARM: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+WARM_ENTRIES, WARM_MAX_BYTES = 2, 64 << 20
+
+
+def warm_workload(cfg: RunConfig, device):
+    """(`build_workload(cfg)` on `device`, its initial weights' `fingerprint` or None), kept on
+    a warm rank for the next run of the same built-in workload, which gets it back with its
+    initial weights copied in (bit for bit the weights a new build makes: the same seeded
+    init, copied), no gradients, and the fingerprint computed once. Why: building and
+    initialising the sweep's 1.6M-parameter MLP took ~9 ms of each slider move, and
+    fingerprinting it for `same_on_every_rank` as much again.
+
+    Kept by the fields a built-in's build reads (model, layers, width, seed, checkpoint_every;
+    it is built from exactly those, so a kept one cannot differ from a fresh one), and only up
+    to WARM_MAX_BYTES of parameters and buffers. A user's model is built afresh every run:
+    its factory may do anything (read files, count calls, seed by rank)."""
+    import torch
+
+    from .workloads import BUILTIN, build_workload
+
+    if cfg.model not in BUILTIN:
+        workload = build_workload(cfg)
+        return dataclasses.replace(workload, model=workload.model.to(device)), None
+    key = (cfg.model, cfg.layers, cfg.width, cfg.seed, cfg.checkpoint_every, str(device))
+    if key in _WARM:
+        _WARM.move_to_end(key)
+        workload, initial, known = _WARM[key]
+        with torch.no_grad():
+            for tensor, start in zip(_state(workload.model), initial):
+                tensor.copy_(start)
+        for p in workload.model.parameters():
+            p.grad = None
+        return workload, known
+    workload = build_workload(RunConfig(model=cfg.model, layers=cfg.layers, width=cfg.width,
+                                        seed=cfg.seed, checkpoint_every=cfg.checkpoint_every))
+    workload = dataclasses.replace(workload, model=workload.model.to(device))
+    initial = [t.detach().clone() for t in _state(workload.model)]
+    if sum(t.numel() * t.element_size() for t in initial) > WARM_MAX_BYTES:
+        return workload, None
+    _WARM[key] = (workload, initial, fingerprint(workload.model, device))
+    while len(_WARM) > WARM_ENTRIES:
+        _WARM.popitem(last=False)
+    return workload, _WARM[key][2]
+
+
+def _state(model) -> list:
+    """A model's parameters and buffers, in a fixed order."""
+    return [*model.parameters(), *model.buffers()]
+
+
+def _wrap_ddp(ctx: RankContext, cfg: RunConfig, model, device, known=None):
+    """DDP around `model` with what a run records: (ddp, bucket log, SGD, link thread or None).
+    `known`: the model's fingerprint if already known (`same_on_every_rank`)."""
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb, init_sync=not same_on_every_rank(model, device),
+    ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb, init_sync=not same_on_every_rank(model, device, known),
               device_ids=[device.index] if device.type == "cuda" else None)
     ddp._set_ddp_runtime_logging_sample_rate(1)  # timing stats on every iteration
-    if cfg.slow_rank == ctx.rank:   # a deliberate straggler: sleeps inside its own forward
-        model.register_forward_pre_hook(lambda module, inputs: time.sleep(cfg.delay_ms / 1e3))
     link = LinkThread(cfg.link, ctx.world_size) if cfg.link is not None else None
     # a bare run (profile=False) is plain DDP, the overhead baseline: no hook, an empty log
     log = (record_buckets(ddp, model, ctx.world_size, link) if cfg.profile or link is not None
@@ -188,7 +244,7 @@ def _wrap_ddp(ctx: RankContext, cfg: RunConfig, model, device):
     return ddp, log, torch.optim.SGD(ddp.parameters(), lr=cfg.lr), link
 
 
-def same_on_every_rank(model, device) -> bool:
+def same_on_every_rank(model, device, mine=None) -> bool:
     """Does every rank already hold the same parameters and buffers (shapes and bits)?
 
     Why ask: DDP's start-up sync checks every shape across ranks and broadcasts rank 0's
@@ -198,19 +254,27 @@ def same_on_every_rank(model, device) -> bool:
     of its 32-bit words, since the xor alone calls an even-length run of zeros equal to one
     of ones) says whether they did; a false "differ" costs only the broadcast. If any rank differs (e.g. a user's model built unseeded), DDP syncs
     as usual (`init_sync=True`) and checks the shapes itself, so every run still starts from
-    rank 0's weights, and a model of other shapes still fails with DDP's own error."""
+    rank 0's weights, and a model of other shapes still fails with DDP's own error.
+    `mine`: this rank's `fingerprint(model, device)` if already known (a kept workload's)."""
     import torch
     import torch.distributed as dist
+
+    mine = fingerprint(model, device) if mine is None else mine
+    everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, mine)
+    return all(torch.equal(theirs, mine) for theirs in everyone)
+
+
+def fingerprint(model, device):
+    """A model's parameters and buffers (shapes and bits) as 3 numbers (`same_on_every_rank`)."""
+    import torch
 
     tensors = [t.detach() for t in (*model.parameters(), *model.buffers()) if t.numel()]
     mixed = 0   # the tensors' (shape, bits) in order, mixed into one number (fixed size to gather)
     for t in tensors:
         bits = int(torch.hash_tensor(t).item()) + int(_words(t).sum(dtype=torch.int64))
         mixed = (mixed * 1_000_003 + hash(tuple(t.shape)) + bits) % (2**61 - 1)
-    mine = torch.tensor([len(tensors), sum(t.numel() for t in tensors), mixed], device=device)
-    everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
-    dist.all_gather(everyone, mine)
-    return all(torch.equal(theirs, mine) for theirs in everyone)
+    return torch.tensor([len(tensors), sum(t.numel() for t in tensors), mixed], device=device)
 
 
 def _words(t):

@@ -114,3 +114,29 @@ def start_agreement(ctx, seed_by_rank: bool, bias_by_rank: bool = False) -> dict
     ddp = _wrap_ddp(ctx, cfg, model, __import__("torch").device("cpu"))[0]
     return {"same": same, "after": flat_params(ddp.module).tolist(),
             "rank0_seed_weights": flat_params(build_mlp(cfg.replace(seed=0))).tolist()}
+
+
+def warm_workload_after_training(ctx, cfg) -> dict:
+    """The kept workload after its weights, buffers and gradients were changed: is it back to
+    what a fresh build makes, bit for bit, with a fresh build's fingerprint, and the same
+    object (kept) or not (a user's)?"""
+    import torch
+
+    from dpviz.ddp_run import warm_workload
+    from dpviz.workloads import build_workload
+
+    from dpviz.ddp_run import fingerprint
+
+    first, known = warm_workload(cfg, torch.device("cpu"))
+    with torch.no_grad():
+        for t in (*first.model.parameters(), *first.model.buffers()):
+            t.add_(1)
+    for p in first.model.parameters():
+        p.grad = torch.ones_like(p)
+    again, known_again = warm_workload(cfg, torch.device("cpu"))
+    fresh = build_workload(cfg).model
+    same_print = known_again is not None and torch.equal(known_again, fingerprint(fresh, "cpu"))
+    pairs = zip((*again.model.parameters(), *again.model.buffers()),
+                (*fresh.parameters(), *fresh.buffers()))
+    return dict(kept=again is first, equal=all(torch.equal(a, b) for a, b in pairs),
+                no_grads=all(p.grad is None for p in again.model.parameters()), same_print=same_print)

@@ -227,6 +227,30 @@ def test_a_light_warmup_skips_the_link_and_the_update_and_the_drawn_step_keeps_i
         RunConfig(warmup="cheap").replace()
 
 
+@pytest.mark.parametrize("model", ["mlp", "cnn", "workload_factories:rank_seeded_mlp"])
+def test_a_warm_rank_keeps_a_built_in_workload_and_restores_its_initial_weights(cluster2, model):
+    """A built-in workload is kept across runs on a warm rank (a user's is built afresh) and
+    comes back with the initial parameters and buffers (BatchNorm's too), no gradients, and
+    the fingerprint of a fresh build (computed once, when it was built)."""
+    from rank_tasks import warm_workload_after_training
+
+    results = cluster2.run_task(warm_workload_after_training, RunConfig(model=model, seed=5))
+    builtin = ":" not in model
+    assert [r["kept"] for r in results] == [builtin] * 2
+    if builtin:
+        assert all(r["equal"] and r["no_grads"] and r["same_print"] for r in results)
+
+
+def test_runs_on_a_kept_workload_train_as_the_first_run_on_a_fresh_build(cluster2):
+    """The first run builds (seed 11 is used nowhere else here); the runs after it, another cap
+    between, reuse the kept model: the same losses and checks, bit for bit."""
+    cfg = RunConfig(steps=2, seed=11, bucket_cap_mb=0.25)
+    first = run(cfg, cluster=cluster2)
+    run(cfg.replace(bucket_cap_mb=4.0), cluster=cluster2)
+    again = run(cfg, cluster=cluster2)
+    assert again.losses == first.losses and again.checks == first.checks
+
+
 def test_a_linked_run_profiled_from_its_last_step_keeps_only_that_steps_transfers(cluster2):
     last = run(cluster=cluster2, world_size=2, steps=2, bucket_cap_mb=1.0, checks=False, profile_from=1,
                link="classroom")
