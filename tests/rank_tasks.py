@@ -140,3 +140,25 @@ def warm_workload_after_training(ctx, cfg) -> dict:
                 (*fresh.parameters(), *fresh.buffers()))
     return dict(kept=again is first, equal=all(torch.equal(a, b) for a, b in pairs),
                 no_grads=all(p.grad is None for p in again.model.parameters()), same_print=same_print)
+
+
+def averaging_measures_both_ways(ctx) -> dict:
+    """compare_averaging's measurement from one all_gather, and as all-reduces compute it."""
+    import torch
+    import torch.distributed as dist
+
+    from dpviz.averaging import _measured
+
+    params = torch.randn(4099, generator=torch.Generator().manual_seed(ctx.rank))
+    loss = torch.tensor(0.25 + ctx.rank / 3)
+    drift, mean, mean_loss = _measured(params, loss, ctx.world_size)
+    reduced = params.clone()
+    dist.all_reduce(reduced)
+    reduced /= ctx.world_size
+    sq = ((params - reduced) ** 2).sum()
+    dist.all_reduce(sq)
+    total = loss.clone()
+    dist.all_reduce(total)
+    return dict(gathered=(drift, mean.tolist(), mean_loss),
+                reduced=(float(torch.sqrt(sq / ctx.world_size)), reduced.tolist(),
+                         float(total) / ctx.world_size))

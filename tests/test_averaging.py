@@ -85,6 +85,16 @@ def test_gradient_vs_parameter_averaging(cluster2):
     assert every_8.drift[8] < every_8.drift[7]
 
 
+def test_averagings_measurement_from_one_all_gather_is_what_all_reduces_give(cluster2):
+    """Drift, mean parameters and mean loss from one all_gather per step equal the three
+    all-reduces they replace, bit for bit on 2 ranks (a sum of two is a + b in any order)."""
+    from rank_tasks import averaging_measures_both_ways
+
+    for result in cluster2.run_task(averaging_measures_both_ways):
+        assert result["gathered"] == result["reduced"]
+        assert result["gathered"][0] > 0
+
+
 def test_figures_draw_the_records(cluster2, sum_example):
     import matplotlib
 
