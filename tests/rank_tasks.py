@@ -143,15 +143,17 @@ def warm_workload_after_training(ctx, cfg) -> dict:
 
 
 def averaging_measures_both_ways(ctx) -> dict:
-    """compare_averaging's measurement from one all_gather, and as all-reduces compute it."""
+    """compare_averaging's measurement of a step from the gathered rows of several steps, and
+    as all-reduces of that step compute it."""
     import torch
     import torch.distributed as dist
 
-    from dpviz.averaging import _measured
+    from dpviz.averaging import _gathered, _measured
 
     params = torch.randn(4099, generator=torch.Generator().manual_seed(ctx.rank))
     loss = torch.tensor(0.25 + ctx.rank / 3)
-    drift, mean, mean_loss = _measured(params, loss, ctx.world_size)
+    rows = [torch.zeros(4100), torch.cat([params, loss.reshape(1)])]
+    drift, mean, mean_loss = _measured(_gathered(rows, ctx.world_size)[1], ctx.world_size)
     reduced = params.clone()
     dist.all_reduce(reduced)
     reduced /= ctx.world_size
@@ -162,3 +164,16 @@ def averaging_measures_both_ways(ctx) -> dict:
     return dict(gathered=(drift, mean.tolist(), mean_loss),
                 reduced=(float(torch.sqrt(sq / ctx.world_size)), reduced.tolist(),
                          float(total) / ctx.world_size))
+
+
+def averaging_gathered_step_by_step(ctx, cfg) -> bool:
+    """compare_averaging's rank run with its measurement gathered once, and one step at a time
+    (GATHER_FLOATS too small for two steps): the same record?"""
+    from dpviz import averaging
+
+    once = averaging.averaging_rank(ctx, cfg, "parameter", 3, 7)
+    kept, averaging.GATHER_FLOATS = averaging.GATHER_FLOATS, 1
+    try:
+        return averaging.averaging_rank(ctx, cfg, "parameter", 3, 7) == once
+    finally:
+        averaging.GATHER_FLOATS = kept
