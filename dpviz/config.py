@@ -65,7 +65,8 @@ class RunConfig:
     # slider's: the figure draws none of them) only lets DDP rebuild its buckets from the
     # gradient-ready order of one synced backward: one micro-step on WARMUP_SAMPLES samples per
     # rank (a built-in model; a user's keeps its whole slice, its graph may depend on the data),
-    # all-reduced raw (no emulated link), gradients dropped (no optimizer step), so the profiled
+    # no all-reduce (the comm hook hands the buckets back: neither the emulated link nor gloo),
+    # gradients dropped (no optimizer step), so the profiled
     # steps start from the initial weights, with the buckets a full step 0 builds. Its loss
     # entries are that slice's loss. Needs checks=False (the checks compare every step).
     warmup: str = "full"

@@ -37,6 +37,7 @@ class BucketLog:
         self.names_by_ptr = names_by_ptr
         self.world_size = world_size
         self.link = link          # a LinkThread: buckets pass the emulated wire first
+        self.reduce = True        # False: buckets go back unreduced (a light warm-up's, dropped)
         self.step = 0
         self.micro_step = 0
         self.seen: list[dict] = []
@@ -46,21 +47,32 @@ def _recording_allreduce(state: BucketLog, bucket):
     """DDP's default hook (average, all-reduce), plus a note and a trace span per bucket.
     With an emulated link the bucket is queued on the link thread, which all-reduces it
     after its transfer time (the hook returns at once, as DDP's own does)."""
-    import torch.distributed as dist
     from torch.profiler import record_function
 
     buf = bucket.buffer()
     with record_function(f"{HOOK_PREFIX}{bucket.index()}"):
         buf.div_(state.world_size)
-        if state.link is not None:
-            fut = state.link.send(bucket.index(), buf)
-        else:
-            fut = dist.all_reduce(buf, async_op=True).get_future()
+        fut = _hand_over(state, bucket.index(), buf)
     state.seen.append(dict(
         step=state.step, micro_step=state.micro_step, index=bucket.index(), numel=buf.numel(),
         bytes=buf.numel() * buf.element_size(),
         params=[state.names_by_ptr.get(p.data_ptr(), "?") for p in bucket.parameters()]))
-    return fut if state.link is not None else fut.then(lambda f: f.value()[0])
+    return fut
+
+
+def _hand_over(state: BucketLog, index: int, buf):
+    """A future of the reduced bucket: from the emulated link, from gloo/NCCL directly, or,
+    for a light warm-up whose gradients are dropped (`warmup_step`), the bucket as it is."""
+    import torch
+    import torch.distributed as dist
+
+    if not state.reduce:
+        done = torch.futures.Future()
+        done.set_result(buf)
+        return done
+    if state.link is not None:
+        return state.link.send(index, buf)
+    return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
 
 
 def record_buckets(ddp, model, world_size: int, link=None) -> BucketLog:
@@ -101,8 +113,8 @@ def warmup_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step
     """A light warm-up (`RunConfig.warmup`): the synced forward/backward DDP records the
     gradient-ready order from, which it rebuilds its buckets by in the next forward, and
     nothing else a figure would see: WARMUP_SAMPLES samples per rank of a built-in model (its
-    ready order is fixed by its graph), the all-reduces raw (not through the emulated link),
-    the gradients dropped, not applied. Where a full step would rebuild inside itself (K > 1
+    ready order is fixed by its graph), no all-reduce (the hook hands each bucket back as it
+    is: neither the wire nor gloo), the gradients dropped, not applied. Where a full step would rebuild inside itself (K > 1
     micro-steps that sync from the first: no_sync "backward_only" or "off"), a second
     micro-step's forward rebuilds here too, so the profiled step starts in the same state.
     Returns the first micro-step's loss on its slice."""
@@ -110,7 +122,7 @@ def warmup_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step
     from .workloads import BUILTIN, compute_loss, rank_batch
 
     rebuilds_inside = cfg.accum_steps > 1 and cfg.no_sync != "forward_backward"
-    link, log.link, losses = log.link, None, []
+    log.reduce, losses = False, []
     try:
         for micro in range(2 if rebuilds_inside else 1):
             log.micro_step = micro
@@ -121,7 +133,7 @@ def warmup_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step
             loss.backward()
             losses.append(loss.item())
     finally:
-        log.link = link
+        log.reduce = True
     opt.zero_grad(set_to_none=True)
     return losses[0]
 

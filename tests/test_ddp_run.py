@@ -199,8 +199,8 @@ def test_a_run_profiled_from_its_last_step_records_that_step_as_a_full_run_does(
                                           no_sync="backward_only")],
                          ids=["mlp", "gpt", "cnn", "mlp-K3", "mlp-K3-no_sync-off", "mlp-K3-backward_only"])
 def test_a_light_warmup_leaves_the_profiled_step_the_buckets_a_full_step_0_builds(cluster2, changes):
-    """warmup="light" (a slider's) trains step 0 on 2 samples, all-reduced raw, and drops its
-    gradients: DDP still rebuilds the same buckets from it, so step 1 hands over the same
+    """warmup="light" (a slider's) trains step 0 on 2 samples, all-reduces nothing, and drops
+    its gradients: DDP still rebuilds the same buckets from it, so step 1 hands over the same
     buckets (indices, parameters, bytes) with the same spans as after a full step 0."""
     cfg = RunConfig(steps=2, profile_from=1, checks=False, **changes)
     full, light = (run(cfg.replace(warmup=w), cluster=cluster2) for w in ("full", "light"))
@@ -213,7 +213,7 @@ def test_a_light_warmup_leaves_the_profiled_step_the_buckets_a_full_step_0_build
 
 
 def test_a_light_warmup_skips_the_link_and_the_update_and_the_drawn_step_keeps_its_link(cluster2):
-    """The warm-up's all-reduces bypass the emulated link (no transfer recorded for step 0),
+    """The warm-up's buckets skip the emulated link and the all-reduce (no transfer for step 0),
     the profiled step's go through it as in a full run; without the warm-up's update, step 1
     trains from the initial weights (its loss is a full run's step-1 loss from there)."""
     cfg = RunConfig(steps=2, profile_from=1, checks=False, bucket_cap_mb=1.0, link="classroom")
