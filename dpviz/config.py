@@ -66,9 +66,9 @@ class RunConfig:
     # gradient-ready order of one synced backward: one micro-step on WARMUP_SAMPLES samples per
     # rank (a built-in model; a user's keeps its whole slice, its graph may depend on the data),
     # no all-reduce (the comm hook hands the buckets back: neither the emulated link nor gloo),
-    # gradients dropped (no optimizer step), so the profiled
-    # steps start from the initial weights, with the buckets a full step 0 builds. Its loss
-    # entries are that slice's loss. Needs checks=False (the checks compare every step).
+    # gradients dropped (no optimizer step), so the profiled steps start from the initial
+    # weights, with the buckets a full step 0 builds. Its loss entries are that slice's loss.
+    # Needs checks=False (the checks compare every step).
     warmup: str = "full"
     # compare every step's parameters across ranks and with one process (record.checks); a
     # slider whose figure draws no check turns this off and its record says so (config.checks)
