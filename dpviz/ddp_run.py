@@ -114,10 +114,10 @@ def warmup_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step
     gradient-ready order from, which it rebuilds its buckets by in the next forward, and
     nothing else a figure would see: WARMUP_SAMPLES samples per rank of a built-in model (its
     ready order is fixed by its graph), no all-reduce (the hook hands each bucket back as it
-    is: neither the wire nor gloo), the gradients dropped, not applied. Where a full step would rebuild inside itself (K > 1
-    micro-steps that sync from the first: no_sync "backward_only" or "off"), a second
-    micro-step's forward rebuilds here too, so the profiled step starts in the same state.
-    Returns the first micro-step's loss on its slice."""
+    is: neither the wire nor gloo), the gradients dropped, not applied. Where a full step
+    would rebuild inside itself (K > 1 micro-steps that sync from the first: no_sync
+    "backward_only" or "off"), a second micro-step's forward rebuilds here too, so the
+    profiled step starts in the same state. Returns the first micro-step's loss on its slice."""
     from .config import WARMUP_SAMPLES
     from .workloads import BUILTIN, compute_loss, rank_batch
 
