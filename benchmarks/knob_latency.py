@@ -189,7 +189,7 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
     def add(key, ms):
         parts.setdefault(key, []).append(ms)
 
-    for _ in range(n):
+    for i in range(n):   # (a seed not run before: a workload no rank keeps yet)
         bare = cluster.run_task(train_rank, cfg.replace(profile=False))
         add("ranks: train, bare DDP (no profiler)", max(r["parts_ms"]["train"] for r in bare))
         t0 = time.perf_counter()
@@ -204,6 +204,13 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
         every = max(cluster.run_task(train_rank, cfg.replace(profile_from=0)),
                     key=lambda r: sum(r["parts_ms"].values()))["parts_ms"]
         add("before: train + events with every step profiled (profile_from=0)", every["train"] + every["events"])
+        if cfg.warmup == "light":
+            full_warmup = max(cluster.run_task(train_rank, cfg.replace(warmup="full")),
+                              key=lambda r: sum(r["parts_ms"].values()))["parts_ms"]
+            add("before: train with step 0 trained in full (warmup='full')", full_warmup["train"])
+        fresh = max(cluster.run_task(train_rank, cfg.replace(seed=cfg.seed + 1 + i)),
+                    key=lambda r: sum(r["parts_ms"].values()))["parts_ms"]
+        add("before: model + DDP construction, the workload built and fingerprinted afresh", fresh["setup"])
         add("ranks: equality checks (all_gather + cached reference)", slow["checks"])
         add("parent: task round trip beyond the slowest rank", (t1 - t0) * 1e3 - sum(slow.values()))
         add("parent: record from the ranks' events", (t2 - t1) * 1e3)

@@ -155,21 +155,41 @@ def uneven_shards(cfg: RunConfig | None = None, *, cluster: Cluster | None = Non
 
 # --- 3. parameter averaging (local SGD) vs gradient averaging --------------------------------------
 
-def _drift_and_mean(params, world_size: int):
-    """Measurement only: θ̄ = mean over ranks, and RMS over ranks of ‖θ_r − θ̄‖."""
+# Steps' parameters a rank holds before gathering them (floats): the measurement's memory bound.
+GATHER_FLOATS = 1 << 22
+
+
+def _measured(everyone, world_size: int):
+    """Measurement only, from every rank's [θ_r, loss_r] of one step: (RMS over ranks of
+    ‖θ_r − θ̄‖, θ̄ = mean over ranks, mean loss over ranks). Sums over ranks run in rank order,
+    so with 2 ranks every number is bit for bit what all-reduces give (a + b either way)."""
+    import torch
+
+    ranks = torch.stack(everyone)
+    mean = ranks[:, :-1].sum(0) / world_size
+    sq = torch.stack([((theta[:-1] - mean) ** 2).sum() for theta in everyone]).sum()
+    return float(torch.sqrt(sq / world_size)), mean, float(ranks[:, -1].sum()) / world_size
+
+
+def _gathered(rows: list, world_size: int) -> list[list]:
+    """Per step, every rank's row ([θ_r, loss_r]), in one all_gather of this rank's rows."""
     import torch
     import torch.distributed as dist
 
-    mean = params.clone()
-    dist.all_reduce(mean)
-    mean /= world_size
-    sq = ((params - mean) ** 2).sum()
-    dist.all_reduce(sq)
-    return float(torch.sqrt(sq / world_size)), mean
+    mine = torch.stack(rows)
+    everyone = [torch.empty_like(mine) for _ in range(world_size)]
+    dist.all_gather(everyone, mine)
+    return [[theirs[i] for theirs in everyone] for i in range(len(rows))]
 
 
 def averaging_rank(ctx: RankContext, cfg: RunConfig, mode: str, period: int, steps: int) -> dict:
-    """Train `steps` SGD steps on this rank's batches with gradient or parameter averaging."""
+    """Train `steps` SGD steps on this rank's batches with gradient or parameter averaging.
+
+    The measurement (drift, the averaged model's held-out loss, the mean training loss) needs
+    every rank's parameters of every step: they are gathered GATHER_FLOATS at a time (one
+    all_gather per run at the slider's size) and measured afterwards, instead of three
+    all-reduces per step that held both ranks in lockstep (most of an H-slider move's rank
+    time). Training is untouched: only the algorithm's own averages communicate during it."""
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -182,7 +202,19 @@ def averaging_rank(ctx: RankContext, cfg: RunConfig, mode: str, period: int, ste
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
     x_eval, y_eval = global_batch(cfg, 1_000_000, 0)         # held out: a step never trained on
     probe = build_mlp(cfg)                                   # holds θ̄ for the evaluation
-    drift, eval_loss, train_loss, averages = [], [], [], 0
+    drift, eval_loss, train_loss, averages, rows = [], [], [], 0, []
+    per_gather = max(1, GATHER_FLOATS // sum(p.numel() + 1 for p in model.parameters()))
+
+    def measure() -> None:
+        for everyone in _gathered(rows, ctx.world_size):
+            d, mean, mean_loss = _measured(everyone, ctx.world_size)
+            vector_to_parameters(mean, probe.parameters())
+            with torch.no_grad():
+                eval_loss.append(float(loss_fn(probe(x_eval), y_eval)))
+            drift.append(d)
+            train_loss.append(mean_loss)
+        rows.clear()
+
     for step in range(steps):
         x, y = rank_batch(cfg, None, step, 0, ctx.rank)
         loss = loss_fn(net(x), y)
@@ -192,19 +224,16 @@ def averaging_rank(ctx: RankContext, cfg: RunConfig, mode: str, period: int, ste
         if mode == "gradient":
             averages += 1
         params = parameters_to_vector(model.parameters()).detach()
-        d, mean = _drift_and_mean(params, ctx.world_size)
+        rows.append(torch.cat([params, loss.detach().reshape(1)]))
         if mode == "parameter" and (step + 1) % period == 0:
             synced = params.clone()
             dist.all_reduce(synced)                          # the algorithm's own average
             vector_to_parameters(synced / ctx.world_size, model.parameters())
             averages += 1
-        vector_to_parameters(mean, probe.parameters())
-        with torch.no_grad():
-            eval_loss.append(float(loss_fn(probe(x_eval), y_eval)))
-        local = loss.detach().clone()
-        dist.all_reduce(local)
-        drift.append(d)
-        train_loss.append(float(local) / ctx.world_size)
+        if len(rows) == per_gather:   # the same steps on every rank (same model size)
+            measure()
+    if rows:
+        measure()
     return dict(drift=drift, eval_loss=eval_loss, train_loss=train_loss, averages=averages,
                 bytes_per_average=int(params.numel() * params.element_size()))
 

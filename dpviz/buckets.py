@@ -109,8 +109,9 @@ def bucket_cap_slider(cluster, cfg=None, caps: Sequence[float] = SLIDER_CAPS, va
     """Slider over `caps` (MiB) re-running `cfg` on `cluster`; `model` (an alpha-beta fit)
     outlines each all-reduce's predicted time. Two steps per run: step 1 is already rebuilt.
     The timeline draws the last step and no parameter check, so the slider's runs profile
-    that step only and skip the checks (`config.for_slider`, kept in each record's config):
-    a move does not wait for a profile or an all_gather nobody sees."""
+    that step only, skip the checks and make step 0 a light warm-up that only rebuilds the
+    buckets (`config.for_slider`, kept in each record's config): a move does not wait for
+    a profile, an all_gather or a full step nobody sees."""
     from .widgets.buckets import bucket_cap_panel
 
     cfg = for_slider(cfg or sweep_config(steps=2))

@@ -18,6 +18,12 @@ BACKENDS = ("gloo", "nccl")
 # Where no_sync() goes during accumulation: around forward and backward (right), around
 # backward only (the pitfall: forward already armed the all-reduce), or nowhere (forgotten).
 NO_SYNC_SCOPES = ("forward_backward", "backward_only", "off")
+# What the steps before `profile_from` run (RunConfig.warmup): "full" trains them as any step;
+# "light" only lets DDP rebuild its buckets (dpviz.ddp_run.warmup_step).
+WARMUPS = ("full", "light")
+# Samples per rank in a light warm-up: BatchNorm in train mode needs more than one value per
+# channel, and a user's model already ran a forward on 2 samples (validate_model_spec).
+WARMUP_SAMPLES = 2
 # The built-in workloads (dpviz.workloads); any other model is a user's "module:function".
 BUILTIN_MODELS = ("mlp", "gpt", "cnn")
 # Each built-in's size when layers/width/batch_per_rank are left unset: a 3-step, 2-rank
@@ -55,6 +61,15 @@ class RunConfig:
     # steps before this one run unprofiled: a slider's figure draws the last step only, and
     # profiling DDP's first (one-bucket) step too cost up to a third of a move's rank time
     profile_from: int = 0
+    # What the steps before profile_from run: "full" trains them as any step. "light" (a
+    # slider's: the figure draws none of them) only lets DDP rebuild its buckets from the
+    # gradient-ready order of one synced backward: one micro-step on WARMUP_SAMPLES samples per
+    # rank (a built-in model; a user's keeps its whole slice, its graph may depend on the data),
+    # no all-reduce (the comm hook hands the buckets back: neither the emulated link nor gloo),
+    # gradients dropped (no optimizer step), so the profiled steps start from the initial
+    # weights, with the buckets a full step 0 builds. Its loss entries are that slice's loss.
+    # Needs checks=False (the checks compare every step).
+    warmup: str = "full"
     # compare every step's parameters across ranks and with one process (record.checks); a
     # slider whose figure draws no check turns this off and its record says so (config.checks)
     checks: bool = True
@@ -145,6 +160,11 @@ def validate(cfg: RunConfig) -> RunConfig:
                  " (0 keeps every activation; k recomputes segments of k blocks)")
     if cfg.no_sync not in NO_SYNC_SCOPES:
         raise ValueError(f"no_sync must be one of {', '.join(NO_SYNC_SCOPES)}, got {cfg.no_sync!r}")
+    if cfg.warmup not in WARMUPS:
+        raise ValueError(f"warmup must be one of {', '.join(WARMUPS)}, got {cfg.warmup!r}")
+    if cfg.warmup == "light" and cfg.checks is True:
+        raise ValueError("warmup='light' skips the warm-up steps' optimizer step, so the parameter "
+                         "checks (every step against one process) cannot hold: pass checks=False")
     for name in ("profile", "checks", "scale_loss"):
         if not isinstance(getattr(cfg, name), bool):
             raise ValueError(f"{name} must be True or False, got {getattr(cfg, name)!r}")
@@ -160,9 +180,10 @@ def validate(cfg: RunConfig) -> RunConfig:
 
 def for_slider(cfg: RunConfig) -> RunConfig:
     """What a slider's move runs: its figure draws the last step and no parameter check, so
-    only the last step is profiled and the checks' all_gather is skipped (both stay in each
-    record's config). Every step still runs: DDP rebuilds its buckets after the first."""
-    return cfg.replace(checks=False, profile_from=cfg.steps - 1)
+    only the last step is profiled, the checks' all_gather is skipped, and the steps before it
+    are light warm-ups that only let DDP rebuild its buckets (all three stay in each record's
+    config)."""
+    return cfg.replace(checks=False, profile_from=cfg.steps - 1, warmup="light")
 
 
 def validate_mlp_only(cfg: RunConfig, subject: str) -> RunConfig:

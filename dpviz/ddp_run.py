@@ -7,6 +7,7 @@ parameters are identical on all ranks and equal to one process on the concatenat
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import os
@@ -36,6 +37,7 @@ class BucketLog:
         self.names_by_ptr = names_by_ptr
         self.world_size = world_size
         self.link = link          # a LinkThread: buckets pass the emulated wire first
+        self.reduce = True        # False: buckets go back unreduced (a light warm-up's, dropped)
         self.step = 0
         self.micro_step = 0
         self.seen: list[dict] = []
@@ -45,21 +47,32 @@ def _recording_allreduce(state: BucketLog, bucket):
     """DDP's default hook (average, all-reduce), plus a note and a trace span per bucket.
     With an emulated link the bucket is queued on the link thread, which all-reduces it
     after its transfer time (the hook returns at once, as DDP's own does)."""
-    import torch.distributed as dist
     from torch.profiler import record_function
 
     buf = bucket.buffer()
     with record_function(f"{HOOK_PREFIX}{bucket.index()}"):
         buf.div_(state.world_size)
-        if state.link is not None:
-            fut = state.link.send(bucket.index(), buf)
-        else:
-            fut = dist.all_reduce(buf, async_op=True).get_future()
+        fut = _hand_over(state, bucket.index(), buf)
     state.seen.append(dict(
         step=state.step, micro_step=state.micro_step, index=bucket.index(), numel=buf.numel(),
         bytes=buf.numel() * buf.element_size(),
         params=[state.names_by_ptr.get(p.data_ptr(), "?") for p in bucket.parameters()]))
-    return fut if state.link is not None else fut.then(lambda f: f.value()[0])
+    return fut
+
+
+def _hand_over(state: BucketLog, index: int, buf):
+    """A future of the reduced bucket: from the emulated link, from gloo/NCCL directly, or,
+    for a light warm-up whose gradients are dropped (`warmup_step`), the bucket as it is."""
+    import torch
+    import torch.distributed as dist
+
+    if not state.reduce:
+        done = torch.futures.Future()
+        done.set_result(buf)
+        return done
+    if state.link is not None:
+        return state.link.send(index, buf)
+    return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
 
 
 def record_buckets(ddp, model, world_size: int, link=None) -> BucketLog:
@@ -96,6 +109,35 @@ def train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step:
     return total
 
 
+def warmup_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step: int, workload) -> float:
+    """A light warm-up (`RunConfig.warmup`): the synced forward/backward DDP records the
+    gradient-ready order from, which it rebuilds its buckets by in the next forward, and
+    nothing else a figure would see: WARMUP_SAMPLES samples per rank of a built-in model (its
+    ready order is fixed by its graph), no all-reduce (the hook hands each bucket back as it
+    is: neither the wire nor gloo), the gradients dropped, not applied. Where a full step
+    would rebuild inside itself (K > 1 micro-steps that sync from the first: no_sync
+    "backward_only" or "off"), a second micro-step's forward rebuilds here too, so the
+    profiled step starts in the same state. Returns the first micro-step's loss on its slice."""
+    from .config import WARMUP_SAMPLES
+    from .workloads import BUILTIN, compute_loss, rank_batch
+
+    rebuilds_inside = cfg.accum_steps > 1 and cfg.no_sync != "forward_backward"
+    log.reduce, losses = False, []
+    try:
+        for micro in range(2 if rebuilds_inside else 1):
+            log.micro_step = micro
+            x, y = rank_batch(cfg, workload, step, micro, ctx.rank)
+            if cfg.model in BUILTIN:
+                x, y = x[:WARMUP_SAMPLES], y[:WARMUP_SAMPLES]
+            loss = compute_loss(workload, ddp(x.to(ctx.device)), y.to(ctx.device))
+            loss.backward()
+            losses.append(loss.item())
+    finally:
+        log.reduce = True
+    opt.zero_grad(set_to_none=True)
+    return losses[0]
+
+
 def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
                export_trace: bool = False) -> dict:
     """Train `cfg.steps` optimizer steps under the profiler; return what this rank saw.
@@ -109,21 +151,25 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
     """
     import torch
 
-    from .workloads import build_workload, describe_workload, flat_params, use_import_path
+    from .workloads import describe_workload, flat_params, use_import_path
 
     t_called = time.perf_counter()
     use_import_path(list(search_path))
     device = torch.device(ctx.device)
-    workload = build_workload(cfg)
-    model = workload.model.to(device)
+    workload, known = warm_workload(cfg, device)
+    model = workload.model
     initial = flat_params(model).cpu() if cfg.checks else None   # the checks' starting point
-    ddp, log, opt, link = _wrap_ddp(ctx, cfg, model, device)
+    ddp, log, opt, link = _wrap_ddp(ctx, cfg, model, device, known)
+    straggler = (model.register_forward_pre_hook(lambda module, inputs: time.sleep(cfg.delay_ms / 1e3))
+                 if cfg.slow_rank == ctx.rank else None)   # a deliberate straggler: sleeps in its forward
     t_start = time.perf_counter()
     try:
         prof, clock, losses, snapshots, wall_ms = _train_profiled(ctx, cfg, ddp, opt, log, workload)
-    finally:   # a warm rank runs many tasks: never leave a link thread behind
+    finally:   # a warm rank runs many tasks: never leave a link thread or a hook behind
         if link is not None:
             link.close()
+        if straggler is not None:
+            straggler.remove()
     t_trained = time.perf_counter()
     trace_path, events = _profile_output(ctx, cfg, prof, device, export_trace)
     del prof    # frees the profiler's events before the checks gather every step's parameters
@@ -142,16 +188,67 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
                 workload=describe_workload(model, workload.name))
 
 
-def _wrap_ddp(ctx: RankContext, cfg: RunConfig, model, device):
-    """DDP around `model` with what a run records: (ddp, bucket log, SGD, link thread or None)."""
+# A warm rank's built-in workloads, by what builds them: (workload, its initial parameters and
+# buffers). A slider's moves re-run one workload; two entries let a notebook alternate two.
+_WARM: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+WARM_ENTRIES, WARM_MAX_BYTES = 2, 64 << 20
+
+
+def warm_workload(cfg: RunConfig, device):
+    """(`build_workload(cfg)` on `device`, its initial weights' `fingerprint` or None), kept on
+    a warm rank for the next run of the same built-in workload, which gets it back with its
+    initial weights copied in (bit for bit the weights a new build makes: the same seeded
+    init, copied), no gradients, and the fingerprint computed once. Why: building and
+    initialising the sweep's 1.6M-parameter MLP took ~9 ms of each slider move, and
+    fingerprinting it for `same_on_every_rank` as much again.
+
+    Kept by the fields a built-in's build reads (model, layers, width, seed, checkpoint_every;
+    it is built from exactly those, so a kept one cannot differ from a fresh one), and only up
+    to WARM_MAX_BYTES of parameters and buffers. A user's model is built afresh every run:
+    its factory may do anything (read files, count calls, seed by rank)."""
+    import torch
+
+    from .workloads import BUILTIN, build_workload
+
+    if cfg.model not in BUILTIN:
+        workload = build_workload(cfg)
+        return dataclasses.replace(workload, model=workload.model.to(device)), None
+    key = (cfg.model, cfg.layers, cfg.width, cfg.seed, cfg.checkpoint_every, str(device))
+    if key in _WARM:
+        _WARM.move_to_end(key)
+        workload, initial, known = _WARM[key]
+        with torch.no_grad():
+            for tensor, start in zip(_state(workload.model), initial):
+                tensor.copy_(start)
+        for p in workload.model.parameters():
+            p.grad = None
+        return workload, known
+    workload = build_workload(RunConfig(model=cfg.model, layers=cfg.layers, width=cfg.width,
+                                        seed=cfg.seed, checkpoint_every=cfg.checkpoint_every))
+    workload = dataclasses.replace(workload, model=workload.model.to(device))
+    initial = [t.detach().clone() for t in _state(workload.model)]
+    if sum(t.numel() * t.element_size() for t in initial) > WARM_MAX_BYTES:
+        return workload, None
+    _WARM[key] = (workload, initial, fingerprint(workload.model, device))
+    while len(_WARM) > WARM_ENTRIES:
+        _WARM.popitem(last=False)
+    return workload, _WARM[key][2]
+
+
+def _state(model) -> list:
+    """A model's parameters and buffers, in a fixed order."""
+    return [*model.parameters(), *model.buffers()]
+
+
+def _wrap_ddp(ctx: RankContext, cfg: RunConfig, model, device, known=None):
+    """DDP around `model` with what a run records: (ddp, bucket log, SGD, link thread or None).
+    `known`: the model's fingerprint if already known (`same_on_every_rank`)."""
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb, init_sync=not same_on_every_rank(model, device),
+    ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb, init_sync=not same_on_every_rank(model, device, known),
               device_ids=[device.index] if device.type == "cuda" else None)
     ddp._set_ddp_runtime_logging_sample_rate(1)  # timing stats on every iteration
-    if cfg.slow_rank == ctx.rank:   # a deliberate straggler: sleeps inside its own forward
-        model.register_forward_pre_hook(lambda module, inputs: time.sleep(cfg.delay_ms / 1e3))
     link = LinkThread(cfg.link, ctx.world_size) if cfg.link is not None else None
     # a bare run (profile=False) is plain DDP, the overhead baseline: no hook, an empty log
     log = (record_buckets(ddp, model, ctx.world_size, link) if cfg.profile or link is not None
@@ -159,7 +256,7 @@ def _wrap_ddp(ctx: RankContext, cfg: RunConfig, model, device):
     return ddp, log, torch.optim.SGD(ddp.parameters(), lr=cfg.lr), link
 
 
-def same_on_every_rank(model, device) -> bool:
+def same_on_every_rank(model, device, mine=None) -> bool:
     """Does every rank already hold the same parameters and buffers (shapes and bits)?
 
     Why ask: DDP's start-up sync checks every shape across ranks and broadcasts rank 0's
@@ -169,19 +266,27 @@ def same_on_every_rank(model, device) -> bool:
     of its 32-bit words, since the xor alone calls an even-length run of zeros equal to one
     of ones) says whether they did; a false "differ" costs only the broadcast. If any rank differs (e.g. a user's model built unseeded), DDP syncs
     as usual (`init_sync=True`) and checks the shapes itself, so every run still starts from
-    rank 0's weights, and a model of other shapes still fails with DDP's own error."""
+    rank 0's weights, and a model of other shapes still fails with DDP's own error.
+    `mine`: this rank's `fingerprint(model, device)` if already known (a kept workload's)."""
     import torch
     import torch.distributed as dist
+
+    mine = fingerprint(model, device) if mine is None else mine
+    everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, mine)
+    return all(torch.equal(theirs, mine) for theirs in everyone)
+
+
+def fingerprint(model, device):
+    """A model's parameters and buffers (shapes and bits) as 3 numbers (`same_on_every_rank`)."""
+    import torch
 
     tensors = [t.detach() for t in (*model.parameters(), *model.buffers()) if t.numel()]
     mixed = 0   # the tensors' (shape, bits) in order, mixed into one number (fixed size to gather)
     for t in tensors:
         bits = int(torch.hash_tensor(t).item()) + int(_words(t).sum(dtype=torch.int64))
         mixed = (mixed * 1_000_003 + hash(tuple(t.shape)) + bits) % (2**61 - 1)
-    mine = torch.tensor([len(tensors), sum(t.numel() for t in tensors), mixed], device=device)
-    everyone = [torch.empty_like(mine) for _ in range(dist.get_world_size())]
-    dist.all_gather(everyone, mine)
-    return all(torch.equal(theirs, mine) for theirs in everyone)
+    return torch.tensor([len(tensors), sum(t.numel() for t in tensors), mixed], device=device)
 
 
 def _words(t):
@@ -213,8 +318,11 @@ def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, 
                 started, clock = True, _clock_mark(record_function)
             annotate = record_function if profiled else bare
             log.step, t0 = step, time.perf_counter()
-            with annotate(f"{STEP_PREFIX}{step}"):
-                losses.append(train_step(ctx, cfg, ddp, opt, log, step, annotate, workload))
+            if cfg.warmup == "light" and step < cfg.profile_from:
+                losses.append(warmup_step(ctx, cfg, ddp, opt, log, step, workload))
+            else:
+                with annotate(f"{STEP_PREFIX}{step}"):
+                    losses.append(train_step(ctx, cfg, ddp, opt, log, step, annotate, workload))
             wall_ms.append((time.perf_counter() - t0) * 1e3)
             if cfg.checks:
                 snapshots.append(flat_params(ddp.module))

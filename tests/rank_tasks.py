@@ -114,3 +114,66 @@ def start_agreement(ctx, seed_by_rank: bool, bias_by_rank: bool = False) -> dict
     ddp = _wrap_ddp(ctx, cfg, model, __import__("torch").device("cpu"))[0]
     return {"same": same, "after": flat_params(ddp.module).tolist(),
             "rank0_seed_weights": flat_params(build_mlp(cfg.replace(seed=0))).tolist()}
+
+
+def warm_workload_after_training(ctx, cfg) -> dict:
+    """The kept workload after its weights, buffers and gradients were changed: is it back to
+    what a fresh build makes, bit for bit, with a fresh build's fingerprint, and the same
+    object (kept) or not (a user's)?"""
+    import torch
+
+    from dpviz.ddp_run import warm_workload
+    from dpviz.workloads import build_workload
+
+    from dpviz.ddp_run import fingerprint
+
+    first, known = warm_workload(cfg, torch.device("cpu"))
+    with torch.no_grad():
+        for t in (*first.model.parameters(), *first.model.buffers()):
+            t.add_(1)
+    for p in first.model.parameters():
+        p.grad = torch.ones_like(p)
+    again, known_again = warm_workload(cfg, torch.device("cpu"))
+    fresh = build_workload(cfg).model
+    same_print = known_again is not None and torch.equal(known_again, fingerprint(fresh, "cpu"))
+    pairs = zip((*again.model.parameters(), *again.model.buffers()),
+                (*fresh.parameters(), *fresh.buffers()))
+    return dict(kept=again is first, equal=all(torch.equal(a, b) for a, b in pairs),
+                no_grads=all(p.grad is None for p in again.model.parameters()), same_print=same_print)
+
+
+def averaging_measures_both_ways(ctx) -> dict:
+    """compare_averaging's measurement of a step from the gathered rows of several steps, and
+    as all-reduces of that step compute it."""
+    import torch
+    import torch.distributed as dist
+
+    from dpviz.averaging import _gathered, _measured
+
+    params = torch.randn(4099, generator=torch.Generator().manual_seed(ctx.rank))
+    loss = torch.tensor(0.25 + ctx.rank / 3)
+    rows = [torch.zeros(4100), torch.cat([params, loss.reshape(1)])]
+    drift, mean, mean_loss = _measured(_gathered(rows, ctx.world_size)[1], ctx.world_size)
+    reduced = params.clone()
+    dist.all_reduce(reduced)
+    reduced /= ctx.world_size
+    sq = ((params - reduced) ** 2).sum()
+    dist.all_reduce(sq)
+    total = loss.clone()
+    dist.all_reduce(total)
+    return dict(gathered=(drift, mean.tolist(), mean_loss),
+                reduced=(float(torch.sqrt(sq / ctx.world_size)), reduced.tolist(),
+                         float(total) / ctx.world_size))
+
+
+def averaging_gathered_step_by_step(ctx, cfg) -> bool:
+    """compare_averaging's rank run with its measurement gathered once, and one step at a time
+    (GATHER_FLOATS too small for two steps): the same record?"""
+    from dpviz import averaging
+
+    once = averaging.averaging_rank(ctx, cfg, "parameter", 3, 7)
+    kept, averaging.GATHER_FLOATS = averaging.GATHER_FLOATS, 1
+    try:
+        return averaging.averaging_rank(ctx, cfg, "parameter", 3, 7) == once
+    finally:
+        averaging.GATHER_FLOATS = kept

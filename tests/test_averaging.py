@@ -85,6 +85,24 @@ def test_gradient_vs_parameter_averaging(cluster2):
     assert every_8.drift[8] < every_8.drift[7]
 
 
+def test_averagings_measurement_from_one_all_gather_is_what_all_reduces_give(cluster2):
+    """Drift, mean parameters and mean loss from one all_gather of several steps equal the
+    three all-reduces per step they replace, bit for bit on 2 ranks (a sum of two is a + b in
+    any order)."""
+    from rank_tasks import averaging_measures_both_ways
+
+    for result in cluster2.run_task(averaging_measures_both_ways):
+        assert result["gathered"] == result["reduced"]
+        assert result["gathered"][0] > 0
+
+
+def test_averagings_measurement_gathered_in_chunks_is_the_same(cluster2):
+    from rank_tasks import averaging_gathered_step_by_step
+
+    assert cluster2.run_task(averaging_gathered_step_by_step,
+                             RunConfig(layers=2, width=16, batch_per_rank=4)) == [True, True]
+
+
 def test_figures_draw_the_records(cluster2, sum_example):
     import matplotlib
 

@@ -23,6 +23,8 @@ from dpviz.config import max_cpu_ranks, validate, writable_dir
     (dict(checkpoint_every=99), "checkpoint_every"),
     (dict(profile="yes"), "True or False"),
     (dict(checks=0), "checks must be True or False"),
+    (dict(warmup="cheap"), "warmup must be one of full, light"),
+    (dict(steps=2, profile_from=1, warmup="light"), "pass checks=False"),
 ])
 def test_bad_configs_are_refused(changes, message):
     with pytest.raises(ValueError, match=message):
@@ -34,6 +36,20 @@ def test_replace_validates_and_round_trips():
     assert RunConfig.from_dict(cfg.to_dict()) == cfg
     with pytest.raises(ValueError, match="unknown RunConfig fields"):
         RunConfig.from_dict({**cfg.to_dict(), "wrold_size": 2})
+
+
+def test_a_sliders_config_says_its_warmup_is_light_and_round_trips_through_json():
+    """for_slider names its cheaper warm-up in the config (kept in every record); a record
+    written before the field existed loads as the full warm-up it ran."""
+    import json
+
+    from dpviz.config import for_slider
+
+    cfg = for_slider(RunConfig(steps=2))
+    assert (cfg.warmup, cfg.profile_from, cfg.checks) == ("light", 1, False)
+    assert RunConfig.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    old = {k: v for k, v in RunConfig().to_dict().items() if k != "warmup"}
+    assert RunConfig.from_dict(old).warmup == "full"
 
 
 def test_output_paths_are_checked(tmp_path):

@@ -190,6 +190,67 @@ def test_a_run_profiled_from_its_last_step_records_that_step_as_a_full_run_does(
         RunConfig(steps=2, profile_from=2).replace()
 
 
+@pytest.mark.parametrize("changes", [dict(model="mlp", bucket_cap_mb=0.25),
+                                     dict(model="gpt", bucket_cap_mb=0.25),
+                                     dict(model="cnn", bucket_cap_mb=0.01),
+                                     dict(model="mlp", bucket_cap_mb=0.25, accum_steps=3),
+                                     dict(model="mlp", bucket_cap_mb=0.25, accum_steps=3, no_sync="off"),
+                                     dict(model="mlp", bucket_cap_mb=0.25, accum_steps=3,
+                                          no_sync="backward_only")],
+                         ids=["mlp", "gpt", "cnn", "mlp-K3", "mlp-K3-no_sync-off", "mlp-K3-backward_only"])
+def test_a_light_warmup_leaves_the_profiled_step_the_buckets_a_full_step_0_builds(cluster2, changes):
+    """warmup="light" (a slider's) trains step 0 on 2 samples, all-reduces nothing, and drops
+    its gradients: DDP still rebuilds the same buckets from it, so step 1 hands over the same
+    buckets (indices, parameters, bytes) with the same spans as after a full step 0."""
+    cfg = RunConfig(steps=2, profile_from=1, checks=False, **changes)
+    full, light = (run(cfg.replace(warmup=w), cluster=cluster2) for w in ("full", "light"))
+    assert light.config["warmup"] == "light" and full.config["warmup"] == "full"
+    notes = lambda r: [(b.rank, b.step, b.micro_step, b.index, b.bytes, b.params) for b in r.buckets]
+    assert len({b.index for b in full.buckets}) > 1     # rebuilt into several buckets
+    assert notes(light) == notes(full)
+    kinds = lambda r: sorted((s.rank, s.kind, s.bucket) for s in r.spans)
+    assert kinds(light) == kinds(full)
+
+
+def test_a_light_warmup_skips_the_link_and_the_update_and_the_drawn_step_keeps_its_link(cluster2):
+    """The warm-up's buckets skip the emulated link and the all-reduce (no transfer for step 0),
+    the profiled step's go through it as in a full run; without the warm-up's update, step 1
+    trains from the initial weights (its loss is a full run's step-1 loss from there)."""
+    cfg = RunConfig(steps=2, profile_from=1, checks=False, bucket_cap_mb=1.0, link="classroom")
+    full, light = (run(cfg.replace(warmup=w), cluster=cluster2) for w in ("full", "light"))
+    links = lambda r: sorted((s.rank, s.step, s.bucket) for s in r.spans if s.kind == "link")
+    assert links(light) == links(full) and {s[1] for s in links(light)} == {1}
+    assert light.losses != full.losses   # step 0 trained 2 samples, then no update
+    with pytest.raises(ValueError, match="checks=False"):
+        RunConfig(steps=2, profile_from=1, warmup="light").replace()
+    with pytest.raises(ValueError, match="warmup must be one of"):
+        RunConfig(warmup="cheap").replace()
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn", "workload_factories:rank_seeded_mlp"])
+def test_a_warm_rank_keeps_a_built_in_workload_and_restores_its_initial_weights(cluster2, model):
+    """A built-in workload is kept across runs on a warm rank (a user's is built afresh) and
+    comes back with the initial parameters and buffers (BatchNorm's too), no gradients, and
+    the fingerprint of a fresh build (computed once, when it was built)."""
+    from rank_tasks import warm_workload_after_training
+
+    results = cluster2.run_task(warm_workload_after_training, RunConfig(model=model, seed=5))
+    builtin = ":" not in model
+    assert [r["kept"] for r in results] == [builtin] * 2
+    if builtin:
+        assert all(r["equal"] and r["no_grads"] and r["same_print"] for r in results)
+
+
+def test_runs_on_a_kept_workload_train_as_the_first_run_on_a_fresh_build(cluster2):
+    """The first run builds (seed 11 is used nowhere else here); the runs after it, another cap
+    between, reuse the kept model: the same losses and checks, bit for bit."""
+    cfg = RunConfig(steps=2, seed=11, bucket_cap_mb=0.25)
+    first = run(cfg, cluster=cluster2)
+    run(cfg.replace(bucket_cap_mb=4.0), cluster=cluster2)
+    again = run(cfg, cluster=cluster2)
+    assert again.losses == first.losses and again.checks == first.checks
+
+
 def test_a_linked_run_profiled_from_its_last_step_keeps_only_that_steps_transfers(cluster2):
     last = run(cluster=cluster2, world_size=2, steps=2, bucket_cap_mb=1.0, checks=False, profile_from=1,
                link="classroom")
