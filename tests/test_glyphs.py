@@ -58,3 +58,23 @@ def test_a_redraw_from_the_caches_at_new_places_is_the_pixels_agg_draws():
         expected, _ = _label_figure(FigureCanvasAgg, x)
         assert np.array_equal(np.asarray(canvas.buffer_rgba()), np.asarray(expected.buffer_rgba()))
     assert canvas.get_renderer()._glyphs is glyphs and kept.items() <= glyphs.items()
+
+
+@pytest.mark.parametrize("text, size, weight, rotation", [("b0", 8, "normal", 0), ("rank 1 all-reduce\nbucket", 9, "bold", 30),
+                                                          ("ÿ‖θ̄‖ g", 12, "normal", 90)])
+def test_kept_font_heights_lay_text_out_as_matplotlib_does(text, size, weight, rotation):
+    """The renderer's kept font heights give every text the layout (boxes, line places) that
+    matplotlib computes from the font's tables itself."""
+    layouts = []
+    for canvas_type in (FigureCanvasAgg, CachingCanvasAgg, CachingCanvasAgg):   # the second: from the kept heights
+        fig = Figure(figsize=(4, 3), dpi=100)
+        canvas = canvas_type(fig)
+        label = fig.add_subplot().text(0.3, 0.4, text, fontsize=size, weight=weight, rotation=rotation)
+        renderer = canvas.get_renderer()
+        layouts.append(label._get_layout(renderer))
+        if canvas_type is CachingCanvasAgg:
+            layouts.append(label._get_layout(renderer))
+    plain = layouts[0]
+    for kept in layouts[1:]:
+        assert np.array_equal(kept[0].get_points(), plain[0].get_points())
+        assert kept[1:] == plain[1:]

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hinting_flag
+from matplotlib.font_manager import fontManager, get_font
 from matplotlib.ft2font import RenderMode
 
 KEPT_MAX = 8192   # entries per cache; a slider's labels need a few hundred
@@ -58,6 +59,35 @@ class CachingRendererAgg(RendererAgg):
             buffer, left, top = kept
             left, top = left + (ox >> 6), top + (oy >> 6)
             self._renderer.draw_text_image(buffer, left, int(self.height) - top + buffer.shape[0], 0, gc)
+
+
+    def _get_font_height_metrics(self, prop):
+        """(ascent, descent, line gap) in pixels of the font `prop` names, kept by its properties.
+
+        `Text._get_layout` asks a renderer that has this method for them (matplotlib's PDF/PS
+        backends do); otherwise it finds the font and reads its OS/2 or hhea table on every
+        layout, which was a third of laying out a kept label (each move lays out every label
+        twice: to place it, and to draw it). The numbers are `_get_layout`'s own, read the
+        same way (tests/test_glyphs.py compares a layout with and without)."""
+        metrics = _kept(self, "_heights")
+        key = (tuple(prop.__dict__.values()), self.dpi)
+        if key not in metrics:
+            metrics[key] = _font_height_metrics(prop, self.dpi)
+        return metrics[key]
+
+
+def _font_height_metrics(prop, dpi: float) -> tuple:
+    """What `matplotlib.text.Text._get_layout` reads from the font's tables (None, None, None
+    when it has neither, and measures "lp" instead)."""
+    font = get_font(fontManager._find_fonts_by_props(prop))
+    for table_name, gap_key, ascent_key, descent_key in (
+            ("OS/2", "sTypoLineGap", "sTypoAscender", "sTypoDescender"), ("hhea", "lineGap", "ascent", "descent")):
+        table = font.get_sfnt_table(table_name)
+        if table is None:
+            continue
+        scale = 1 / font.get_sfnt_table("head")["unitsPerEm"] * prop.get_size_in_points() * dpi / 72
+        return table[ascent_key] * scale, -table[descent_key] * scale, table[gap_key] * scale
+    return None, None, None
 
 
 def _kept(renderer, name: str) -> dict:
