@@ -45,7 +45,7 @@ def test_overlapping_texts_finds_a_collision():
 def test_a_kept_layout_gives_the_box_matplotlib_gives():
     """`place_labels` measures its obstacles with layouts kept per text: every box must be the
     one `get_window_extent` gives, however the text changed since it was laid out."""
-    from dpviz.plots.legibility import _extent
+    from dpviz.plots.legibility import text_extent
 
     fig, ax = plt.subplots()
     texts = [ax.text(0.3, 0.4, "b0"), ax.set_xlabel("time (ms)"), ax.text(0.5, 0.5, "two\nlines", rotation=30)]
@@ -53,13 +53,13 @@ def test_a_kept_layout_gives_the_box_matplotlib_gives():
     renderer = fig.canvas.get_renderer()
     changes = [lambda t: None, lambda t: t.set_text("b12"), lambda t: t.set_fontsize(14),
                lambda t: t.set_rotation(90), lambda t: t.set_ha("right"), lambda t: t.set_position((0.1, 0.9)),
-               lambda t: t.set_fontweight("bold"), lambda t: t.set_va("top")]
+               lambda t: t.set_fontweight("bold"), lambda t: t.set_va("top"), lambda t: t.set_visible(False)]
     for change in changes:
         for text in texts:
             change(text)
-            assert _extent(text, renderer).bounds == text.get_window_extent(renderer).bounds
+            assert text_extent(text, renderer).bounds == text.get_window_extent(renderer).bounds
     ax.set_xlim(0, 2)   # a data-placed text moves with the limits
-    assert _extent(texts[0], renderer).bounds == texts[0].get_window_extent(renderer).bounds
+    assert text_extent(texts[0], renderer).bounds == texts[0].get_window_extent(renderer).bounds
     plt.close(fig)
 
 

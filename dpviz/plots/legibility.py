@@ -75,14 +75,14 @@ def place_labels(texts: list[Text], why: str, shifts_pt: tuple[tuple[float, floa
     _lay_out(fig)
     renderer = fig.canvas.get_renderer()
     placing = set(map(id, texts))   # every other label of the figure is an obstacle too
-    kept = _Boxes(_extent(t, renderer) for t in visible_texts(fig) if id(t) not in placing)
+    kept = Boxes(text_extent(t, renderer) for t in visible_texts(fig) if id(t) not in placing)
     hidden = []
     for text in texts:
         base = text.get_transform()
         for dx, dy in shifts_pt:
             if (dx, dy) != (0, 0):
                 text.set_transform(offset_copy(base, fig=fig, x=dx, y=dy, units="points"))
-            box = text.get_window_extent(renderer)
+            box = text_extent(text, renderer)
             if not kept.overlap(box):
                 kept.add(box)
                 break
@@ -97,11 +97,13 @@ def place_labels(texts: list[Text], why: str, shifts_pt: tuple[tuple[float, floa
 _LAID_OUT: WeakKeyDictionary = WeakKeyDictionary()   # text → (what lays it out, its layout's box)
 
 
-def _extent(text: Text, renderer) -> Bbox:
+def text_extent(text: Text, renderer) -> Bbox:
     """`text.get_window_extent(renderer)`, the same box, with the text's layout kept while what
     lays it out holds: a slider's tick labels are the same texts saying the same move after
-    move, and laying each out again was most of `place_labels`' obstacles (~1.5 ms a move)."""
-    if text.get_wrap() or text.get_usetex() or not text.get_text():
+    move, and laying each out again was most of `place_labels`' obstacles (~1.5 ms a move).
+    A label tried at several places, then checked against a slider's frame
+    (`dpviz.widgets.frame.touches`), is laid out once."""
+    if not text.get_visible() or text.get_wrap() or text.get_usetex() or not text.get_text():
         return text.get_window_extent(renderer)
     key = (id(renderer), text.figure.dpi, text.get_text(), tuple(text.get_fontproperties().__dict__.values()),
            text.get_rotation(), text.get_rotation_mode(), text.get_ha(), text.get_va(),
@@ -113,7 +115,7 @@ def _extent(text: Text, renderer) -> Bbox:
     return kept[1].translated(x, y)
 
 
-class _Boxes:
+class Boxes:
     """Placed labels' boxes, tested all at once: a 24-bucket timeline places ~50 labels among
     ~70, and `Bbox.overlaps` one pair at a time was most of a knob move's label placement.
     `overlap` is `any(box.overlaps(b) for b in boxes)`: edges that touch overlap."""

@@ -22,6 +22,7 @@ from matplotlib.image import AxesImage
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
+from ..plots.legibility import Boxes, text_extent
 from ..plots.style import SOURCE_GID
 
 PAD_PX = 2   # each side: half a 2-pt line, a stamp's 1.4-pt box pad; both sides: + an antialiased pixel
@@ -82,6 +83,7 @@ def touches(changing: list[Any], frame: list[Bbox], renderer) -> bool:
     """Whether any changing artist's painted box (clipped to its clip box, padded) meets any of
     the frame's boxes: there a whole draw would paint the frame over it, a blit under it. An
     artist whose box cannot be told counts as touching."""
+    frame = Boxes(frame)   # tested all at once (as `place_labels` tests its labels)
     for artist in changing:
         if not artist.get_visible() or (isinstance(artist, Text) and not artist.get_text()):
             continue   # nothing painted (an empty title's box is a unit box at the origin)
@@ -97,18 +99,20 @@ def touches(changing: list[Any], frame: list[Bbox], renderer) -> bool:
             box = Bbox.intersection(box, clip)
             if box is None:
                 continue
-        box = box.padded(PAD_PX)
-        if any(box.overlaps(f) for f in frame):
+        if frame.overlap(box.padded(PAD_PX)):
             return True
     return False
 
 
 def _painted_box(artist, renderer) -> Bbox:
     """An artist's box in pixels. A collection's `get_window_extent` is null for data-placed
-    offsets (matplotlib counts it out of autoscale): its data limits, in pixels, instead."""
+    offsets (matplotlib counts it out of autoscale): its data limits, in pixels, instead. A
+    plain text's box comes from its kept layout (`text_extent`: the box matplotlib gives)."""
     if isinstance(artist, Collection) and artist.axes is not None:
         data = artist.axes.transData
         return artist.get_datalim(data).transformed(data)
+    if type(artist) is Text:   # an annotation's box also holds its arrow and bbox patch
+        return text_extent(artist, renderer)
     return artist.get_window_extent(renderer)
 
 
