@@ -11,8 +11,9 @@ Measured side by side in one process on the same warm 2-rank cluster, medians of
             (The run itself is today's for both: 2 steps, the last one profiled, no parameter
             checks, DDP's start-up broadcast skipped where every rank holds the same weights.)
   cold    = the cell re-run from nothing: 2 ranks started, the widget built (one run + draw)
-Then one move of each DDP slider by parts (the slowest rank's parts, then the parent's),
-beside the parts the old path had instead: the ranks writing chrome JSON and the parent
+Then one move of each DDP slider as the widget makes it, timed end to end and cut into
+consecutive intervals (`move_table`: the rows sum to the move), and by parts (the slowest
+rank's parts, then the parent's; `parts_table`), beside the parts the old path had instead: the ranks writing chrome JSON and the parent
 reading and parsing it, where now they send the profiler's few needed events in memory.
 To add a widget, add a line to WIDGETS (and a parts_table call for a DDP one).
 Timings on a loaded machine are inflated: the load average is printed with every table.
@@ -32,12 +33,13 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from dpviz import Cluster, RunConfig  # noqa: E402
+from dpviz import Cluster, RunConfig, ddp_run  # noqa: E402
 from dpviz.accumulation import DEMO_CONFIG, accumulation_link_slider, k_slider, live_config  # noqa: E402
 from dpviz.averaging import compare_averaging, period_slider  # noqa: E402
 from dpviz.buckets import bucket_cap_slider, link_bandwidth_slider, sweep_config  # noqa: E402
 from dpviz.config import for_slider  # noqa: E402
 from dpviz.link import SLIDER_FACTORS, as_link, slider_gbps  # noqa: E402
+from dpviz.launch import Cluster as _Cluster  # noqa: E402
 from dpviz.link_sizing import size_link  # noqa: E402
 from dpviz.ddp_run import assemble_run, rank_spans, run, train_rank  # noqa: E402
 from dpviz.plots.accumulation import plot_schedule  # noqa: E402
@@ -178,6 +180,91 @@ def knob_table(cluster, n_moves: int, n_cold: int) -> None:
               f"| {b / n:.1f}x | {wh / n:.2f}x |")
 
 
+@contextmanager
+def clocked(marks: dict):
+    """Time stamps of a move's steps, taken by wrapping what the widget calls: `Cluster.run_task`
+    (and the ranks' results), `assemble_run`, and `_Figure`'s steps. `marks` gets (start, end)
+    per step and the results of the last task."""
+    def wrap(owner, name, key):
+        inner = getattr(owner, name)
+
+        def timed_call(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                out = inner(*args, **kwargs)
+            finally:
+                marks[key] = (t0, time.perf_counter())
+            if key == "task":
+                marks["results"] = out
+            return out
+        setattr(owner, name, timed_call)
+        return owner, name, inner
+
+    kept = [wrap(_Cluster, "run_task", "task"), wrap(ddp_run, "assemble_run", "record"),
+            *(wrap(_Figure, step, step) for step in ("show", "redraw", "_plot", "_rasterize", "png"))]
+    try:
+        yield marks
+    finally:
+        for owner, name, inner in kept:
+            setattr(owner, name, inner)
+
+
+MOVE_ROWS = (
+    ("kernel: slider.value set -> observer -> status line -> run()'s checks -> task sent", "set", "task0"),
+    ("ranks: the slowest rank's own parts (setup, train, events, checks)", None, None),
+    ("parent: task round trip beyond the slowest rank's parts (pipes, pickles, the other rank)", None, None),
+    ("parent: record from the ranks' events (assemble_run)", "record0", "record1"),
+    ("parent: record handed to the figure", "record1", "show0"),
+    ("figure: empty the kept axes + plot calls at the kept limits", "_plot0", "_plot1"),
+    ("figure: titles as the HTML caption", "_plot1", "_rasterize0"),
+    ("figure: kept frame restored + what changed drawn over it", "_rasterize0", "_rasterize1"),
+    ("figure: PNG encode", "png0", "png1"),
+    ("figure: PNG bytes into the Image widget", "png1", "show1"),
+    ("kernel: status line -> observer returns -> slider.value set returns", "show1", "end"),
+)
+
+
+def move_table(cluster, name: str, n: int) -> None:
+    """One move of a widget as `moves` makes it, cut into consecutive intervals that together
+    are the whole move: whatever a move spends, some row holds it (the parts table below
+    times its parts apart, on its own calls)."""
+    build, values = WIDGETS[name][:2]
+    values = values(cluster) if callable(values) else values
+    panel = build(cluster)
+    moves(panel, values, 2)
+    slider = panel.children[0].children[0]
+    rows: dict[str, list[float]] = {label: [] for label, _, _ in MOVE_ROWS}
+    totals = []
+    with clocked({}) as marks:
+        for _ in range(n):
+            target = values[1] if slider.value == values[0] else values[0]
+            marks.clear()
+            t_set = time.perf_counter()
+            slider.value = target
+            t_end = time.perf_counter()
+            at = {"set": t_set, "end": t_end, **{f"{k}{i}": v[i] for k, v in marks.items()
+                                                 if k != "results" for i in (0, 1)}}
+            ranks = max(sum(r["parts_ms"].values()) for r in marks["results"])
+            for label, start, stop in MOVE_ROWS:
+                if start is not None:
+                    rows[label].append((at[stop] - at[start]) * 1e3)
+            rows[MOVE_ROWS[1][0]].append(ranks)
+            rows[MOVE_ROWS[2][0]].append((at["task1"] - at["task0"]) * 1e3 - ranks)
+            totals.append((t_end - t_set) * 1e3)
+    med = {label: statistics.median(v) for label, v in rows.items()}
+    print(f"\none {name} move as the widget makes it, cut into consecutive intervals, median of {n} "
+          f"moves between {values[0]} and {values[1]} ({load()})")
+    print("| interval | ms |")
+    print("|---|---:|")
+    for label, ms in med.items():
+        print(f"| {label} | {ms:.1f} |")
+    figure = sum(ms for label, ms in med.items() if label.startswith("figure"))
+    parent = sum(ms for label, ms in med.items() if label.startswith(("parent", "kernel")))
+    print(f"| figure + parent overhead (all but the ranks' own parts) | {figure + parent:.1f} |")
+    print(f"| sum of the rows | {sum(med.values()):.1f} |")
+    print(f"| **the move, timed whole** | **{statistics.median(totals):.1f}** |")
+
+
 def parts_table(cluster, name: str, cfg, n: int) -> None:
     """One move of a DDP widget by parts: the run and record, then both figure paths."""
     draw, figsize = WIDGETS[name][3:]
@@ -273,6 +360,9 @@ def main() -> None:
     n_parts = max(3, args.moves // 2)
     with Cluster(2) as cluster:
         knob_table(cluster, args.moves, args.cold)
+        for name in ("bucket_cap_mb (nb 03)", "bucket_cap_mb, sized link + alpha-beta outlines (nb 03's cell)",
+                     "accumulation K (nb 04)"):
+            move_table(cluster, name, args.moves)
         parts_table(cluster, "bucket_cap_mb (nb 03)", BUCKETS.replace(bucket_cap_mb=1.0), n_parts)
         parts_table(cluster, "bucket_cap_mb, GPT (nb 03, 15)", GPT_BUCKETS.replace(bucket_cap_mb=1.0), n_parts)
         parts_table(cluster, "accumulation K (nb 04)", K_LIVE.replace(accum_steps=4), n_parts)
