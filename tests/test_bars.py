@@ -64,3 +64,26 @@ def test_link_bars_outline_each_transfer_and_dot_it_in_its_colour():
     fig.canvas.draw()
     pixels = np.asarray(fig.canvas.buffer_rgba())[..., :3].reshape(-1, 3)
     assert (pixels == np.array([0x81, 0x72, 0xB3])).all(axis=1).any()   # dots drawn in full colour
+
+
+def test_bars_on_several_lanes_are_the_bars_drawn_lane_by_lane():
+    """One collection for the same mark on every rank's lane: the pixels (and limits) of one
+    `hbars`/`link_bars` per lane; a lane count that fits neither form is refused."""
+    from dpviz.plots.bars import link_bars
+
+    lanes = [((0.13, 2.71), (0.0, 0.55)), ((2.84, 1.5), (1.2, 0.55)), ((5.5, 3.333), (1.2, 0.55))]
+    colors = ["#8172B3", "#64B5CD", "#CCB974"]
+
+    def lane_by_lane(ax):
+        for (xr, yr), c in zip(lanes, colors):
+            link_bars(ax, [xr], yr, [c])
+            hbars(ax, [xr], (yr[0] + 2, yr[1]), facecolors=[c])
+
+    def together(ax):
+        link_bars(ax, [xr for xr, _ in lanes], [yr for _, yr in lanes], colors)
+        hbars(ax, [xr for xr, _ in lanes], [(yr[0] + 2, yr[1]) for _, yr in lanes], facecolors=colors)
+
+    one, many = _draw(together), _draw(lane_by_lane)
+    assert np.array_equal(one[0], many[0]) and one[1] == many[1]
+    with pytest.raises(ValueError, match="one per bar"):
+        hbars(Figure().add_subplot(), [(0, 1)] * 3, [(0, 1), (1, 1)])

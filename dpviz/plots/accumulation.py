@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from matplotlib.patches import Patch, Rectangle
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from ..accumulation_records import (AccumulationSweep, GradientCheck, micro_step_counts,
@@ -39,27 +39,31 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
     t0 = min(s.start_us for s in record.spans_of(kind="step", step=step))
     ms = lambda us: (us - t0) / 1e3
     yticks, ylabels, labels = [], [], []
+    boxes, compute, links, reduces = [], [], [], []   # (span, bottom, height): one collection each
     for rank in range(record.world_size):
         y = (record.world_size - 1 - rank) * ROW
         for m in sorted(record.spans_of(rank, "micro_step", step), key=lambda s: s.start_us):
-            ax.add_patch(Rectangle((ms(m.start_us), y - 0.15), m.dur_us / 1e3, 2 * LANE + 0.5,
-                                   facecolor="#F2F2F2", edgecolor=style.MUTED, linewidth=0.6))
+            boxes.append((m, y - 0.15, 2 * LANE + 0.5))
             if rank == 0:   # alternate two heights: narrow boxes' labels must not collide
                 micro = int(m.name.rsplit("#", 1)[-1])
                 labels.append(ax.text(ms(m.start_us) + m.dur_us / 2e3, y + 2 * LANE + 0.4 + 0.5 * (micro % 2),
                                       f"#{micro}: {counts[micro]}", ha="center", va="bottom", fontsize=8,
                                       color=style.TEXT))
-        compute = sorted((s for s in record.spans_of(rank, step=step) if s.kind in COMPUTE_KINDS),
-                         key=lambda s: COMPUTE_KINDS.index(s.kind))   # one collection, not one per op
-        hbars(ax, [(ms(s.start_us), s.dur_us / 1e3) for s in compute], (y + LANE + 0.1, LANE * 0.9),
-              facecolors=[style.kind_color(s.kind) for s in compute], linewidth=0)
-        links = record.spans_of(rank, "link", step)   # emulated transfers: waiting, no CPU
-        if links:
-            link_bars(ax, [(ms(s.start_us), s.dur_us / 1e3) for s in links], (y, LANE * 0.9),
-                      [style.bucket_color(s.bucket) for s in links], linewidth=0.6)
-        _draw_allreduces(ax, record.spans_of(rank, "allreduce", step), y, ms)
+        compute += [(s, y + LANE + 0.1, LANE * 0.9) for s in sorted(
+            (s for s in record.spans_of(rank, step=step) if s.kind in COMPUTE_KINDS),
+            key=lambda s: COMPUTE_KINDS.index(s.kind))]
+        links += [(s, y, LANE * 0.9) for s in record.spans_of(rank, "link", step)]   # waiting, no CPU
+        reduces += _allreduce_lanes(record.spans_of(rank, "allreduce", step), y)
         yticks += [y + LANE + 0.55, y + 0.45]
         ylabels += [f"rank {rank} compute", f"rank {rank} all-reduce"]
+    # one collection per kind of mark for every rank, coloured bar by bar: each artist costs
+    # about the same to make, add and draw, however few its bars (ranks' rows do not overlap)
+    bars = lambda marks: ([(ms(s.start_us), s.dur_us / 1e3) for s, _, _ in marks], [(y, h) for _, y, h in marks])
+    hbars(ax, *bars(boxes), facecolors="#F2F2F2", edgecolor=style.MUTED, linewidth=0.6)
+    hbars(ax, *bars(compute), facecolors=[style.kind_color(s.kind) for s, _, _ in compute], linewidth=0)
+    if links:
+        link_bars(ax, *bars(links), [style.bucket_color(s.bucket) for s, _, _ in links], linewidth=0.6)
+    hbars(ax, *bars(reduces), facecolors=[style.bucket_color(s.bucket) for s, _, _ in reduces], linewidth=0)
     ax.set_yticks(yticks, ylabels)
     ax.set_ylim(-0.4, (record.world_size - 1) * ROW + 2 * LANE + 1.9)
     ax.set_xlabel(f"time in step {step} (ms, common clock)")
@@ -81,14 +85,12 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
     return ax
 
 
-def _draw_allreduces(ax, spans, y: float, ms) -> None:
-    """gloo runs all-reduces on two worker threads at once: one sub-lane per thread."""
+def _allreduce_lanes(spans, y: float) -> list[tuple]:
+    """gloo runs all-reduces on two worker threads at once: one sub-lane per thread.
+    (span, bottom, height) of each all-reduce."""
     tids = sorted({s.tid for s in spans})
     height = LANE / max(1, len(tids))
-    for i, tid in enumerate(tids):   # one collection per sub-lane, coloured bar by bar
-        mine = [s for s in spans if s.tid == tid]
-        hbars(ax, [(ms(s.start_us), s.dur_us / 1e3) for s in mine], (y + i * height, height * 0.9),
-              facecolors=[style.bucket_color(s.bucket) for s in mine], linewidth=0)
+    return [(s, y + i * height, height * 0.9) for i, tid in enumerate(tids) for s in spans if s.tid == tid]
 
 
 def plot_sweep_bytes(sweep: AccumulationSweep, ax=None):

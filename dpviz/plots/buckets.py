@@ -94,38 +94,39 @@ def plot_gradient_sizes(record: RunRecord, ax=None, rank: int = 0, label_top: in
     return ax
 
 
-def _bars(ax, intervals, y, h, **kw) -> None:
-    hbars(ax, [(s, e - s) for s, e in intervals], (y, h), **kw)
-
-
-def _draw_rank(ax, tl: StepTimeline, base: float, model) -> None:
-    """Three lanes of one rank: main thread, bucket readiness, communication."""
-    main, ready, comm = base + 2.0, base + 1.2, base
-    ops = [(kind, op) for kind in ("forward", "backward", "optimizer") for op in getattr(tl, kind)]
-    _bars(ax, [op for _, op in ops], main, 0.8,   # one collection, coloured op by op
-          facecolors=[style.kind_color(kind) for kind, _ in ops])
-    if tl.wait_ms > 0:  # backward is done; the step cannot go on until the last bucket is reduced
-        _bars(ax, [(tl.backward_end_ms, tl.comm_end_ms)], main, 0.8, facecolors="none",
-              edgecolor=style.MUTED, hatch="///", linewidth=0)
-    labels = []
-    colors = [style.bucket_color(b.index) for b in tl.buckets]
-    # one collection per kind of mark, coloured bucket by bucket: a 24-bucket step draws a few
-    # artists, not 72 (each artist costs about the same to draw, however small)
-    linked = [b for b in tl.buckets if b.link_start_ms is not None]
+def _draw_ranks(ax, lanes: list[tuple[StepTimeline, float]], model) -> list:
+    """Three lanes per rank (main thread, bucket readiness, communication), at each rank's
+    base. One collection per kind of mark for every rank, coloured bar by bar: a 24-bucket
+    step on 2 ranks draws a few artists, not 150 (each costs about the same to make, add and
+    draw, however small). Returns the bucket-ready labels."""
+    main, comm = (lambda base: base + 2.0), (lambda base: base + 0.25)   # a lane's bottom
+    ops = [(kind, op, base) for tl, base in lanes for kind in ("forward", "backward", "optimizer")
+           for op in getattr(tl, kind)]
+    hbars(ax, [(s, e - s) for _, (s, e), _ in ops], [(main(base), 0.8) for *_, base in ops],
+          facecolors=[style.kind_color(kind) for kind, *_ in ops])
+    waits = [(tl, base) for tl, base in lanes if tl.wait_ms > 0]
+    if waits:   # backward is done; the step cannot go on until the last bucket is reduced
+        hbars(ax, [(tl.backward_end_ms, tl.comm_end_ms - tl.backward_end_ms) for tl, _ in waits],
+              [(main(base), 0.8) for _, base in waits], facecolors="none", edgecolor=style.MUTED,
+              hatch="///", linewidth=0)
+    buckets = [(b, base) for tl, base in lanes for b in tl.buckets]
+    colors = [style.bucket_color(b.index) for b, _ in buckets]
+    linked = [(b, base) for b, base in buckets if b.link_start_ms is not None]
     if linked:   # the emulated wire's transfers: waiting, no CPU (under the all-reduces)
-        link_bars(ax, [(b.link_start_ms, b.link_end_ms - b.link_start_ms) for b in linked], (comm + 0.25, 0.55),
-                  [style.bucket_color(b.index) for b in linked])
-    _bars(ax, [(b.start_ms, b.end_ms) for b in tl.buckets], comm + 0.25, 0.55, facecolors=colors,
-          edgecolor="white", lw=0.3)
-    ax.vlines([b.ready_ms for b in tl.buckets], ready, ready + 0.6, colors=colors, lw=2)
-    for b, color in zip(tl.buckets, colors):
-        labels.append(ax.text(b.ready_ms, ready + 0.62, f"b{b.index}", fontsize=8, ha="center",
-                              va="bottom", color=color))
+        link_bars(ax, [(b.link_start_ms, b.link_end_ms - b.link_start_ms) for b, _ in linked],
+                  [(comm(base), 0.55) for _, base in linked], [style.bucket_color(b.index) for b, _ in linked])
+    hbars(ax, [(b.start_ms, b.end_ms - b.start_ms) for b, _ in buckets], [(comm(base), 0.55) for _, base in buckets],
+          facecolors=colors, edgecolor="white", lw=0.3)
+    ready = [base + 1.2 for _, base in buckets]
+    ax.vlines([b.ready_ms for b, _ in buckets], ready, [y + 0.6 for y in ready], colors=colors, lw=2)
+    labels = [ax.text(b.ready_ms, y + 0.62, f"b{b.index}", fontsize=8, ha="center", va="bottom", color=color)
+              for (b, _), y, color in zip(buckets, ready, colors)]
     if model is not None:  # the model's duration of each all-reduce, drawn from the same start
-        hbars(ax, [(b.comm_start_ms, model.time_ms(b.bytes)) for b in tl.buckets], (comm + 0.25, 0.55),
-                       facecolors="none", edgecolor=style.TEXT, linestyle=":", linewidth=1,
-                       gid=MODEL_GID)
-    _bars(ax, tl.exposed, comm, 0.18, facecolors=EXPOSED_COLOR)
+        hbars(ax, [(b.comm_start_ms, model.time_ms(b.bytes)) for b, _ in buckets],
+              [(comm(base), 0.55) for _, base in buckets], facecolors="none", edgecolor=style.TEXT,
+              linestyle=":", linewidth=1, gid=MODEL_GID)
+    exposed = [((s, e - s), base) for tl, base in lanes for s, e in tl.exposed]
+    hbars(ax, [x for x, _ in exposed], [(base, 0.18) for _, base in exposed], facecolors=EXPOSED_COLOR)
     return labels
 
 
@@ -145,15 +146,16 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
     starts = [s.start_us for s in record.spans_of(kind="step", step=step) if s.rank in ranks]
     if not starts:
         raise ValueError(f"step {step} is not in this record (steps: {record.steps})")
-    yticks, labels, exposed, waits, ready_labels = [], [], [], [], []
+    yticks, labels, exposed, waits, lanes = [], [], [], [], []
     for row, rank in enumerate(ranks):
         tl = step_timeline(record, step, rank, t0_us=min(starts))
         base = (len(ranks) - 1 - row) * 3.4
-        ready_labels += _draw_rank(ax, tl, base, model)
+        lanes.append((tl, base))
         yticks += [base + 0.4, base + 1.5, base + 2.4]
         labels += [f"rank {rank} all-reduce", "bucket ready", f"rank {rank} main thread"]
         exposed.append(sum(e - s for s, e in tl.exposed))
         waits.append(tl.wait_ms)
+    ready_labels = _draw_ranks(ax, lanes, model)
     ax.set_yticks(yticks, labels, fontsize=8)
     ax.set_xlabel(f"time in step {step} (ms, common clock)")
     style.tidy(ax)
