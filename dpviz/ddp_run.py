@@ -111,31 +111,29 @@ def train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step:
 
 def warmup_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step: int, workload) -> float:
     """A light warm-up (`RunConfig.warmup`): the synced forward/backward DDP records the
-    gradient-ready order from, which it rebuilds its buckets by in the next forward, and
-    nothing else a figure would see: WARMUP_SAMPLES samples per rank of a built-in model (its
-    ready order is fixed by its graph), no all-reduce (the hook hands each bucket back as it
-    is: neither the wire nor gloo), the gradients dropped, not applied. Where a full step
-    would rebuild inside itself (K > 1 micro-steps that sync from the first: no_sync
-    "backward_only" or "off"), a second micro-step's forward rebuilds here too, so the
-    profiled step starts in the same state. Returns the first micro-step's loss on its slice."""
+    gradient-ready order from, then DDP's bucket rebuild from that order, and nothing else a
+    figure would see: WARMUP_SAMPLES samples per rank of a built-in model (its ready order is
+    fixed by its graph), no all-reduce (the hook hands each bucket back as it is: neither the
+    wire nor gloo), the gradients dropped, not applied. DDP rebuilds at the start of the next
+    grad-enabled forward (`_pre_forward`); calling that same rebuild here (the broadcast of
+    the bucket order included) leaves the drawn step a steady-state step, as every step after
+    the rebuild is in a real job. Returns the loss on the warm-up's slice."""
     from .config import WARMUP_SAMPLES
     from .workloads import BUILTIN, compute_loss, rank_batch
 
-    rebuilds_inside = cfg.accum_steps > 1 and cfg.no_sync != "forward_backward"
-    log.reduce, losses = False, []
+    log.reduce, log.micro_step = False, 0
     try:
-        for micro in range(2 if rebuilds_inside else 1):
-            log.micro_step = micro
-            x, y = rank_batch(cfg, workload, step, micro, ctx.rank)
-            if cfg.model in BUILTIN:
-                x, y = x[:WARMUP_SAMPLES], y[:WARMUP_SAMPLES]
-            loss = compute_loss(workload, ddp(x.to(ctx.device)), y.to(ctx.device))
-            loss.backward()
-            losses.append(loss.item())
+        x, y = rank_batch(cfg, workload, step, 0, ctx.rank)
+        if cfg.model in BUILTIN:
+            x, y = x[:WARMUP_SAMPLES], y[:WARMUP_SAMPLES]
+        loss = compute_loss(workload, ddp(x.to(ctx.device)), y.to(ctx.device))
+        loss.backward()
     finally:
         log.reduce = True
     opt.zero_grad(set_to_none=True)
-    return losses[0]
+    if ddp.reducer._rebuild_buckets():   # what DDP's _pre_forward calls, once per training
+        ddp._has_rebuilt_buckets = True   # as _pre_forward notes it
+    return loss.item()
 
 
 def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
