@@ -308,6 +308,8 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
         add("parent: task round trip beyond the slowest rank", (t1 - t0) * 1e3 - sum(slow.values()))
         add("parent: record from the ranks' events", (t2 - t1) * 1e3)
         full = cluster.run_task(train_rank, cfg, (), True)   # the old path, for comparison
+        add("before: train with every op's shapes recorded (as a run writing a trace does)",
+            max(r["parts_ms"]["train"] for r in full))
         add("old path, ranks: events + chrome JSON export (slowest rank)",
             max(r["parts_ms"]["events"] for r in full))
         t6 = time.perf_counter()

@@ -19,7 +19,7 @@ BACKENDS = ("gloo", "nccl")
 # backward only (the pitfall: forward already armed the all-reduce), or nowhere (forgotten).
 NO_SYNC_SCOPES = ("forward_backward", "backward_only", "off")
 # What the steps before `profile_from` run (RunConfig.warmup): "full" trains them as any step;
-# "light" only lets DDP rebuild its buckets (dpviz.ddp_run.warmup_step).
+# "light" only has DDP rebuild its buckets (dpviz.ddp_run.warmup_step).
 WARMUPS = ("full", "light")
 # Samples per rank in a light warm-up: BatchNorm in train mode needs more than one value per
 # channel, and a user's model already ran a forward on 2 samples (validate_model_spec).
@@ -62,12 +62,13 @@ class RunConfig:
     # profiling DDP's first (one-bucket) step too cost up to a third of a move's rank time
     profile_from: int = 0
     # What the steps before profile_from run: "full" trains them as any step. "light" (a
-    # slider's: the figure draws none of them) only lets DDP rebuild its buckets from the
+    # slider's: the figure draws none of them) only has DDP rebuild its buckets from the
     # gradient-ready order of one synced backward: one micro-step on WARMUP_SAMPLES samples per
     # rank (a built-in model; a user's keeps its whole slice, its graph may depend on the data),
     # no all-reduce (the comm hook hands the buckets back: neither the emulated link nor gloo),
-    # gradients dropped (no optimizer step), so the profiled steps start from the initial
-    # weights, with the buckets a full step 0 builds. Its loss entries are that slice's loss.
+    # gradients dropped (no optimizer step), then DDP's rebuild itself, so the profiled steps
+    # start from the initial weights as steady-state steps (the buckets, and no rebuild
+    # broadcast, of a full run's step 2). Its loss entries are that slice's loss.
     # Needs checks=False (the checks compare every step).
     warmup: str = "full"
     # compare every step's parameters across ranks and with one process (record.checks); a
@@ -181,8 +182,8 @@ def validate(cfg: RunConfig) -> RunConfig:
 def for_slider(cfg: RunConfig) -> RunConfig:
     """What a slider's move runs: its figure draws the last step and no parameter check, so
     only the last step is profiled, the checks' all_gather is skipped, and the steps before it
-    are light warm-ups that only let DDP rebuild its buckets (all three stay in each record's
-    config)."""
+    are light warm-ups in which DDP rebuilds its buckets, so the drawn step is a steady-state
+    step (all three stay in each record's config)."""
     return cfg.replace(checks=False, profile_from=cfg.steps - 1, warmup="light")
 
 

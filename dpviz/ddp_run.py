@@ -111,31 +111,29 @@ def train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step:
 
 def warmup_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step: int, workload) -> float:
     """A light warm-up (`RunConfig.warmup`): the synced forward/backward DDP records the
-    gradient-ready order from, which it rebuilds its buckets by in the next forward, and
-    nothing else a figure would see: WARMUP_SAMPLES samples per rank of a built-in model (its
-    ready order is fixed by its graph), no all-reduce (the hook hands each bucket back as it
-    is: neither the wire nor gloo), the gradients dropped, not applied. Where a full step
-    would rebuild inside itself (K > 1 micro-steps that sync from the first: no_sync
-    "backward_only" or "off"), a second micro-step's forward rebuilds here too, so the
-    profiled step starts in the same state. Returns the first micro-step's loss on its slice."""
+    gradient-ready order from, then DDP's bucket rebuild from that order, and nothing else a
+    figure would see: WARMUP_SAMPLES samples per rank of a built-in model (its ready order is
+    fixed by its graph), no all-reduce (the hook hands each bucket back as it is: neither the
+    wire nor gloo), the gradients dropped, not applied. DDP rebuilds at the start of the next
+    grad-enabled forward (`_pre_forward`); calling that same rebuild here (the broadcast of
+    the bucket order included) leaves the drawn step a steady-state step, as every step after
+    the rebuild is in a real job. Returns the loss on the warm-up's slice."""
     from .config import WARMUP_SAMPLES
     from .workloads import BUILTIN, compute_loss, rank_batch
 
-    rebuilds_inside = cfg.accum_steps > 1 and cfg.no_sync != "forward_backward"
-    log.reduce, losses = False, []
+    log.reduce, log.micro_step = False, 0
     try:
-        for micro in range(2 if rebuilds_inside else 1):
-            log.micro_step = micro
-            x, y = rank_batch(cfg, workload, step, micro, ctx.rank)
-            if cfg.model in BUILTIN:
-                x, y = x[:WARMUP_SAMPLES], y[:WARMUP_SAMPLES]
-            loss = compute_loss(workload, ddp(x.to(ctx.device)), y.to(ctx.device))
-            loss.backward()
-            losses.append(loss.item())
+        x, y = rank_batch(cfg, workload, step, 0, ctx.rank)
+        if cfg.model in BUILTIN:
+            x, y = x[:WARMUP_SAMPLES], y[:WARMUP_SAMPLES]
+        loss = compute_loss(workload, ddp(x.to(ctx.device)), y.to(ctx.device))
+        loss.backward()
     finally:
         log.reduce = True
     opt.zero_grad(set_to_none=True)
-    return losses[0]
+    if ddp.reducer._rebuild_buckets():   # what DDP's _pre_forward calls, once per training
+        ddp._has_rebuilt_buckets = True   # as _pre_forward notes it
+    return loss.item()
 
 
 def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
@@ -164,14 +162,15 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
                  if cfg.slow_rank == ctx.rank else None)   # a deliberate straggler: sleeps in its forward
     t_start = time.perf_counter()
     try:
-        prof, clock, losses, snapshots, wall_ms = _train_profiled(ctx, cfg, ddp, opt, log, workload)
+        prof, clock, losses, snapshots, wall_ms = _train_profiled(ctx, cfg, ddp, opt, log, workload,
+                                                                  export_trace)
     finally:   # a warm rank runs many tasks: never leave a link thread or a hook behind
         if link is not None:
             link.close()
         if straggler is not None:
             straggler.remove()
     t_trained = time.perf_counter()
-    trace_path, events = _profile_output(ctx, cfg, prof, device, export_trace)
+    trace_path, events = _profile_output(ctx, cfg, prof, device, export_trace, log)
     del prof    # frees the profiler's events before the checks gather every step's parameters
     t_exported = time.perf_counter()
     # The checks run after profiling, so their collectives stay out of the trace.
@@ -297,7 +296,8 @@ def _words(t):
     return raw.view(torch.int32) if raw.numel() % 4 == 0 else raw
 
 
-def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, workload):
+def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, workload,
+                    export_trace: bool = False):
     """Every step from `cfg.profile_from` on under the profiler (none with profile=False):
     (profiler or None, the clock mark, losses, parameters after each step, each step's wall
     time in ms). Earlier steps run bare, unannotated."""
@@ -308,12 +308,13 @@ def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.device != "cpu" else [])
     losses, snapshots, wall_ms = [], [], []
     bare = lambda name: nullcontext()
-    prof = profile(activities=activities, record_shapes=True) if cfg.profile else None
-    started, clock = False, None if prof is not None else _clock_mark(bare)
+    prof, started, clock = None, False, None if cfg.profile else _clock_mark(bare)
     try:
         for step in range(cfg.steps):
-            profiled = prof is not None and step >= cfg.profile_from
-            if profiled and not started:
+            profiled = cfg.profile and step >= cfg.profile_from
+            if profiled and not started:   # built here: whether it needs shapes is known now
+                prof = profile(activities=activities,
+                               record_shapes=needs_shapes(cfg, ddp, ctx.device, export_trace))
                 prof.start()
                 started, clock = True, _clock_mark(record_function)
             annotate = record_function if profiled else bare
@@ -332,8 +333,32 @@ def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, 
     return prof, clock, losses, snapshots, wall_ms
 
 
-def _profile_output(ctx: RankContext, cfg: RunConfig, prof, device, export_trace: bool):
-    """(chrome trace path or None, the reduced events or None) of a finished profile."""
+def needs_shapes(cfg: RunConfig, ddp, device: str, export_trace: bool) -> bool:
+    """Does the profile starting now need the profiler's input shapes (`record_shapes`)?
+
+    The record reads shapes for one thing: the bytes of each collective. Where the only
+    collectives left in the profiled steps are the buckets' all-reduces, the hook's notes
+    have their sizes (`reduce_profile` fills them in), and recording every op's shapes only
+    costs: ~5 ms of profiler stop on the sliders' MLP, 7-8 on the GPT, ~1 ms of events. That
+    holds on CPU for a built-in model of float32 parameters (a user's forward may run its own
+    collectives), once DDP has rebuilt its buckets (the rebuild broadcasts the bucket order)
+    and where it broadcasts no buffers in each forward (the CNN's BatchNorm statistics).
+    A chrome trace file (`_profile_output`: the user's, a GPU's, a checkpointed run's) keeps
+    every shape."""
+    import torch
+
+    from .workloads import BUILTIN
+
+    writes_trace = export_trace or device != "cpu" or bool(cfg.checkpoint_every)
+    return not (not writes_trace and cfg.model in BUILTIN
+                and ddp._has_rebuilt_buckets and not (ddp.broadcast_buffers and ddp.modules_buffers)
+                and all(p.dtype == torch.float32 for p in ddp.parameters()))
+
+
+def _profile_output(ctx: RankContext, cfg: RunConfig, prof, device, export_trace: bool,
+                    log: BucketLog):
+    """(chrome trace path or None, the reduced events or None) of a finished profile; a
+    profile without shapes gets its all-reduces' sizes from the hook's notes (`log`)."""
     trace_path, events = None, None
     if prof is not None:
         full = device.type == "cuda" or bool(cfg.checkpoint_every)   # spans need every event
@@ -341,7 +366,9 @@ def _profile_output(ctx: RankContext, cfg: RunConfig, prof, device, export_trace
             trace_path = str(Path(ctx.workdir) / f"trace-rank{ctx.rank}.json")
             prof.export_chrome_trace(trace_path)
         if not full:
-            events = reduce_profile(prof)
+            shapes = prof.record_shapes
+            numels = None if shapes else [n["numel"] for n in log.seen if n["step"] >= cfg.profile_from]
+            events = reduce_profile(prof, numels)
     return trace_path, events
 
 

@@ -29,12 +29,22 @@ def _kept(name: str) -> str | None:
     return "" if name.startswith("c10d::") or name == CLOCK_MARK else None
 
 
-def reduce_profile(prof) -> list[Event]:
+# The two events of one bucket's all-reduce on CPU (the call, gloo's work) and the shapes and
+# types the profiler gives them with `record_shapes` (trailing scalar arguments left out).
+ALLREDUCE_SHAPES = {"c10d::allreduce_": lambda numel: ([[[numel]]], ["TensorList"]),
+                    "gloo:all_reduce": lambda numel: ([[numel]], ["float"])}
+
+
+def reduce_profile(prof, bucket_numels: list[int] | None = None) -> list[Event]:
     """Rank side: the events of a finished CPU `torch.profiler.profile` the record reads.
 
     Times stay integer nanoseconds on the profiler's clock, which every rank on this machine
     shares; shapes (a TensorList's nested, as the chrome trace writes them) and dtypes are kept only
-    where bytes are read: the collectives.
+    where bytes are read: the collectives. A profile taken without shapes (`record_shapes=False`,
+    `dpviz.ddp_run.needs_shapes`) whose only collectives are the buckets' float32 all-reduces gets
+    them from `bucket_numels`, the sizes DDP handed over, in order: the k-th call and the k-th
+    gloo work (in start order, as `dpviz.trace` numbers buckets) are the k-th bucket's. Where the
+    counts differ, those events keep no shapes (their bytes unknown, as in any trace without).
     """
     out = []
     for ev in prof.profiler.kineto_results.events():
@@ -46,7 +56,17 @@ def reduce_profile(prof) -> list[Event]:
         out.append((name, "user_annotation" if ev.is_user_annotation() else "cpu_op",
                     ev.start_ns(), ev.duration_ns(), ev.start_thread_id(),
                     ev.structured_input_shapes() if comm else [], ev.dtypes() if comm else []))
-    return out
+    return _with_bucket_shapes(out, bucket_numels) if bucket_numels is not None else out
+
+
+def _with_bucket_shapes(events: list[Event], numels: list[int]) -> list[Event]:
+    """`events` with each all-reduce's shapes from the k-th bucket's size (`reduce_profile`)."""
+    for name, shapes_of in ALLREDUCE_SHAPES.items():
+        mine = sorted((i for i, ev in enumerate(events) if ev[0] == name), key=lambda i: events[i][2])
+        if len(mine) == len(numels):
+            for i, numel in zip(mine, numels):
+                events[i] = (*events[i][:5], *shapes_of(numel))
+    return events
 
 
 def as_traces(events_by_rank: dict[int, Iterable[Event]]) -> dict[int, dict[str, Any]]:

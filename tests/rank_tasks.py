@@ -177,3 +177,30 @@ def averaging_gathered_step_by_step(ctx, cfg) -> bool:
         return averaging.averaging_rank(ctx, cfg, "parameter", 3, 7) == once
     finally:
         averaging.GATHER_FLOATS = kept
+
+
+def train_rank_with_shapes(ctx, cfg) -> dict:
+    """`train_rank` with the profiler's shapes recorded whatever `needs_shapes` decides (the
+    record a run made before shapes could be left out), for comparison with a run's own."""
+    from dpviz import ddp_run
+
+    decide = ddp_run.needs_shapes
+    ddp_run.needs_shapes = lambda *args: True
+    try:
+        return ddp_run.train_rank(ctx, cfg)
+    finally:
+        ddp_run.needs_shapes = decide
+
+
+def shapes_recorded(ctx, cfg) -> bool:
+    """Whether `train_rank`'s profile of `cfg` recorded shapes (`needs_shapes`' decision)."""
+    from dpviz import ddp_run
+
+    seen = []
+    decide = ddp_run.needs_shapes
+    ddp_run.needs_shapes = lambda *args: seen.append(decide(*args)) or seen[-1]
+    try:
+        ddp_run.train_rank(ctx, cfg)
+    finally:
+        ddp_run.needs_shapes = decide
+    return seen == [True]

@@ -198,18 +198,27 @@ def test_a_run_profiled_from_its_last_step_records_that_step_as_a_full_run_does(
                                      dict(model="mlp", bucket_cap_mb=0.25, accum_steps=3,
                                           no_sync="backward_only")],
                          ids=["mlp", "gpt", "cnn", "mlp-K3", "mlp-K3-no_sync-off", "mlp-K3-backward_only"])
-def test_a_light_warmup_leaves_the_profiled_step_the_buckets_a_full_step_0_builds(cluster2, changes):
-    """warmup="light" (a slider's) trains step 0 on 2 samples, all-reduces nothing, and drops
-    its gradients: DDP still rebuilds the same buckets from it, so step 1 hands over the same
-    buckets (indices, parameters, bytes) with the same spans as after a full step 0."""
-    cfg = RunConfig(steps=2, profile_from=1, checks=False, **changes)
-    full, light = (run(cfg.replace(warmup=w), cluster=cluster2) for w in ("full", "light"))
+def test_after_a_light_warmup_the_drawn_step_is_a_steady_state_step(cluster2, changes):
+    """warmup="light" (a slider's) trains step 0 on 2 samples, all-reduces nothing, drops its
+    gradients and has DDP rebuild its buckets then: step 1 hands over the buckets (indices,
+    parameters, bytes) with the spans of a full run's steady-state step (step 2 of 3, after
+    the rebuild step), and broadcasts nothing but what DDP broadcasts in every forward (the
+    CNN's BatchNorm buffers), where a full run's rebuild step broadcasts the bucket order."""
+    cfg = RunConfig(checks=False, **changes)
+    light = run(cfg.replace(steps=2, profile_from=1, warmup="light"), cluster=cluster2)
+    full = run(cfg.replace(steps=3), cluster=cluster2)
     assert light.config["warmup"] == "light" and full.config["warmup"] == "full"
-    notes = lambda r: [(b.rank, b.step, b.micro_step, b.index, b.bytes, b.params) for b in r.buckets]
+    notes = lambda r, step: [(b.rank, b.micro_step, b.index, b.bytes, b.params)
+                             for b in r.buckets if b.step == step]
     assert len({b.index for b in full.buckets}) > 1     # rebuilt into several buckets
-    assert notes(light) == notes(full)
-    kinds = lambda r: sorted((s.rank, s.kind, s.bucket) for s in r.spans)
-    assert kinds(light) == kinds(full)
+    assert notes(light, 1) == notes(full, 2) and {b.step for b in light.buckets} == {1}
+    kinds = lambda r, step: sorted((s.rank, s.kind, s.bucket, s.op, s.bytes) for s in r.spans if s.step == step)
+    assert kinds(light, 1) == kinds(full, 2)
+    broadcasts = lambda r, step: [s for s in r.spans if s.step == step and s.op == "broadcast"]
+    buffers = 2 * (changes["model"] == "cnn")    # per rank: the float statistics, the long counts
+    assert len(broadcasts(light, 1)) == len(broadcasts(full, 2)) == 2 * buffers
+    rebuilding = 1 if changes.get("accum_steps", 1) == 1 or changes.get("no_sync", "forward_backward") == "forward_backward" else 0
+    assert len(broadcasts(full, rebuilding)) > len(broadcasts(full, 2))   # the bucket order
 
 
 def test_a_light_warmup_skips_the_link_and_the_update_and_the_drawn_step_keeps_its_link(cluster2):

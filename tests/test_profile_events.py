@@ -53,3 +53,31 @@ def test_ranks_without_events_are_left_out_and_times_share_one_origin():
     assert traces[1]["traceEvents"][0]["ts"] == 1.5
     assert traces[1]["traceEvents"][0]["args"] == {"Input Dims": [[4]], "Input type": ["float"]}
     assert as_traces({}) == {}
+
+
+@pytest.mark.parametrize("changes, shapes", [
+    (dict(model="mlp", bucket_cap_mb=0.25), False),
+    (dict(model="gpt", bucket_cap_mb=0.25), False),
+    (dict(model="cnn", bucket_cap_mb=0.01), True),    # BatchNorm buffers broadcast every forward
+    (dict(model="mlp", bucket_cap_mb=0.25, accum_steps=3, no_sync="off"), False),
+    (dict(model="mlp", bucket_cap_mb=0.25, link="classroom"), False),
+    (dict(model="cnn", bucket_cap_mb=0.01, link="classroom"), True)],
+    ids=["mlp", "gpt", "cnn", "mlp-K3-every-micro-step-syncs", "mlp-link", "cnn-link"])
+def test_a_slider_run_records_shapes_only_where_its_record_needs_them(cluster2, changes, shapes):
+    """A slider's run (`for_slider`: buckets rebuilt before the drawn step) profiles without
+    shapes where the drawn step's only collectives are the buckets' all-reduces, whose bytes
+    then come from the hook's notes: its record has the same spans (kinds, names, buckets,
+    ops, bytes) and buckets as the same run recorded with shapes."""
+    from rank_tasks import shapes_recorded, train_rank_with_shapes
+
+    from dpviz.config import RunConfig, for_slider
+
+    cfg = for_slider(RunConfig(steps=2, **changes))
+    assert cluster2.run_task(shapes_recorded, cfg) == [shapes, shapes]
+    mine = assemble_run(cfg, cluster2.run_task(train_rank, cfg))
+    with_shapes = assemble_run(cfg, cluster2.run_task(train_rank_with_shapes, cfg))
+    content = lambda r: sorted((s.rank, s.kind, s.name, s.step, s.bucket, s.op, s.bytes) for s in r.spans)
+    assert content(mine) == content(with_shapes)
+    assert [s for s in content(mine) if s[1] == "allreduce" and s[6]]   # bytes were read
+    strip = lambda r: [(b.rank, b.step, b.micro_step, b.index, b.bytes, b.params) for b in r.buckets]
+    assert strip(mine) == strip(with_shapes)
