@@ -78,3 +78,12 @@ def test_kept_font_heights_lay_text_out_as_matplotlib_does(text, size, weight, r
     for kept in layouts[1:]:
         assert np.array_equal(kept[0].get_points(), plain[0].get_points())
         assert kept[1:] == plain[1:]
+
+
+def test_the_canvas_caches_where_matplotlib_has_what_the_caches_stand_on():
+    """With the matplotlib installed here the slider canvas draws text from its caches; where
+    the private calls are missing (`SUPPORTED` False) it keeps a plain Agg renderer."""
+    from dpviz.widgets import glyphs
+
+    renderer = CachingCanvasAgg(Figure(figsize=(2, 1))).get_renderer()
+    assert isinstance(renderer, CachingRendererAgg) == glyphs.SUPPORTED

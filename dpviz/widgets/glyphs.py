@@ -15,7 +15,18 @@ import math
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hinting_flag
 from matplotlib.font_manager import fontManager, get_font
-from matplotlib.ft2font import RenderMode
+from matplotlib.ft2font import FT2Font
+
+try:
+    from matplotlib.ft2font import RenderMode
+except ImportError:   # matplotlib before 3.10
+    RenderMode = None
+
+# The caches stand on private matplotlib calls (3.11's: a font's `_layout`, `_set_transform`,
+# `_render_glyph`, the renderer's `_prepare_font`); pyproject admits older matplotlib, where the
+# canvas draws text as plain Agg does (slower, same pixels) instead of failing.
+SUPPORTED = (RenderMode is not None and hasattr(RendererAgg, "_prepare_font")
+             and all(hasattr(FT2Font, name) for name in ("_layout", "_set_transform", "_render_glyph")))
 
 KEPT_MAX = 8192   # entries per cache; a slider's labels need a few hundred
 
@@ -98,10 +109,11 @@ def _kept(renderer, name: str) -> dict:
 
 
 class CachingCanvasAgg(FigureCanvasAgg):
-    """An Agg canvas whose renderer is a `CachingRendererAgg` (kept while the size holds)."""
+    """An Agg canvas whose renderer is a `CachingRendererAgg` (kept while the size holds), where
+    this matplotlib has what it stands on (`SUPPORTED`); a plain Agg renderer elsewhere."""
 
     def get_renderer(self):
         renderer = super().get_renderer()
-        if type(renderer) is RendererAgg:
+        if SUPPORTED and type(renderer) is RendererAgg:
             renderer.__class__ = CachingRendererAgg   # same state, text drawn from the caches
         return renderer
