@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from .config import RunConfig, validate
+from .config import RunConfig, validate_mlp_only
 from .memory import single_threaded
 from .precision_records import (FORMATS, LOG10_BINS, MODES, FloatFormat, FormatTable, PrecisionRun,
                                 ScalingRun, Underflow)
@@ -100,7 +100,7 @@ def gradient_underflow(cfg: RunConfig | None = None, loss_weight: float = 2.0 **
     """
     import torch
 
-    cfg = validate(cfg or RunConfig())
+    cfg = validate_mlp_only(cfg or RunConfig(), "gradient_underflow")
     ref = _weight_grads(cfg, loss_weight, None)
     plain = _weight_grads(cfg, loss_weight, torch.float16)
     scaled = _weight_grads(cfg, loss_weight, torch.float16, scale)
@@ -138,7 +138,7 @@ def dynamic_scaling(cfg: RunConfig | None = None, steps: int = 20, init_scale: f
 
     from .workloads import build_mlp, global_batch, loss_fn
 
-    cfg = validate(cfg or RunConfig())
+    cfg = validate_mlp_only(cfg or RunConfig(), "dynamic_scaling")
     model = build_mlp(cfg)
     opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
     scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, growth_interval=growth_interval)
@@ -169,7 +169,7 @@ def train_precision(cfg: RunConfig | None = None, steps: int = 40, modes: tuple[
 
     from .workloads import build_mlp, global_batch, loss_fn
 
-    cfg = validate(cfg or RunConfig())
+    cfg = validate_mlp_only(cfg or RunConfig(), "train_precision")
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         raise ValueError(f"unknown modes {unknown}; choose from {', '.join(MODES)}")

@@ -77,3 +77,13 @@ def test_bf16_autocast_keeps_fp32_master_weights_and_trains_like_fp32(tmp_path):
     assert load(save(run, tmp_path / "p.json"), PrecisionRun) == run
     with pytest.raises(ValueError, match="not in this run"):
         final_gap(run, "fp16")
+
+
+@pytest.mark.parametrize("verb", ["gradient_underflow", "dynamic_scaling", "train_precision"])
+def test_precision_verbs_refuse_a_model_they_would_not_train(verb):
+    """They train the built-in MLP in one process: another model would be ignored while the
+    record's config names it, so it is refused before any work."""
+    from dpviz import precision
+
+    with pytest.raises(ValueError, match="trains the built-in MLP only"):
+        getattr(precision, verb)(RunConfig(model="gpt"))
