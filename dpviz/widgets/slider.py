@@ -29,9 +29,8 @@ class _Figure:
     then kept: a knob changes the data, not the labels around the axes, and solving the
     layout again was a third of each move's draw. The limits of the axes the draw autoscales
     are kept too (`limits`, grown when a value's data does not fit): moves compare on one
-    scale, and the frame
-    (ticks, lane names, legend: `dpviz.widgets.frame`) stays the same pixels, rasterized
-    once; a move draws only what changed over it. Its text comes from kept layouts and glyph
+    scale, and the frame (ticks, lane names, legend: `dpviz.widgets.frame`) stays the same
+    pixels, rasterized once; a move draws only what changed over it. Its text comes from kept layouts and glyph
     bitmaps (`dpviz.widgets.glyphs`), and a re-run slider shows the titles, which carry each
     run's numbers, as an HTML caption (`caption`). benchmarks/knob_latency.py measures it all.
     """
