@@ -18,7 +18,7 @@ from pathlib import Path
 from .config import RunConfig, validate, writable_dir
 from .launch import Cluster, RankContext, using_cluster
 from .link_thread import LinkThread
-from .profile_events import as_traces, reduce_profile
+from .profile_events import first_start, reduce_profile, scan_events
 from .recompute import recompute_spans
 from .record import Bucket, MicroStep, RunRecord, Span, StepCheck, save
 from .trace import CLOCK_MARK, HOOK_PREFIX, LINK_ALLREDUCE_PREFIX, LINK_PREFIX, MICRO_PREFIX, STEP_PREFIX, merge_traces, \
@@ -458,13 +458,13 @@ def assemble_run(cfg: RunConfig, results: list[dict], out_dir: Path | None = Non
     """Turn per-rank results and their profiles into one record (and files, with `out_dir`).
 
     Spans come from a rank's reduced events when it sent them, else from its trace file."""
-    reduced = as_traces({r: res["events"] for r, res in enumerate(results)
-                         if res.get("events") is not None})
     files = {r: _with_link(read_trace(res["trace_path"]), res.get("link_events", []))
              for r, res in enumerate(results) if res["trace_path"]}
-    traces = {**files, **{r: _with_link(t, results[r].get("link_events", []))
-                          for r, t in reduced.items()}}
-    spans = [s for r, t in sorted(traces.items()) for s in rank_spans(cfg, t, r)]
+    reduced = {r: res["events"] for r, res in enumerate(results) if res.get("events") is not None}
+    origin = first_start(reduced.values())
+    spans = [s for r in sorted({*files, *reduced})
+             for s in (_reduced_spans(reduced[r], origin, results[r].get("link_events", []), r)
+                       if r in reduced else rank_spans(cfg, files[r], r))]
     steps = [s.start_us for s in spans if s.kind == "step"]
     spans = shift(spans, min(steps)) if steps else spans
     record = RunRecord(
@@ -491,15 +491,30 @@ def assemble_run(cfg: RunConfig, results: list[dict], out_dir: Path | None = Non
 
 
 def _with_link(trace: dict, link_events: list[dict]) -> dict:
-    """Add the link thread's transfers to a rank's trace, shifted onto the trace's clock by
-    the clock mark (the same instant on both clocks, to within the annotation's few µs)."""
+    """Add the link thread's transfers to a rank's trace (`_on_trace_clock`)."""
     if link_events:
         mark = next(ev for ev in trace["traceEvents"]
                     if isinstance(ev, dict) and ev.get("name") == CLOCK_MARK)
-        origin = mark["ts"] + mark.get("dur", 0) / 2
         pid = mark.get("pid", 0)
-        trace["traceEvents"] += [{**ev, "pid": pid, "ts": ev["ts"] + origin} for ev in link_events]
+        trace["traceEvents"] += [{**ev, "pid": pid} for ev in
+                                 _on_trace_clock(link_events, mark["ts"] + mark.get("dur", 0) / 2)]
     return trace
+
+
+def _reduced_spans(events: list, origin_ns: int, link_events: list[dict], rank: int) -> list[Span]:
+    """One rank's spans from its reduced events (`dpviz.profile_events`) and the link
+    thread's transfers (`_on_trace_clock`): a profile is reduced only where no recomputed
+    forward is to be found (`_profile_output`)."""
+    scan, mark = scan_events(events, origin_ns)
+    for ev in _on_trace_clock(link_events, mark):
+        scan.add(ev)
+    return scan.spans(rank)
+
+
+def _on_trace_clock(link_events: list[dict], mark_us: float) -> list[dict]:
+    """The link thread's transfers moved onto a trace's clock by the middle of its clock
+    mark (`mark_us`: the same instant on both clocks, to within the annotation's few µs)."""
+    return [{**ev, "ts": ev["ts"] + mark_us} for ev in link_events]
 
 
 def rank_spans(cfg: RunConfig, trace: dict, rank: int) -> list[Span]:

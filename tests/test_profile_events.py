@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dpviz.ddp_run import assemble_run, rank_spans, train_rank
-from dpviz.profile_events import as_traces
-from dpviz.trace import read_trace, shift
+from dpviz.profile_events import first_start, scan_events
+from dpviz.trace import read_trace, shift, spans_from_trace
 from dpviz.accumulation import DEMO_CONFIG
 from dpviz.buckets import sweep_config
 
@@ -20,10 +20,15 @@ def _fields(span, tids):
             span.bytes, span.op, span.group)
 
 
-def _spans(cfg, traces):
-    spans = [s for r, t in sorted(traces.items()) for s in rank_spans(cfg, t, r)]
+def _sorted(spans):
     origin = min(s.start_us for s in spans if s.kind == "step")
     return sorted(shift(spans, origin), key=lambda s: (s.rank, s.start_us, s.name))
+
+
+def _reduced(events_by_rank):
+    """Each rank's spans from its reduced events, all from one origin (as `assemble_run`)."""
+    origin = first_start(events_by_rank.values())
+    return [s for r, evs in sorted(events_by_rank.items()) for s in scan_events(evs, origin)[0].spans(r)]
 
 
 @pytest.mark.parametrize("cfg", [sweep_config(steps=2, bucket_cap_mb=1.0),
@@ -32,9 +37,9 @@ def _spans(cfg, traces):
 def test_reduced_events_give_the_spans_of_the_full_trace(cluster2, cfg):
     results = cluster2.run_task(train_rank, cfg, (), True)   # both: the file and the events
     files = {r: read_trace(res["trace_path"]) for r, res in enumerate(results)}
-    reduced = as_traces({r: res["events"] for r, res in enumerate(results)})
-    assert all(len(reduced[r]["traceEvents"]) < len(files[r]["traceEvents"]) / 4 for r in files)
-    a, b = _spans(cfg, files), _spans(cfg, reduced)
+    assert all(len(res["events"]) < len(files[r]["traceEvents"]) / 4 for r, res in enumerate(results))
+    a = _sorted([s for r, t in sorted(files.items()) for s in rank_spans(cfg, t, r)])
+    b = _sorted(_reduced({r: res["events"] for r, res in enumerate(results)}))
     assert len(a) == len(b) and any(s.kind == "allreduce" and s.bytes for s in a)
     # thread ids differ (the file has the OS's, the events the profiler's): same threads
     tids_a = {t: i for i, t in enumerate(dict.fromkeys((s.rank, s.tid) for s in a))}
@@ -46,13 +51,24 @@ def test_reduced_events_give_the_spans_of_the_full_trace(cluster2, cfg):
     assert len(record.spans) == len(b) and record.buckets
 
 
-def test_ranks_without_events_are_left_out_and_times_share_one_origin():
-    traces = as_traces({0: [("dpviz:step#0", "user_annotation", 5_000, 2_000, 1, [], [])],
-                        1: [("gloo:all_reduce", "user_annotation", 6_500, 100, 2, [[4]], ["float"])]})
-    assert traces[0]["traceEvents"][0]["ts"] == 0.0
-    assert traces[1]["traceEvents"][0]["ts"] == 1.5
-    assert traces[1]["traceEvents"][0]["args"] == {"Input Dims": [[4]], "Input type": ["float"]}
-    assert as_traces({}) == {}
+def test_ranks_share_one_origin_and_events_read_as_their_chrome_trace():
+    """`scan_events` feeds TraceScan the fields the chrome trace of the same events would
+    hold (µs from the earliest event of any rank), so both give exactly the same spans."""
+    events = {0: [("dpviz:clock", "user_annotation", 4_000, 10, 1, [], []),
+                  ("dpviz:step#0", "user_annotation", 5_000, 2_000, 1, [], []),
+                  ("c10d::allreduce_", "cpu_op", 5_100, 300, 1, [[[4]]], ["TensorList"])],
+              1: [("dpviz:step#0", "user_annotation", 5_500, 2_000, 2, [], []),
+                  ("gloo:all_reduce", "user_annotation", 6_500, 100, 3, [[4]], ["float"])]}
+    assert first_start(events.values()) == 4_000 and first_start([]) == 0
+    as_chrome = {r: {"traceEvents": [
+        {"ph": "X", "cat": cat, "name": name, "ts": (start - 4_000) / 1e3, "dur": dur / 1e3, "tid": tid,
+         "args": {"Input Dims": shapes, "Input type": dtypes} if shapes else {}}
+        for name, cat, start, dur, tid, shapes, dtypes in evs]} for r, evs in events.items()}
+    spans = _reduced(events)
+    assert spans == [s for r, t in sorted(as_chrome.items()) for s in spans_from_trace(t, r)]
+    assert [(s.rank, s.kind, s.start_us, s.bytes) for s in spans if s.kind != "step"] == [
+        (0, "allreduce_launch", 1.1, 16), (1, "allreduce", 2.5, 16)]
+    assert scan_events(events[0], 4_000)[1] == 0.005 and scan_events(events[1], 4_000)[1] is None
 
 
 @pytest.mark.parametrize("changes, shapes", [
