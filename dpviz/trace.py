@@ -15,6 +15,7 @@ memory whole; everything downstream is a pure function of the spans. Two shapes 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import json
 import math
@@ -249,12 +250,12 @@ class TraceScan:
         nbytes = event_bytes(args) if comm else None
         if cat in GPU_CATEGORIES:
             corr = args.get("correlation")
-            self.kernels.append((Span(rank=-1, tid=f"stream {args.get('stream', tid)}",
+            self.kernels.append((_span(rank=-1, tid=f"stream {args.get('stream', tid)}",
                                       name=short_kernel_name(name), kind=kind, start_us=start,
                                       end_us=start + dur, bytes=nbytes, op=op, group=group),
                                  corr if isinstance(corr, int) else None))
         else:
-            self.cpu.append(Span(rank=-1, tid=str(tid), name=name, kind=kind, start_us=start,
+            self.cpu.append(_span(rank=-1, tid=str(tid), name=name, kind=kind, start_us=start,
                                  end_us=start + dur, bytes=nbytes, op=op, group=group))
 
     @property
@@ -270,7 +271,7 @@ class TraceScan:
         else:
             cpu, _ = _ops_asked_for(cpu, self.c10d)
             out = [_with(s, step=steps.find(s.start_us)) for s in _end_by_micro_step(cpu)]
-        return _number_buckets([_with(s, rank=rank) for s in out])
+        return _number_buckets(out, rank)
 
     def _whole_trace_step(self) -> list[Span]:
         """A trace without step annotations is one step (figures need steps), or none if empty."""
@@ -327,6 +328,8 @@ def spans_from_trace(trace: dict, rank: int) -> list[Span]:
 
 
 def _number(value) -> float | None:
+    if type(value) is float:   # most of a trace's times: the checks below, short-cut
+        return value if math.isfinite(value) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     value = float(value)
@@ -496,9 +499,10 @@ def _dedupe_launches(spans: list[Span]) -> list[Span]:
     return [s for s in spans if s.kind != "allreduce_launch" or id(s) in kept]
 
 
-def _number_buckets(spans: list[Span]) -> list[Span]:
-    """DDP launches buckets in index order, and gloo/NCCL start them in launch order.
+def _number_buckets(spans: list[Span], rank: int) -> list[Span]:
+    """`spans` as `rank`'s, each all-reduce, launch, hook and transfer with its bucket number.
 
+    DDP launches buckets in index order, and gloo/NCCL start them in launch order.
     Numbering restarts at each micro-step: a micro-step that syncs (the last one, or every
     one when no_sync is misplaced) all-reduces every bucket from index 0 again.
     """
@@ -512,8 +516,9 @@ def _number_buckets(spans: list[Span]) -> list[Span]:
             named = s.kind in ("bucket_hook", "link")   # dpviz's own spans carry the index
             index = int(s.name.rsplit("#", 1)[1]) if named else counters[key]
             counters[key] += 1
-            s = _with(s, bucket=index)
-        out.append(s)
+            out.append(_with(s, rank=rank, bucket=index))
+        else:
+            out.append(_with(s, rank=rank))
     return out
 
 
@@ -522,6 +527,19 @@ def _with(span: Span, **changes) -> Span:
     (a GPU trace makes tens of thousands of these)."""
     new = object.__new__(Span)
     new.__dict__.update(span.__dict__, **changes)
+    return new
+
+
+# Span's fields in order, with their defaults (dataclasses.MISSING where required): `_span`.
+_SPAN_FIELDS = {f.name: f.default for f in dataclasses.fields(Span)}
+
+
+def _span(**fields) -> Span:
+    """A new span, made as `_with` copies one (a frozen dataclass's `__init__` takes ~3 µs a
+    span, a few hundred per slider move, tens of thousands per GPU trace); `fields` name
+    every field without a default."""
+    new = object.__new__(Span)
+    new.__dict__.update(_SPAN_FIELDS, **fields)
     return new
 
 

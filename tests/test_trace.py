@@ -7,12 +7,14 @@ of a 2-rank DDP job on A100s (Meta's HTA test data, MIT licence beside it).
 """
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from dpviz import run
+from dpviz.record import Span
 from dpviz.trace import TraceScan, read_trace, short_kernel_name, spans_from_trace
 
 DATA = Path(__file__).parent / "data"
@@ -141,6 +143,22 @@ def test_unknown_categories_are_kept_as_other_and_junk_is_counted():
         ("step", "ProfilerStep#7", 7, 2), ("other", "new_thing", 7, 2)]
     notes = " ".join(scan.notes(2))
     assert "'mtia_kernel'" in notes and "3 malformed" in notes and "'C'" in notes
+
+
+def test_scanned_spans_are_whole_spans():
+    """TraceScan makes its spans without Span's `__init__` (`_span`, `_with`, for speed):
+    each still has every field of the dataclass, in order, none left unset."""
+    spans = _scan([
+        {"ph": "X", "cat": "user_annotation", "name": "dpviz:step#0", "ts": 0, "dur": 100},
+        {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "ts": 10, "dur": 5, "tid": 3,
+         "args": {"Input Dims": [[[8]]], "Input type": ["TensorList"]}},
+        {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "ts": 12, "dur": 5}]).spans(1)
+    assert [(s.kind, s.rank, s.step, s.bucket, s.bytes) for s in spans] == [
+        ("step", 1, 0, None, None), ("allreduce_launch", 1, 0, 0, 32), ("allreduce", 1, 0, 0, None)]
+    for span in spans:
+        fields = {f.name: getattr(span, f.name) for f in dataclasses.fields(Span)}
+        assert list(vars(span)) == list(fields) and dataclasses.MISSING not in fields.values()
+        assert span == Span(**fields)
 
 
 def test_a_trace_without_step_annotations_is_one_step():
