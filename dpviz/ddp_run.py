@@ -18,7 +18,7 @@ from pathlib import Path
 from .config import RunConfig, validate, writable_dir
 from .launch import Cluster, RankContext, using_cluster
 from .link_thread import LinkThread
-from .profile_events import first_start, reduce_profile, scan_events
+from .profile_events import ScopedProfile, first_start, kineto_events, reduce_profile, scan_events
 from .recompute import recompute_spans
 from .rebuilt_buckets import built_with, ready_order, rebuilds_mid_run
 from .record import Bucket, MicroStep, RunRecord, Span, StepCheck, save
@@ -323,11 +323,10 @@ def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, 
     time in ms). Earlier steps run bare, unannotated; a light warm-up's (`warmup_step`) train
     nothing, so they add no loss and no wall time, and a DDP that starts with steady buckets
     (`steady`) skips them."""
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import record_function
 
     from .workloads import flat_params
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.device != "cpu" else [])
     losses, snapshots, wall_ms = [], [], []
     bare = lambda name: nullcontext()
     prof, started, clock = None, False, None if cfg.profile else _clock_mark(bare)
@@ -335,8 +334,8 @@ def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, 
         for step in range(cfg.steps):
             profiled = cfg.profile and step >= cfg.profile_from
             if profiled and not started:   # built here: whether it needs shapes is known now
-                prof = profile(activities=activities,
-                               record_shapes=needs_shapes(cfg, ddp, ctx.device, export_trace, steady))
+                prof = _profiler(ctx, cfg, needs_shapes(cfg, ddp, ctx.device, export_trace, steady),
+                                 export_trace)
                 prof.start()
                 started, clock = True, _clock_mark(record_function)
             annotate = record_function if profiled else bare
@@ -379,20 +378,37 @@ def needs_shapes(cfg: RunConfig, ddp, device: str, export_trace: bool, steady: b
                 and all(p.dtype == torch.float32 for p in ddp.parameters()))
 
 
+def _profiler(ctx: RankContext, cfg: RunConfig, record_shapes: bool, export_trace: bool):
+    """The profiler `_train_profiled` starts: torch.profiler's own where a chrome trace file is
+    written (`_profile_output`), else one recording only what the reduced events can hold
+    (`dpviz.profile_events.ScopedProfile`)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    if export_trace or _full_trace(cfg, ctx.device):
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.device != "cpu" else [])
+        return profile(activities=activities, record_shapes=record_shapes)
+    return ScopedProfile(record_shapes)
+
+
+def _full_trace(cfg: RunConfig, device: str) -> bool:
+    """Are this run's spans read from its chrome trace's every event (GPU, checkpointing)?"""
+    return device != "cpu" or bool(cfg.checkpoint_every)
+
+
 def _profile_output(ctx: RankContext, cfg: RunConfig, prof, device, export_trace: bool,
                     log: BucketLog):
     """(chrome trace path or None, the reduced events or None) of a finished profile; a
     profile without shapes gets its all-reduces' sizes from the hook's notes (`log`)."""
     trace_path, events = None, None
     if prof is not None:
-        full = device.type == "cuda" or bool(cfg.checkpoint_every)   # spans need every event
+        full = _full_trace(cfg, str(device))   # spans need every event
         if export_trace or full:
             trace_path = str(Path(ctx.workdir) / f"trace-rank{ctx.rank}.json")
             prof.export_chrome_trace(trace_path)
         if not full:
             shapes = prof.record_shapes
             numels = None if shapes else [n["numel"] for n in log.seen if n["step"] >= cfg.profile_from]
-            events = reduce_profile(prof, numels)
+            events = reduce_profile(kineto_events(prof), numels)
     return trace_path, events
 
 

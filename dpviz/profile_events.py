@@ -10,7 +10,7 @@ TraceScan field by field, as their chrome trace would give them, so it stays the
 (without the trace's dicts in between: ~0.5 ms of a move). The full trace file is still written when a
 user asks for it (`--out`), and for GPU and checkpointed runs, whose spans need every event.
 
-No torch import here: the rank passes its `torch.profiler.profile`, the parent gets plain tuples.
+No torch import at the top: the parent side runs without torch.
 """
 from __future__ import annotations
 
@@ -38,9 +38,57 @@ def _kept(name: str) -> bool | None:
 ALLREDUCE_SHAPES = {"c10d::allreduce_": lambda numel: ([[[numel]]], ["TensorList"]),
                     "gloo:all_reduce": lambda numel: ([[numel]], ["float"])}
 
+# The RecordFunction scopes of every event a record reads: operators, `c10d::` calls and
+# autograd's `evaluate_function: …` (FUNCTION); annotations and gloo's work (USER_SCOPE).
+READ_SCOPES = ("FUNCTION", "USER_SCOPE")
 
-def reduce_profile(prof, bucket_numels: list[int] | None = None) -> list[Event]:
-    """Rank side: the events of a finished CPU `torch.profiler.profile` the record reads.
+
+class ScopedProfile:
+    """Rank side: torch's profiler on CPU, recording only the events of READ_SCOPES, for a
+    run whose profile is reduced (`reduce_profile`) and written to no trace file.
+
+    It makes the calls `torch.profiler.profile` makes (prepare, enable, disable: torch's
+    kineto profiler, the same events and clock), but enables it for READ_SCOPES only, which
+    torch's Python classes do not offer. What it leaves out are the autograd nodes' own events
+    (BACKWARD_FUNCTION: `AddmmBackward0`, `torch::autograd::AccumulateGrad`, …; 126 of the
+    bucket slider's 1613 events), which no span is made from: fewer events to record, to
+    post-process when it stops, and to walk. It also skips what `torch.profiler.profile`
+    adds for a trace file (its metadata), so it starts in half the time. The calls are
+    torch's private ones (`torch._C._autograd`) as the pinned torch 2.13 has them; tests check
+    its record against the same run's whole profile."""
+
+    def __init__(self, record_shapes: bool):
+        self.record_shapes = record_shapes
+        self.results = None   # torch's `_ProfilerResult`, once stopped
+
+    def start(self) -> None:
+        from torch._C._autograd import _enable_profiler, _prepare_profiler
+        from torch._C._profiler import (ProfilerActivity, ProfilerConfig, ProfilerState, RecordScope,
+                                        _ExperimentalConfig)
+        from torch.autograd.profiler import _run_on_profiler_start
+
+        config = ProfilerConfig(ProfilerState.KINETO, self.record_shapes, False, False, False, False,
+                                _ExperimentalConfig())
+        _prepare_profiler(config, {ProfilerActivity.CPU})
+        _run_on_profiler_start()
+        _enable_profiler(config, {ProfilerActivity.CPU}, {getattr(RecordScope, s) for s in READ_SCOPES})
+
+    def stop(self) -> None:
+        from torch._C._autograd import _disable_profiler
+        from torch.autograd.profiler import _run_on_profiler_stop
+
+        self.results = _disable_profiler()
+        _run_on_profiler_stop()
+
+
+def kineto_events(prof) -> list:
+    """The profiler's own events of a finished `ScopedProfile` or `torch.profiler.profile`."""
+    results = prof.results if isinstance(prof, ScopedProfile) else prof.profiler.kineto_results
+    return results.events()
+
+
+def reduce_profile(events: Iterable, bucket_numels: list[int] | None = None) -> list[Event]:
+    """Rank side: of a finished CPU profile's events (`kineto_events`), those the record reads.
 
     Times stay integer nanoseconds on the profiler's clock, which every rank on this machine
     shares; shapes (a TensorList's nested, as the chrome trace writes them) and dtypes are kept only
@@ -51,7 +99,7 @@ def reduce_profile(prof, bucket_numels: list[int] | None = None) -> list[Event]:
     counts differ, those events keep no shapes (their bytes unknown, as in any trace without).
     """
     out = []
-    for ev in prof.profiler.kineto_results.events():
+    for ev in events:
         name = ev.name()
         comm = _kept(name)   # cached by name: most of a profile is events the record never reads
         if comm is None:

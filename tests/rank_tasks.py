@@ -233,3 +233,22 @@ def steady_buckets_against_rebuilds(ctx, model: str, caps: list) -> list[tuple]:
         workload.model.zero_grad(set_to_none=True)
         del ddp
     return out
+
+
+def train_rank_counting_events(ctx, cfg, export_trace: bool) -> tuple[dict, str, int, int]:
+    """`train_rank`'s result, with its profiler's class, how many events it recorded and how
+    many of those were autograd nodes' own (`AddmmBackward0`, `...AccumulateGrad`, not
+    `autograd::engine::evaluate_function: ...`)."""
+    from dpviz import ddp_run
+    from dpviz.profile_events import kineto_events
+
+    made = []
+    make = ddp_run._profiler
+    ddp_run._profiler = lambda *args: made.append(make(*args)) or made[-1]
+    try:
+        result = ddp_run.train_rank(ctx, cfg, (), export_trace)
+    finally:
+        ddp_run._profiler = make
+    names = [ev.name() for ev in kineto_events(made[0])]
+    nodes = sum(n.endswith(("Backward0", "::AccumulateGrad")) and not n.startswith("autograd::") for n in names)
+    return result, type(made[0]).__name__, len(names), nodes
