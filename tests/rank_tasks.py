@@ -252,3 +252,29 @@ def train_rank_counting_events(ctx, cfg, export_trace: bool) -> tuple[dict, str,
     names = [ev.name() for ev in kineto_events(made[0])]
     nodes = sum(n.endswith(("Backward0", "::AccumulateGrad")) and not n.startswith("autograd::") for n in names)
     return result, type(made[0]).__name__, len(names), nodes
+
+
+class _Marked:
+    """An object that notes in DROPPED when it is freed."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __del__(self):
+        DROPPED.append(self.name)
+
+
+DROPPED: list[str] = []
+
+
+def hold_until_replied(ctx, name: str) -> bool:
+    """Asks to free an object after its reply, drops its own reference: is it still alive?"""
+    import gc
+
+    ctx.free_after_reply(_Marked(name))
+    gc.collect()
+    return name not in DROPPED
+
+
+def dropped(ctx) -> list[str]:
+    return list(DROPPED)

@@ -27,6 +27,14 @@ def test_warm_ranks_keep_their_process_group(cluster2):
     assert cluster2.pids() == pids  # the same processes answered twice
 
 
+def test_what_a_task_frees_after_its_reply_lives_until_the_reply_then_goes(cluster2):
+    """`ctx.free_after_reply` keeps an object past the task's own references (freed after
+    the result is sent, not while the caller waits for it), and a warm rank does not keep it
+    into the next task."""
+    assert cluster2.run_task(rank_tasks.hold_until_replied, "profile") == [True, True]
+    assert all("profile" in names for names in cluster2.run_task(rank_tasks.dropped))
+
+
 def test_using_cluster_lends_a_warm_cluster_and_stops_only_ranks_it_started(cluster2):
     with using_cluster(cluster2, 3) as lent:      # a given cluster is used as it is
         assert lent is cluster2
