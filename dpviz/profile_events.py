@@ -6,9 +6,9 @@ and parse it again cost a quarter of a second per move. The rank instead walks t
 profiler's own events once, keeps the few hundred that `dpviz.trace.classify` draws (steps,
 micro-steps, forward/backward/optimizer, bucket hooks, collectives, `c10d::` calls and the
 clock mark), and sends them as plain tuples. The parent feeds them to `dpviz.trace`'s
-TraceScan field by field, as their chrome trace would give them, so it stays the one parser
-(without the trace's dicts in between: ~0.5 ms of a move). The full trace file is still written when a
-user asks for it (`--out`), and for GPU and checkpointed runs, whose spans need every event.
+TraceScan field by field, as their chrome trace would give them (without building its dicts),
+so that stays the one parser. The full trace file is still written when a user asks for it
+(`--out`), and for GPU and checkpointed runs, whose spans need every event.
 
 No torch import at the top: the parent side runs without torch.
 """

@@ -251,12 +251,12 @@ class TraceScan:
         if cat in GPU_CATEGORIES:
             corr = args.get("correlation")
             self.kernels.append((_span(rank=-1, tid=f"stream {args.get('stream', tid)}",
-                                      name=short_kernel_name(name), kind=kind, start_us=start,
-                                      end_us=start + dur, bytes=nbytes, op=op, group=group),
+                                       name=short_kernel_name(name), kind=kind, start_us=start,
+                                       end_us=start + dur, bytes=nbytes, op=op, group=group),
                                  corr if isinstance(corr, int) else None))
         else:
             self.cpu.append(_span(rank=-1, tid=str(tid), name=name, kind=kind, start_us=start,
-                                 end_us=start + dur, bytes=nbytes, op=op, group=group))
+                                  end_us=start + dur, bytes=nbytes, op=op, group=group))
 
     @property
     def on_gpu(self) -> bool:
