@@ -267,11 +267,9 @@ class TraceScan:
         cpu = _dedupe_launches(_prefer_dpviz_steps(self.cpu)) + self._whole_trace_step()
         steps = _step_windows(cpu)
         if self.on_gpu:
-            out = _gpu_spans(cpu, self.kernels, self.launch_at, steps)
-        else:
-            cpu, _ = _ops_asked_for(cpu, self.c10d)
-            out = [_with(s, step=steps.find(s.start_us)) for s in _end_by_micro_step(cpu)]
-        return _number_buckets(out, rank)
+            return _number_buckets(_gpu_spans(cpu, self.kernels, self.launch_at, steps), rank)
+        cpu, _ = _ops_asked_for(cpu, self.c10d)
+        return _number_buckets(_end_by_micro_step(cpu), rank, steps)
 
     def _whole_trace_step(self) -> list[Span]:
         """A trace without step annotations is one step (figures need steps), or none if empty."""
@@ -499,8 +497,9 @@ def _dedupe_launches(spans: list[Span]) -> list[Span]:
     return [s for s in spans if s.kind != "allreduce_launch" or id(s) in kept]
 
 
-def _number_buckets(spans: list[Span], rank: int) -> list[Span]:
-    """`spans` as `rank`'s, each all-reduce, launch, hook and transfer with its bucket number.
+def _number_buckets(spans: list[Span], rank: int, steps: _Steps | None = None) -> list[Span]:
+    """`spans` as `rank`'s, in `steps` (when given: a span's own step otherwise), each
+    all-reduce, launch, hook and transfer with its bucket number.
 
     DDP launches buckets in index order, and gloo/NCCL start them in launch order.
     Numbering restarts at each micro-step: a micro-step that syncs (the last one, or every
@@ -509,16 +508,17 @@ def _number_buckets(spans: list[Span], rank: int) -> list[Span]:
     counters: dict[tuple, int] = defaultdict(int)
     out = []
     for s in sorted(spans, key=lambda s: s.start_us):
+        step = steps.find(s.start_us) if steps is not None else s.step
         if s.kind == "micro_step":
             counters.clear()
-        if s.kind in ("allreduce_launch", "allreduce", "bucket_hook", "link") and s.step is not None:
-            key = (s.kind, s.step)
+        if s.kind in ("allreduce_launch", "allreduce", "bucket_hook", "link") and step is not None:
+            key = (s.kind, step)
             named = s.kind in ("bucket_hook", "link")   # dpviz's own spans carry the index
             index = int(s.name.rsplit("#", 1)[1]) if named else counters[key]
             counters[key] += 1
-            out.append(_with(s, rank=rank, bucket=index))
+            out.append(_with(s, rank=rank, step=step, bucket=index))
         else:
-            out.append(_with(s, rank=rank))
+            out.append(_with(s, rank=rank, step=step))
     return out
 
 
