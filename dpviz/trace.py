@@ -330,7 +330,10 @@ def _number(value) -> float | None:
         return value if math.isfinite(value) else None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:   # an integer past float's range: as malformed as an infinite time
+        return None
     return value if math.isfinite(value) else None
 
 

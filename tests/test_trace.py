@@ -145,6 +145,15 @@ def test_unknown_categories_are_kept_as_other_and_junk_is_counted():
     assert "'mtia_kernel'" in notes and "3 malformed" in notes and "'C'" in notes
 
 
+def test_a_time_past_floats_range_is_malformed_not_an_error():
+    """JSON integers have no bound: one too large for a float is skipped like an infinite
+    time (the fuzz tests in test_load_trace.py draw such integers now and then)."""
+    scan = _scan([{"ph": "X", "cat": "user_annotation", "name": "dpviz:step#0", "ts": 0, "dur": 100},
+                  {"ph": "X", "cat": "cpu_op", "name": "c10d::allreduce_", "ts": 10**400, "dur": 5},
+                  {"ph": "X", "cat": "user_annotation", "name": "gloo:all_reduce", "ts": 1, "dur": -10**400}])
+    assert [s.kind for s in scan.spans(0)] == ["step"] and "2 malformed" in " ".join(scan.notes(0))
+
+
 def test_scanned_spans_are_whole_spans():
     """TraceScan makes its spans without Span's `__init__` (`_span`, `_with`, for speed):
     each still has every field of the dataclass, in order, none left unset."""
