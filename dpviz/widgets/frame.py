@@ -20,7 +20,7 @@ from matplotlib.collections import Collection
 from matplotlib.colors import to_rgba
 from matplotlib.image import AxesImage
 from matplotlib.text import Text
-from matplotlib.transforms import Bbox
+from matplotlib.transforms import Bbox, IdentityTransform
 
 from ..plots.legibility import Boxes, text_extent
 from ..plots.style import SOURCE_GID
@@ -106,14 +106,32 @@ def touches(changing: list[Any], frame: list[Bbox], renderer) -> bool:
 
 def _painted_box(artist, renderer) -> Bbox:
     """An artist's box in pixels. A collection's `get_window_extent` is null for data-placed
-    offsets (matplotlib counts it out of autoscale): its data limits, in pixels, instead. A
-    plain text's box comes from its kept layout (`text_extent`: the box matplotlib gives)."""
+    offsets (matplotlib counts it out of autoscale): its data limits, in pixels, instead
+    (`_collection_box`). A plain text's box comes from its kept layout (`text_extent`: the
+    box matplotlib gives)."""
     if isinstance(artist, Collection) and artist.axes is not None:
-        data = artist.axes.transData
-        return artist.get_datalim(data).transformed(data)
+        return _collection_box(artist)
     if type(artist) is Text:   # an annotation's box also holds its arrow and bbox patch
         return text_extent(artist, renderer)
     return artist.get_window_extent(renderer)
+
+
+def _collection_box(collection: Collection) -> Bbox:
+    """A collection's data limits in pixels. Bars and lines (no offsets, no transform per
+    path): the bounds of all their finite vertices through the collection's transform, in one
+    numpy pass, where `get_datalim` measured them path by path (~0.3 ms a collection, 8 a
+    move). For a curve the control points' box holds the curve: a larger box can only make a
+    move draw whole. Other collections (scatter's offsets): `get_datalim`."""
+    data = collection.axes.transData
+    paths = collection.get_paths()
+    if not paths:
+        return Bbox.null()
+    if (len(collection.get_transforms()) or collection.get_offsets().any()
+            or not isinstance(collection.get_offset_transform(), IdentityTransform)):
+        return collection.get_datalim(data).transformed(data)
+    points = collection.get_transform().transform(np.concatenate([p.vertices for p in paths]))
+    points = points[np.isfinite(points).all(axis=1)]
+    return Bbox([points.min(axis=0), points.max(axis=0)]) if len(points) else Bbox.null()
 
 
 def _text_key(t) -> tuple:
