@@ -22,6 +22,7 @@ from matplotlib.image import AxesImage
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox, IdentityTransform
 
+from ..plots.legends import look
 from ..plots.legibility import Boxes, text_extent
 from ..plots.style import SOURCE_GID
 
@@ -50,14 +51,14 @@ def frame_key(ax) -> tuple:
                   _params(axis.get_tick_params()), _params(axis.get_tick_params(which="minor")),
                   _text_key(axis.label))
                  for axis in (ax.xaxis, ax.yaxis))
-    spines = tuple((name, s.get_visible(), _look(s)) for name, s in ax.spines.items())
-    stamps = tuple((_text_key(t), t.xyann, _look(t.get_bbox_patch())) for t in ax.texts
+    spines = tuple((name, s.get_visible(), look(s)) for name, s in ax.spines.items())
+    stamps = tuple((_text_key(t), t.xyann, look(t.get_bbox_patch())) for t in ax.texts
                    if t.get_gid() == SOURCE_GID)
     leg = ax.legend_ if ax.legend_ in frame_artists(ax) else None
     legend = None if leg is None else (
-        tuple(map(_text_key, [*leg.get_texts(), leg.get_title()])), tuple(map(_look, leg.legend_handles)),
-        str(leg._loc), tuple(leg.get_bbox_to_anchor().bounds), leg.get_frame_on(), _look(leg.get_frame()))
-    return ax.axison, _look(ax.patch), axes, spines, stamps, legend
+        tuple(map(_text_key, [*leg.get_texts(), leg.get_title()])), tuple(map(look, leg.legend_handles)),
+        str(leg._loc), tuple(leg.get_bbox_to_anchor().bounds), leg.get_frame_on(), look(leg.get_frame()))
+    return ax.axison, look(ax.patch), axes, spines, stamps, legend
 
 
 def _ticks_key(axis) -> tuple:
@@ -137,15 +138,6 @@ def _collection_box(collection: Collection) -> Bbox:
 def _text_key(t) -> tuple:
     return (t.get_text(), t.get_fontsize(), to_rgba(t.get_color()), t.get_rotation(), t.get_visible(),
             t.get_fontweight(), t.get_fontfamily()[0], t.get_ha(), t.get_va(), t.get_alpha())
-
-
-def _look(artist) -> tuple:
-    """An artist's colours, hatch and line style: what a legend handle or patch paints with."""
-    if artist is None:
-        return ()
-    getters = ("facecolor", "edgecolor", "color", "hatch", "linestyle", "linewidth", "fill",
-               "marker", "markersize", "alpha", "visible")
-    return tuple(str(getattr(artist, f"get_{g}")()) for g in getters if hasattr(artist, f"get_{g}"))
 
 
 def _params(params: dict) -> tuple:
