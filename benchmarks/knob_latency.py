@@ -304,6 +304,9 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
         fresh = max(cluster.run_task(train_rank, cfg.replace(seed=cfg.seed + 1 + i)),
                     key=lambda r: sum(r["parts_ms"].values()))["parts_ms"]
         add("before: model + DDP construction, the workload built and fingerprinted afresh", fresh["setup"])
+        if cfg.warmup == "light":
+            add("before: train with a light warm-up step first (a workload's first run, in which DDP "
+                "rebuilds its buckets and the rank learns their ready order)", fresh["train"])
         add("ranks: equality checks (all_gather + cached reference)", slow["checks"])
         add("parent: task round trip beyond the slowest rank", (t1 - t0) * 1e3 - sum(slow.values()))
         add("parent: record from the ranks' events", (t2 - t1) * 1e3)

@@ -20,6 +20,7 @@ from .launch import Cluster, RankContext, using_cluster
 from .link_thread import LinkThread
 from .profile_events import as_traces, reduce_profile
 from .recompute import recompute_spans
+from .rebuilt_buckets import built_with, ready_order, rebuilds_mid_run
 from .record import Bucket, MicroStep, RunRecord, Span, StepCheck, save
 from .trace import CLOCK_MARK, HOOK_PREFIX, LINK_ALLREDUCE_PREFIX, LINK_PREFIX, MICRO_PREFIX, STEP_PREFIX, merge_traces, \
     read_trace, shift, spans_from_trace, write_json
@@ -109,7 +110,8 @@ def train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step:
     return total
 
 
-def warmup_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step: int, workload) -> float:
+def warmup_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step: int, workload,
+                kept: Kept | None = None) -> None:
     """A light warm-up (`RunConfig.warmup`): the synced forward/backward DDP records the
     gradient-ready order from, then DDP's bucket rebuild from that order, and nothing else a
     figure would see: WARMUP_SAMPLES samples per rank of a built-in model (its ready order is
@@ -117,7 +119,8 @@ def warmup_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step
     wire nor gloo), the gradients dropped, not applied. DDP rebuilds at the start of the next
     grad-enabled forward (`_pre_forward`); calling that same rebuild here (the broadcast of
     the bucket order included) leaves the drawn step a steady-state step, as every step after
-    the rebuild is in a real job. Returns the loss on the warm-up's slice."""
+    the rebuild is in a real job. A kept workload (`kept`) keeps the ready order the rebuild
+    learned (`dpviz.rebuilt_buckets`), so its later runs need no warm-up."""
     from .config import WARMUP_SAMPLES
     from .workloads import BUILTIN, compute_loss, rank_batch
 
@@ -133,7 +136,8 @@ def warmup_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step
     opt.zero_grad(set_to_none=True)
     if ddp.reducer._rebuild_buckets():   # what DDP's _pre_forward calls, once per training
         ddp._has_rebuilt_buckets = True   # as _pre_forward notes it
-    return loss.item()
+        if kept is not None:
+            kept.ready = ready_order(ddp)
 
 
 def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
@@ -154,16 +158,16 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
     t_called = time.perf_counter()
     use_import_path(list(search_path))
     device = torch.device(ctx.device)
-    workload, known = warm_workload(cfg, device)
+    workload, kept = warm_workload(cfg, device)
     model = workload.model
     initial = flat_params(model).cpu() if cfg.checks else None   # the checks' starting point
-    ddp, log, opt, link = _wrap_ddp(ctx, cfg, model, device, known)
+    ddp, log, opt, link, steady = _wrap_ddp(ctx, cfg, model, device, kept)
     straggler = (model.register_forward_pre_hook(lambda module, inputs: time.sleep(cfg.delay_ms / 1e3))
                  if cfg.slow_rank == ctx.rank else None)   # a deliberate straggler: sleeps in its forward
     t_start = time.perf_counter()
     try:
         prof, clock, losses, snapshots, wall_ms = _train_profiled(ctx, cfg, ddp, opt, log, workload,
-                                                                  export_trace)
+                                                                  export_trace, kept, steady)
     finally:   # a warm rank runs many tasks: never leave a link thread or a hook behind
         if link is not None:
             link.close()
@@ -187,14 +191,25 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
                 workload=describe_workload(model, workload.name))
 
 
-# A warm rank's built-in workloads, by what builds them: (workload, its initial parameters and
-# buffers). A slider's moves re-run one workload; two entries let a notebook alternate two.
-_WARM: "collections.OrderedDict[tuple, tuple]" = collections.OrderedDict()
+@dataclasses.dataclass
+class Kept:
+    """A built-in workload kept on a warm rank (`warm_workload`), with what later runs reuse."""
+
+    workload: object          # a dpviz.workloads.Workload, its model on the rank's device
+    initial: list             # its initial parameters and buffers, copied back before each run
+    fingerprint: object       # `fingerprint(model)` of those, for `same_on_every_rank`
+    ready: list | None = None  # its parameters in gradient-ready order, once a DDP rebuilt
+    #                            (`dpviz.rebuilt_buckets`: later DDPs start with steady buckets)
+
+
+# A warm rank's built-in workloads, by what builds them. A slider's moves re-run one
+# workload; two entries let a notebook alternate two.
+_WARM: "collections.OrderedDict[tuple, Kept]" = collections.OrderedDict()
 WARM_ENTRIES, WARM_MAX_BYTES = 2, 64 << 20
 
 
 def warm_workload(cfg: RunConfig, device):
-    """(`build_workload(cfg)` on `device`, its initial weights' `fingerprint` or None), kept on
+    """(`build_workload(cfg)` on `device`, its `Kept` entry or None), kept on
     a warm rank for the next run of the same built-in workload, which gets it back with its
     initial weights copied in (bit for bit the weights a new build makes: the same seeded
     init, copied), no gradients, and the fingerprint computed once. Why: building and
@@ -215,23 +230,23 @@ def warm_workload(cfg: RunConfig, device):
     key = (cfg.model, cfg.layers, cfg.width, cfg.seed, cfg.checkpoint_every, str(device))
     if key in _WARM:
         _WARM.move_to_end(key)
-        workload, initial, known = _WARM[key]
+        kept = _WARM[key]
         with torch.no_grad():
-            for tensor, start in zip(_state(workload.model), initial):
+            for tensor, start in zip(_state(kept.workload.model), kept.initial):
                 tensor.copy_(start)
-        for p in workload.model.parameters():
+        for p in kept.workload.model.parameters():
             p.grad = None
-        return workload, known
+        return kept.workload, kept
     workload = build_workload(RunConfig(model=cfg.model, layers=cfg.layers, width=cfg.width,
                                         seed=cfg.seed, checkpoint_every=cfg.checkpoint_every))
     workload = dataclasses.replace(workload, model=workload.model.to(device))
     initial = [t.detach().clone() for t in _state(workload.model)]
     if sum(t.numel() * t.element_size() for t in initial) > WARM_MAX_BYTES:
         return workload, None
-    _WARM[key] = (workload, initial, fingerprint(workload.model, device))
+    _WARM[key] = Kept(workload, initial, fingerprint(workload.model, device))
     while len(_WARM) > WARM_ENTRIES:
         _WARM.popitem(last=False)
-    return workload, _WARM[key][2]
+    return workload, _WARM[key]
 
 
 def _state(model) -> list:
@@ -239,20 +254,25 @@ def _state(model) -> list:
     return [*model.parameters(), *model.buffers()]
 
 
-def _wrap_ddp(ctx: RankContext, cfg: RunConfig, model, device, known=None):
-    """DDP around `model` with what a run records: (ddp, bucket log, SGD, link thread or None).
-    `known`: the model's fingerprint if already known (`same_on_every_rank`)."""
+def _wrap_ddp(ctx: RankContext, cfg: RunConfig, model, device, kept: Kept | None = None):
+    """DDP around `model` with what a run records: (ddp, bucket log, SGD, link thread or None,
+    whether DDP starts with steady buckets). `kept`: the model's warm-rank entry, if kept
+    (its fingerprint for `same_on_every_rank`; its ready order gives a light-warm-up run
+    steady buckets at once where nothing in the run would rebuild them, `rebuilt_buckets`)."""
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb, init_sync=not same_on_every_rank(model, device, known),
-              device_ids=[device.index] if device.type == "cuda" else None)
+    same = same_on_every_rank(model, device, kept.fingerprint if kept is not None else None)
+    ready = kept.ready if kept is not None and cfg.warmup == "light" and not rebuilds_mid_run(cfg) else None
+    with built_with(ready, cfg.bucket_cap_mb) as steady:
+        ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb, init_sync=not same,
+                  device_ids=[device.index] if device.type == "cuda" else None)
     ddp._set_ddp_runtime_logging_sample_rate(1)  # timing stats on every iteration
     link = LinkThread(cfg.link, ctx.world_size) if cfg.link is not None else None
     # a bare run (profile=False) is plain DDP, the overhead baseline: no hook, an empty log
     log = (record_buckets(ddp, model, ctx.world_size, link) if cfg.profile or link is not None
            else BucketLog({}, ctx.world_size))
-    return ddp, log, torch.optim.SGD(ddp.parameters(), lr=cfg.lr), link
+    return ddp, log, torch.optim.SGD(ddp.parameters(), lr=cfg.lr), link, steady[0]
 
 
 def same_on_every_rank(model, device, mine=None) -> bool:
@@ -297,10 +317,12 @@ def _words(t):
 
 
 def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, workload,
-                    export_trace: bool = False):
+                    export_trace: bool = False, kept: Kept | None = None, steady: bool = False):
     """Every step from `cfg.profile_from` on under the profiler (none with profile=False):
     (profiler or None, the clock mark, losses, parameters after each step, each step's wall
-    time in ms). Earlier steps run bare, unannotated."""
+    time in ms). Earlier steps run bare, unannotated; a light warm-up's (`warmup_step`) train
+    nothing, so they add no loss and no wall time, and a DDP that starts with steady buckets
+    (`steady`) skips them."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from .workloads import flat_params
@@ -314,16 +336,17 @@ def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, 
             profiled = cfg.profile and step >= cfg.profile_from
             if profiled and not started:   # built here: whether it needs shapes is known now
                 prof = profile(activities=activities,
-                               record_shapes=needs_shapes(cfg, ddp, ctx.device, export_trace))
+                               record_shapes=needs_shapes(cfg, ddp, ctx.device, export_trace, steady))
                 prof.start()
                 started, clock = True, _clock_mark(record_function)
             annotate = record_function if profiled else bare
             log.step, t0 = step, time.perf_counter()
             if cfg.warmup == "light" and step < cfg.profile_from:
-                losses.append(warmup_step(ctx, cfg, ddp, opt, log, step, workload))
-            else:
-                with annotate(f"{STEP_PREFIX}{step}"):
-                    losses.append(train_step(ctx, cfg, ddp, opt, log, step, annotate, workload))
+                if not steady:
+                    warmup_step(ctx, cfg, ddp, opt, log, step, workload, kept)
+                continue
+            with annotate(f"{STEP_PREFIX}{step}"):
+                losses.append(train_step(ctx, cfg, ddp, opt, log, step, annotate, workload))
             wall_ms.append((time.perf_counter() - t0) * 1e3)
             if cfg.checks:
                 snapshots.append(flat_params(ddp.module))
@@ -333,7 +356,7 @@ def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, 
     return prof, clock, losses, snapshots, wall_ms
 
 
-def needs_shapes(cfg: RunConfig, ddp, device: str, export_trace: bool) -> bool:
+def needs_shapes(cfg: RunConfig, ddp, device: str, export_trace: bool, steady: bool = False) -> bool:
     """Does the profile starting now need the profiler's input shapes (`record_shapes`)?
 
     The record reads shapes for one thing: the bytes of each collective. Where the only
@@ -341,7 +364,8 @@ def needs_shapes(cfg: RunConfig, ddp, device: str, export_trace: bool) -> bool:
     have their sizes (`reduce_profile` fills them in), and recording every op's shapes only
     costs: ~5 ms of profiler stop on the sliders' MLP, 7-8 on the GPT, ~1 ms of events. That
     holds on CPU for a built-in model of float32 parameters (a user's forward may run its own
-    collectives), once DDP has rebuilt its buckets (the rebuild broadcasts the bucket order)
+    collectives), once DDP has rebuilt its buckets (the rebuild broadcasts the bucket order) or
+    started with steady ones that nothing in the run rebuilds (`steady`, `dpviz.rebuilt_buckets`)
     and where it broadcasts no buffers in each forward (the CNN's BatchNorm statistics).
     A chrome trace file (`_profile_output`: the user's, a GPU's, a checkpointed run's) keeps
     every shape."""
@@ -351,7 +375,7 @@ def needs_shapes(cfg: RunConfig, ddp, device: str, export_trace: bool) -> bool:
 
     writes_trace = export_trace or device != "cpu" or bool(cfg.checkpoint_every)
     return not (not writes_trace and cfg.model in BUILTIN
-                and ddp._has_rebuilt_buckets and not (ddp.broadcast_buffers and ddp.modules_buffers)
+                and (ddp._has_rebuilt_buckets or steady) and not (ddp.broadcast_buffers and ddp.modules_buffers)
                 and all(p.dtype == torch.float32 for p in ddp.parameters()))
 
 

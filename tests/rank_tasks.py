@@ -135,7 +135,7 @@ def warm_workload_after_training(ctx, cfg) -> dict:
         p.grad = torch.ones_like(p)
     again, known_again = warm_workload(cfg, torch.device("cpu"))
     fresh = build_workload(cfg).model
-    same_print = known_again is not None and torch.equal(known_again, fingerprint(fresh, "cpu"))
+    same_print = known_again is not None and torch.equal(known_again.fingerprint, fingerprint(fresh, "cpu"))
     pairs = zip((*again.model.parameters(), *again.model.buffers()),
                 (*fresh.parameters(), *fresh.buffers()))
     return dict(kept=again is first, equal=all(torch.equal(a, b) for a, b in pairs),
@@ -204,3 +204,32 @@ def shapes_recorded(ctx, cfg) -> bool:
     finally:
         ddp_run.needs_shapes = decide
     return seen == [True]
+
+
+def steady_buckets_against_rebuilds(ctx, model: str, caps: list) -> list[tuple]:
+    """Per cap: (the buckets DDP's own rebuild made after a synced backward, the ones
+    `steady_assignment` gives from the ready order learned at the first cap), as parameter
+    indices per bucket, in the reducer's order."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from dpviz.config import RunConfig
+    from dpviz.rebuilt_buckets import ready_order, steady_assignment
+    from dpviz.workloads import build_workload, compute_loss, rank_batch
+
+    cfg = RunConfig(model=model, world_size=ctx.world_size)
+    workload = build_workload(cfg)
+    params = list(workload.model.parameters())
+    index = {id(p): i for i, p in enumerate(params)}
+    ready, out = None, []
+    for cap in caps:
+        ddp = DDP(workload.model, bucket_cap_mb=cap)
+        x, y = rank_batch(cfg, workload, 0, 0, ctx.rank)
+        compute_loss(workload, ddp(x), y).backward()
+        assert ddp.reducer._rebuild_buckets()
+        ready = ready or ready_order(ddp)
+        rebuilt = [[index[id(p)] for p in b.parameters()] for b in ddp.reducer._get_zeros_like_grad_buckets()]
+        out.append((rebuilt, steady_assignment(params, ready, cap)[0]))
+        workload.model.zero_grad(set_to_none=True)
+        del ddp
+    return out

@@ -190,35 +190,61 @@ def test_a_run_profiled_from_its_last_step_records_that_step_as_a_full_run_does(
         RunConfig(steps=2, profile_from=2).replace()
 
 
-@pytest.mark.parametrize("changes", [dict(model="mlp", bucket_cap_mb=0.25),
-                                     dict(model="gpt", bucket_cap_mb=0.25),
-                                     dict(model="cnn", bucket_cap_mb=0.01),
-                                     dict(model="mlp", bucket_cap_mb=0.25, accum_steps=3),
-                                     dict(model="mlp", bucket_cap_mb=0.25, accum_steps=3, no_sync="off"),
-                                     dict(model="mlp", bucket_cap_mb=0.25, accum_steps=3,
-                                          no_sync="backward_only")],
-                         ids=["mlp", "gpt", "cnn", "mlp-K3", "mlp-K3-no_sync-off", "mlp-K3-backward_only"])
-def test_after_a_light_warmup_the_drawn_step_is_a_steady_state_step(cluster2, changes):
-    """warmup="light" (a slider's) trains step 0 on 2 samples, all-reduces nothing, drops its
-    gradients and has DDP rebuild its buckets then: step 1 hands over the buckets (indices,
-    parameters, bytes) with the spans of a full run's steady-state step (step 2 of 3, after
-    the rebuild step), and broadcasts nothing but what DDP broadcasts in every forward (the
-    CNN's BatchNorm buffers), where a full run's rebuild step broadcasts the bucket order."""
-    cfg = RunConfig(checks=False, **changes)
-    light = run(cfg.replace(steps=2, profile_from=1, warmup="light"), cluster=cluster2)
-    full = run(cfg.replace(steps=3), cluster=cluster2)
-    assert light.config["warmup"] == "light" and full.config["warmup"] == "full"
+# (config, the first run's cap, a seed no other run keeps: the first run is the workload's first)
+@pytest.mark.parametrize("changes, learn_cap, seed", [
+    (dict(model="mlp", bucket_cap_mb=0.25), 0.5, 1001),
+    (dict(model="gpt", bucket_cap_mb=0.25), 0.1, 1002),
+    (dict(model="cnn", bucket_cap_mb=0.01), 0.02, 1003),
+    (dict(model="mlp", bucket_cap_mb=0.25, accum_steps=3), 0.5, 1004),
+    (dict(model="mlp", bucket_cap_mb=0.25, accum_steps=3, no_sync="off"), 0.5, 1005),
+    (dict(model="mlp", bucket_cap_mb=0.25, accum_steps=3, no_sync="backward_only"), 0.5, 1006)],
+    ids=["mlp", "gpt", "cnn", "mlp-K3", "mlp-K3-no_sync-off", "mlp-K3-backward_only"])
+def test_a_light_run_draws_a_steady_state_step_whether_it_warms_up_or_starts_steady(cluster2, changes,
+                                                                                    learn_cap, seed):
+    """warmup="light" (a slider's): the first run of a kept workload trains step 0 on 2
+    samples, all-reduces nothing, drops its gradients and has DDP rebuild its buckets then,
+    learning the ready order; the next run at another cap builds its DDP with the buckets that
+    rebuild would make (DDP logs no rebuild) and skips step 0, except where a rebuild would
+    still come mid-run (K micro-steps that each sync). Both runs' step 1 hands over the
+    buckets (indices, parameters, bytes) with the spans of a full run's steady-state step
+    (step 2 of 3, after the rebuild step) at their cap, and broadcasts nothing but what DDP
+    broadcasts in every forward (the CNN's BatchNorm buffers), where a full run's rebuild
+    step broadcasts the bucket order."""
+    cfg = RunConfig(checks=False, seed=seed, **changes)
+    light = cfg.replace(steps=2, profile_from=1, warmup="light")
+    first = run(light.replace(bucket_cap_mb=learn_cap), cluster=cluster2)
+    then = run(light, cluster=cluster2)
+    starts_steady = changes.get("accum_steps", 1) == 1 or changes.get("no_sync", "forward_backward") == "forward_backward"
+    rebuilt = lambda r: {d.get("has_rebuilt_buckets", 0) for d in r.ddp_logging.values()}   # DDP logs it once rebuilt
+    assert rebuilt(first) == {1} and rebuilt(then) == {0 if starts_steady else 1}
     notes = lambda r, step: [(b.rank, b.micro_step, b.index, b.bytes, b.params)
                              for b in r.buckets if b.step == step]
-    assert len({b.index for b in full.buckets}) > 1     # rebuilt into several buckets
-    assert notes(light, 1) == notes(full, 2) and {b.step for b in light.buckets} == {1}
     kinds = lambda r, step: sorted((s.rank, s.kind, s.bucket, s.op, s.bytes) for s in r.spans if s.step == step)
-    assert kinds(light, 1) == kinds(full, 2)
     broadcasts = lambda r, step: [s for s in r.spans if s.step == step and s.op == "broadcast"]
     buffers = 2 * (changes["model"] == "cnn")    # per rank: the float statistics, the long counts
-    assert len(broadcasts(light, 1)) == len(broadcasts(full, 2)) == 2 * buffers
-    rebuilding = 1 if changes.get("accum_steps", 1) == 1 or changes.get("no_sync", "forward_backward") == "forward_backward" else 0
-    assert len(broadcasts(full, rebuilding)) > len(broadcasts(full, 2))   # the bucket order
+    for drawn in (first, then):
+        full = run(cfg.replace(steps=3, bucket_cap_mb=drawn.config["bucket_cap_mb"]), cluster=cluster2)
+        assert drawn.config["warmup"] == "light" and full.config["warmup"] == "full"
+        assert len({b.index for b in full.buckets}) > 1     # rebuilt into several buckets
+        assert notes(drawn, 1) == notes(full, 2) and {b.step for b in drawn.buckets} == {1}
+        assert kinds(drawn, 1) == kinds(full, 2)
+        assert len(broadcasts(drawn, 1)) == len(broadcasts(full, 2)) == 2 * buffers
+        assert len(broadcasts(full, 1 if starts_steady else 0)) > len(broadcasts(full, 2))   # the bucket order
+        assert [len(ls) for ls in drawn.losses.values()] == [1, 1]   # step 0 trained nothing
+
+
+@pytest.mark.parametrize("model", ["mlp", "gpt", "cnn"])
+def test_steady_buckets_are_the_ones_ddps_rebuild_makes_at_every_cap(cluster2, model):
+    """`rebuilt_buckets.steady_assignment`, from the ready order one DDP's rebuild learned,
+    gives every other cap the buckets DDP's own rebuild makes there: DDP's default (None: a
+    1 MiB first bucket, then 25 MiB), caps below one gradient's size, and one bucket for all."""
+    from rank_tasks import steady_buckets_against_rebuilds
+
+    caps = [0.25, None, 0.001, 0.01, 0.1, 0.5, 1.0, 25.0]
+    for rank in cluster2.run_task(steady_buckets_against_rebuilds, model, caps):
+        assert len({len(rebuilt) for rebuilt, _ in rank}) > 2    # the caps make different buckets
+        for cap, (rebuilt, steady) in zip(caps, rank):
+            assert steady == rebuilt, cap
 
 
 def test_a_light_warmup_skips_the_link_and_the_update_and_the_drawn_step_keeps_its_link(cluster2):
