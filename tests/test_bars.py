@@ -106,17 +106,27 @@ def test_hbars_sets_the_limits_add_collection_sets(xscale):
         verts = [[(x, y), (x, y + h), (x + w, y + h), (x + w, y)] for (x, w), (y, h) in zip(ranges, lanes)]
         return ax.add_collection(PolyCollection(np.array(verts), facecolors=colors))
 
+    def twice(add):   # a second collection while the first's autoscale is pending, then a margin
+        def both(ax):
+            bars = add(ax)
+            ax.margins(x=0.1)
+            add(ax)
+            return bars
+        return both
+
     limits = {}
     for name, add in (("hbars", lambda ax: hbars(ax, ranges, lanes, facecolors=colors)), ("theirs", matplotlib_way)):
-        fig = Figure()
-        ax = fig.add_subplot()
-        ax.set_xscale(xscale)
-        bars = add(ax)
-        data = (ax.dataLim.get_points().tolist(), ax.dataLim.minpos.tolist())
-        view = (ax.get_xlim(), ax.get_ylim())
-        ax.relim()
-        limits[name] = (data, view, ax.dataLim.get_points().tolist(), bars.get_facecolor().tolist())
-    assert limits["hbars"] == limits["theirs"]
+        for how, adding in (("once", add), ("twice", twice(add))):
+            fig = Figure()
+            ax = fig.add_subplot()
+            ax.set_xscale(xscale)
+            bars = adding(ax)
+            data = (ax.dataLim.get_points().tolist(), ax.dataLim.minpos.tolist())
+            view = (ax.get_xlim(), ax.get_ylim())
+            ax.relim()
+            limits[name, how] = (data, view, ax.dataLim.get_points().tolist(), bars.get_facecolor().tolist())
+    assert limits["hbars", "once"] == limits["theirs", "once"]
+    assert limits["hbars", "twice"] == limits["theirs", "twice"]
 
 
 def test_hbars_colour_names_become_the_rgba_matplotlib_makes():
