@@ -44,3 +44,45 @@ def test_a_collection_with_nothing_finite_to_box_has_a_box_that_is_not_finite():
     bars = hbars(ax, [(np.nan, 1.0)], (0, 1))
     assert not np.isfinite(_collection_box(bars).extents).all()
     assert not np.isfinite(_collection_box(hbars(ax, [], (0, 1))).extents).all()
+
+
+def _framed():
+    """An axes with a frame (ticks, lane names, a legend outside) and its frame's boxes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.patches import Patch
+
+    from dpviz.widgets.frame import frame_boxes
+
+    fig = Figure(figsize=(6, 3), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    ax.set_xlim(0, 10)
+    ax.set_ylim(0, 4)
+    ax.set_yticks([1, 3], ["lane a", "lane b"])
+    ax.legend(handles=[Patch(color="#4C72B0", label="forward")], loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    return ax, frame_boxes(ax, renderer), renderer
+
+
+@pytest.mark.parametrize("add, touching", [
+    (lambda ax: hbars(ax, [(2, 3), (6, 1)], (1, 0.5)), False),                  # well inside
+    (lambda ax: [ax.text(4, 2, "b0")], False),
+    (lambda ax: hbars(ax, [(0, 3)], (1, 0.5)), True),                           # on the left spine
+    (lambda ax: [ax.text(-0.3, 3, "b1", ha="right", clip_on=False)], True),     # on a lane name
+    (lambda ax: [ax.text(10.5, 3.6, "b2", clip_on=False)], True),               # on the legend
+    (lambda ax: hbars(ax, [(14, 3)], (1, 0.5)), False),                         # clipped away entirely
+    (lambda ax: [ax.text(4, 2, "")], False),                                    # paints nothing
+    (lambda ax: hbars(ax, [(np.nan, 1)], (1, 0.5)), True),                      # box not known
+    (lambda ax: ax.imshow(np.zeros((2, 2)), extent=(4, 5, 1, 2)), True),       # images: always
+])
+def test_touches_tells_which_changing_artists_meet_the_frame(add, touching):
+    from dpviz.widgets.frame import touches
+
+    ax, frame, renderer = _framed()
+    added = add(ax)
+    changing = [added] if not isinstance(added, list) else added
+    ax.set_xlim(0, 10)   # imshow sets its own limits
+    ax.set_ylim(0, 4)
+    quiet = hbars(ax, [(4, 1)], (2.5, 0.3))   # a changing artist that touches nothing, tested too
+    assert touches([quiet, *changing], frame, renderer) is touching

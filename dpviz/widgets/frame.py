@@ -83,8 +83,10 @@ def frame_boxes(ax, renderer) -> list[Bbox]:
 def touches(changing: list[Any], frame: list[Bbox], renderer) -> bool:
     """Whether any changing artist's painted box (clipped to its clip box, padded) meets any of
     the frame's boxes: there a whole draw would paint the frame over it, a blit under it. An
-    artist whose box cannot be told counts as touching."""
-    frame = Boxes(frame)   # tested all at once (as `place_labels` tests its labels)
+    artist whose box cannot be told counts as touching. The boxes are clipped, padded and
+    tested all at once (as `place_labels` tests its labels): one at a time, as `Bbox`es, was
+    half of this test's ~2 ms a move."""
+    boxes, clips = [], []
     for artist in changing:
         if not artist.get_visible() or (isinstance(artist, Text) and not artist.get_text()):
             continue   # nothing painted (an empty title's box is a unit box at the origin)
@@ -92,17 +94,22 @@ def touches(changing: list[Any], frame: list[Bbox], renderer) -> bool:
             continue
         if isinstance(artist, AxesImage):
             return True   # `Axes.draw` paints images even when animated: in the frame too
-        box = _painted_box(artist, renderer)
-        if not np.isfinite(box.extents).all():
-            return True
+        boxes.append(_painted_box(artist, renderer).extents)
         clip = artist.get_clip_box() if artist.get_clip_on() else None
-        if clip is not None:
-            box = Bbox.intersection(box, clip)
-            if box is None:
-                continue
-        if frame.overlap(box.padded(PAD_PX)):
-            return True
-    return False
+        clips.append(_UNCLIPPED if clip is None else clip.extents)
+    if not boxes:
+        return False
+    boxes, clips = np.array(boxes), np.array(clips)
+    if not np.isfinite(boxes).all():
+        return True
+    # `Bbox.intersection` of each box (corners sorted) with its clip box: none where they part
+    lo = np.maximum(np.minimum(boxes[:, :2], boxes[:, 2:]), np.minimum(clips[:, :2], clips[:, 2:]))
+    hi = np.minimum(np.maximum(boxes[:, :2], boxes[:, 2:]), np.maximum(clips[:, :2], clips[:, 2:]))
+    shown = (lo <= hi).all(axis=1)
+    return Boxes(frame).overlap_any(np.hstack([lo[shown] - PAD_PX, hi[shown] + PAD_PX]))
+
+
+_UNCLIPPED = (-np.inf, -np.inf, np.inf, np.inf)
 
 
 def _painted_box(artist, renderer) -> Bbox:
