@@ -217,7 +217,7 @@ MOVE_ROWS = (
     ("parent: task round trip beyond the slowest rank's parts (pipes, pickles, the other rank)", None, None),
     ("parent: record from the ranks' events (assemble_run)", "record0", "record1"),
     ("parent: record handed to the figure", "record1", "show0"),
-    ("figure: empty the kept axes + plot calls at the kept limits", "_plot0", "_plot1"),
+    ("figure: empty the kept axes + plot calls at the kept limits (legend put back)", "_plot0", "_plot1"),
     ("figure: titles as the HTML caption", "_plot1", "_rasterize0"),
     ("figure: kept frame restored + what changed drawn over it", "_rasterize0", "_rasterize1"),
     ("figure: PNG encode", "png0", "png1"),
@@ -341,10 +341,10 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
         reused += figure.reused_frame
         figure.figure.canvas.draw()   # the same figure drawn whole, as each move was before
         t7 = time.perf_counter()
-        add("new figure: empty the kept axes + plot calls (kept layout and limits) + titles as the "
+        add("new figure: empty the kept axes + plot calls (kept layout, limits, legend) + titles as the "
             "HTML caption", (t4 - t3) * 1e3)
         add("new figure: kept frame restored + what changed drawn over it (kept glyphs)", (t5 - t4) * 1e3)
-        add("new figure: PNG encode (RGB rows unfiltered, zlib level 3)", (t6 - t5) * 1e3)
+        add("new figure: PNG encode (RGB rows unfiltered, ISA-L deflate level 1)", (t6 - t5) * 1e3)
         add("kept figure before, for comparison: the same figure drawn whole (instead of the "
             "restore + what changed)", (t7 - t6) * 1e3)
     print(f"\none {name} move by parts ({cfg.layers}x{cfg.width} {cfg.model}, batch {cfg.batch_per_rank}"

@@ -87,3 +87,58 @@ def test_bars_on_several_lanes_are_the_bars_drawn_lane_by_lane():
     assert np.array_equal(one[0], many[0]) and one[1] == many[1]
     with pytest.raises(ValueError, match="one per bar"):
         hbars(Figure().add_subplot(), [(0, 1)] * 3, [(0, 1), (1, 1)])
+
+
+@pytest.mark.parametrize("xscale", ["linear", "log"])
+def test_hbars_sets_the_limits_add_collection_sets(xscale):
+    """`hbars` measures its bars' data limits with numpy instead of asking matplotlib to measure
+    the collection: the same data limits (bounds and smallest positive values, which a log
+    axis starts from; a bar at nan is skipped), the same autoscaled view, and the bars still
+    count when the limits are recomputed (`relim`)."""
+    from matplotlib.collections import PolyCollection
+
+    rng = np.random.default_rng(3)   # values whose trip through the data transform rounds
+    ranges = [(0.13, 2.71), (np.nan, 1.0), (5.5, 3.333), (-2.0, 1.0)] + rng.uniform(0.01, 97, (40, 2)).tolist()
+    lanes = [(1.2, 0.55), (0, 1), (0.3, 0.2), (2, 1)] + rng.uniform(0.1, 13, (40, 2)).tolist()
+    colors = ["#4C72B0", "none", "#55A868", "#4C72B0"] * 11
+
+    def matplotlib_way(ax):
+        verts = [[(x, y), (x, y + h), (x + w, y + h), (x + w, y)] for (x, w), (y, h) in zip(ranges, lanes)]
+        return ax.add_collection(PolyCollection(np.array(verts), facecolors=colors))
+
+    def twice(add):   # a second collection while the first's autoscale is pending, then a margin
+        def both(ax):
+            bars = add(ax)
+            ax.margins(x=0.1)
+            add(ax)
+            return bars
+        return both
+
+    limits = {}
+    for name, add in (("hbars", lambda ax: hbars(ax, ranges, lanes, facecolors=colors)), ("theirs", matplotlib_way)):
+        for how, adding in (("once", add), ("twice", twice(add))):
+            fig = Figure()
+            ax = fig.add_subplot()
+            ax.set_xscale(xscale)
+            bars = adding(ax)
+            data = (ax.dataLim.get_points().tolist(), ax.dataLim.minpos.tolist())
+            view = (ax.get_xlim(), ax.get_ylim())
+            ax.relim()
+            limits[name, how] = (data, view, ax.dataLim.get_points().tolist(), bars.get_facecolor().tolist())
+    assert limits["hbars", "once"] == limits["theirs", "once"]
+    assert limits["hbars", "twice"] == limits["theirs", "twice"]
+
+
+def test_hbars_colour_names_become_the_rgba_matplotlib_makes():
+    """A list of colour names is converted once per distinct colour: the same RGBA rows
+    (including "none", fully transparent) as matplotlib's own conversion; an alpha is left
+    to matplotlib."""
+    from matplotlib.colors import to_rgba_array
+
+    ax = Figure().add_subplot()
+    colors = ["#4C72B0", "none", "tab:orange", "#4C72B0", "white"]
+    bars = hbars(ax, [(i, 1) for i in range(5)], (0, 1), facecolors=colors, edgecolor=colors[::-1])
+    assert np.array_equal(bars.get_facecolor(), to_rgba_array(colors))
+    assert np.array_equal(bars.get_edgecolor(), to_rgba_array(colors[::-1]))
+    faded = hbars(ax, [(i, 1) for i in range(5)], (0, 1), facecolors=colors, alpha=0.5)
+    assert np.array_equal(faded.get_facecolor(), to_rgba_array(colors, 0.5))

@@ -10,6 +10,7 @@ from ..accumulation_records import (AccumulationSweep, GradientCheck, micro_step
                                     run_lengths, accumulation_row)
 from ..link import link_note
 from .bars import hbars, link_bars
+from .legends import kept_legend
 from .legibility import place_labels
 from ..record import RunRecord
 from ..overlap import steady_steps
@@ -78,7 +79,7 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
     if cfg.get("link"):
         handles.append(Patch(facecolor="white", edgecolor=style.MUTED, hatch=style.LINK_HATCH,
                              label="link transfer (emulated)"))
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    kept_legend(ax, handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     style.tag(ax, style.source_of(record), note=style.adjustment_of(record))
     place_labels(labels[::-1], "a micro-step too short for its label under load",   # the syncing last one first
                  shifts_pt=((0, 0), (0, 9), (0, -9)))

@@ -10,6 +10,7 @@ from ..buckets_records import (ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap
                                gradients, step_buckets, step_timeline)
 from ..link import link_note
 from .bars import hbars, link_bars
+from .legends import kept_legend
 from .legibility import place_labels
 from ..record import RunRecord
 from ..overlap import steady_steps
@@ -172,7 +173,7 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
                 Patch(color=EXPOSED_COLOR, label="exposed comm")]
     if model is not None:
         handles.append(Patch(fill=False, edgecolor=style.TEXT, ls=":", label="alpha-beta prediction"))
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    kept_legend(ax, handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     style.tag(ax, style.source_of(record), *(["model"] if model is not None else []),
               note=style.adjustment_of(record))
     if hide_labels:

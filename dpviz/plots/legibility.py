@@ -124,9 +124,14 @@ class Boxes:
         self.extents = np.array([_sorted(b) for b in boxes], dtype=float).reshape(-1, 4)
 
     def overlap(self, box) -> bool:
-        x0, y0, x1, y1 = _sorted(box)
-        e = self.extents
-        return bool(np.any((e[:, 2] >= x0) & (e[:, 0] <= x1) & (e[:, 3] >= y0) & (e[:, 1] <= y1)))
+        return self.overlap_any(np.array([_sorted(box)]))
+
+    def overlap_any(self, boxes: np.ndarray) -> bool:
+        """Whether any of `boxes`, (n, 4) rows of (x0, y0, x1, y1) with x0 <= x1 and y0 <= y1,
+        overlaps any of these."""
+        e, b = self.extents[None, :, :], boxes[:, None, :]
+        return bool(np.any((e[..., 2] >= b[..., 0]) & (e[..., 0] <= b[..., 2])
+                           & (e[..., 3] >= b[..., 1]) & (e[..., 1] <= b[..., 3])))
 
     def add(self, box) -> None:
         self.extents = np.vstack([self.extents, _sorted(box)])
