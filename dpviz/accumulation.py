@@ -39,8 +39,9 @@ FACADE = ("sweep_accumulation", "check_gradients", "compare_scopes", "k_slider",
 # 1 MB MLP into several buckets, so "one all-reduce per bucket" is visible.
 DEMO_CONFIG = RunConfig(world_size=2, steps=4, layers=4, width=256, batch_per_rank=16,
                         bucket_cap_mb=0.25)
-# A slider move runs a light warm-up in which DDP rebuilds its buckets, then the one steady
-# step the figure draws, no more: a shorter wait per move (benchmarks/knob_latency.py).
+# A slider's first run has a light warm-up in which DDP rebuilds its buckets, later moves start
+# with those buckets (dpviz.rebuilt_buckets); then the one steady step the figure draws, no
+# more: a shorter wait per move (benchmarks/knob_latency.py).
 LIVE_STEPS = 2
 
 

@@ -121,8 +121,9 @@ def bucket_cap_slider(cluster, cfg=None, caps: Sequence[float] = SLIDER_CAPS, va
     outlines each all-reduce's predicted time. Two steps per run: step 1 is already rebuilt.
     The timeline draws the last step and no parameter check, so the slider's runs profile
     that step only, skip the checks and make step 0 a light warm-up that only rebuilds the
-    buckets (`config.for_slider`, kept in each record's config): a move does not wait for
-    a profile, an all_gather or a full step nobody sees."""
+    buckets, the first time; later moves build DDP with the rebuilt buckets and skip it
+    (`config.for_slider`, `rebuilt_buckets`): a move does not wait for a profile, an
+    all_gather or a step nobody sees."""
     from .widgets.buckets import bucket_cap_panel
 
     cfg = for_slider(cfg or sweep_config(steps=2))

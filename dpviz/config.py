@@ -19,7 +19,8 @@ BACKENDS = ("gloo", "nccl")
 # backward only (the pitfall: forward already armed the all-reduce), or nowhere (forgotten).
 NO_SYNC_SCOPES = ("forward_backward", "backward_only", "off")
 # What the steps before `profile_from` run (RunConfig.warmup): "full" trains them as any step;
-# "light" only has DDP rebuild its buckets (dpviz.ddp_run.warmup_step).
+# "light" only has DDP rebuild its buckets (dpviz.ddp_run.warmup_step), and not even that where
+# a warm rank already knows the workload's ready order (dpviz.rebuilt_buckets).
 WARMUPS = ("full", "light")
 # Samples per rank in a light warm-up: BatchNorm in train mode needs more than one value per
 # channel, and a user's model already ran a forward on 2 samples (validate_model_spec).
@@ -182,8 +183,9 @@ def validate(cfg: RunConfig) -> RunConfig:
 def for_slider(cfg: RunConfig) -> RunConfig:
     """What a slider's move runs: its figure draws the last step and no parameter check, so
     only the last step is profiled, the checks' all_gather is skipped, and the steps before it
-    are light warm-ups in which DDP rebuilds its buckets, so the drawn step is a steady-state
-    step (all three stay in each record's config)."""
+    are light warm-ups in which DDP rebuilds its buckets (skipped once a warm rank knows the
+    workload's ready order: DDP then starts with the rebuilt buckets), so the drawn step is a
+    steady-state step (all three stay in each record's config)."""
     return cfg.replace(checks=False, profile_from=cfg.steps - 1, warmup="light")
 
 
