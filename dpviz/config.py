@@ -69,8 +69,10 @@ class RunConfig:
     # no all-reduce (the comm hook hands the buckets back: neither the emulated link nor gloo),
     # gradients dropped (no optimizer step), then DDP's rebuild itself, so the profiled steps
     # start from the initial weights as steady-state steps (the buckets, and no rebuild
-    # broadcast, of a full run's step 2). Its loss entries are that slice's loss.
-    # Needs checks=False (the checks compare every step).
+    # broadcast, of a full run's step 2). It trains nothing, so it adds no loss and no wall
+    # time; once a warm rank knows the workload's ready order, DDP starts with the rebuilt
+    # buckets and the step is skipped (dpviz.rebuilt_buckets). Needs checks=False (the checks
+    # compare every step).
     warmup: str = "full"
     # compare every step's parameters across ranks and with one process (record.checks); a
     # slider whose figure draws no check turns this off and its record says so (config.checks)

@@ -1,4 +1,4 @@
-# Just over 300 lines: a profiled DDP run's rank side and parent side, read side by side.
+# A profiled DDP run's rank side and parent side, read side by side.
 """One live DDP training run: the rank side (`train_rank`) and the parent side (`run`).
 
 Each rank trains the workload under torch.profiler with a comm hook that records every
@@ -372,7 +372,7 @@ def needs_shapes(cfg: RunConfig, ddp, device: str, export_trace: bool, steady: b
 
     from .workloads import BUILTIN
 
-    writes_trace = export_trace or device != "cpu" or bool(cfg.checkpoint_every)
+    writes_trace = export_trace or _full_trace(cfg, device)
     return not (not writes_trace and cfg.model in BUILTIN
                 and (ddp._has_rebuilt_buckets or steady) and not (ddp.broadcast_buffers and ddp.modules_buffers)
                 and all(p.dtype == torch.float32 for p in ddp.parameters()))
