@@ -22,6 +22,7 @@ from .profile_events import ScopedProfile, first_start, kineto_events, reduce_pr
 from .recompute import recompute_spans
 from .rebuilt_buckets import built_with, ready_order, rebuilds_mid_run
 from .record import Bucket, MicroStep, RunRecord, Span, StepCheck, save
+from .torch_gate import has_list_shapes
 from .trace import CLOCK_MARK, HOOK_PREFIX, LINK_ALLREDUCE_PREFIX, LINK_PREFIX, MICRO_PREFIX, STEP_PREFIX, merge_traces, \
     read_trace, shift, spans_from_trace, write_json
 
@@ -407,7 +408,8 @@ def _profile_output(ctx: RankContext, cfg: RunConfig, prof, device, export_trace
             prof.export_chrome_trace(trace_path)
         everything = []
         if not full:
-            shapes = prof.record_shapes
+            # sizes from the hook's notes where the profile has none for a bucket's TensorList
+            shapes = prof.record_shapes and has_list_shapes()
             numels = None if shapes else [n["numel"] for n in log.seen if n["step"] >= cfg.profile_from]
             everything = kineto_events(prof)
             events = reduce_profile(everything, numels)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 from typing import Iterable
 
+from .torch_gate import input_shapes
 from .trace import CLOCK_MARK, COMM_KINDS, TraceScan, classify
 
 # (name, category, start ns, duration ns, thread, input shapes, input dtypes)
@@ -106,7 +107,7 @@ def reduce_profile(events: Iterable, bucket_numels: list[int] | None = None) -> 
             continue
         out.append((name, "user_annotation" if ev.is_user_annotation() else "cpu_op",
                     ev.start_ns(), ev.duration_ns(), ev.start_thread_id(),
-                    ev.structured_input_shapes() if comm else [], ev.dtypes() if comm else []))
+                    input_shapes(ev) if comm else [], ev.dtypes() if comm else []))
     return _with_bucket_shapes(out, bucket_numels) if bucket_numels is not None else out
 
 
