@@ -432,8 +432,8 @@ def _step_checks(ctx: RankContext, cfg: RunConfig, workload, initial, snapshots:
     if not cfg.checks:   # every rank skips the all_gather, or none does (the flag is in the config)
         return []
     mine = torch.stack(snapshots).cpu()
-    everyone = [torch.empty_like(mine, device=device) for _ in range(ctx.world_size)]  # NCCL gathers into GPU tensors
-    dist.all_gather(everyone, mine.to(device) if ctx.backend == "nccl" else mine)
+    everyone = [torch.empty_like(mine, device=device) for _ in range(ctx.world_size)]  # on the ranks' device
+    dist.all_gather(everyone, mine.to(device))
     if ctx.rank != 0:
         return []
     reference = _reference(cfg.replace(bucket_cap_mb=None, profile=True))
@@ -497,7 +497,8 @@ def run(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
         cfg = cfg.replace(**changes)
     validate_model_spec(cfg.model, seed=cfg.seed)   # a user's model fails here, before any rank
     out_dir = writable_dir(out) if out is not None else None
-    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s, exact=True) as ranks:
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s, exact=True,
+                       device=cfg.device) as ranks:
         results = ranks.run_task(train_rank, cfg, import_path(), out_dir is not None, timeout_s=cfg.timeout_s)
         return assemble_run(cfg, results, out_dir)   # the traces live in the ranks' workdir
 
