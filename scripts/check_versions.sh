@@ -87,6 +87,8 @@ for pair in "${PAIRS[@]}"; do
 done
 
 {
+  echo "pytest ${TEST_ARGS[*]}"
+  echo
   echo "| Python | torch | passed | failed | errors | skipped | run (UTC) |"
   echo "|---|---|---|---|---|---|---|"
   printf '%s\n' "${rows[@]}"

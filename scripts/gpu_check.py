@@ -3,7 +3,8 @@ elsewhere (CI runs it so); writes gpu-check.json and gpu-check.txt (see dpviz/gp
 
     python scripts/gpu_check.py [--out out/gpu-check]
 
-Exit status 0 when every check passed within the time budget (8 min with CUDA, 2 without).
+Exit status 0 when every check passed; the time is reported beside its budget (8 min with
+CUDA, 2 without).
 """
 import sys
 from pathlib import Path
