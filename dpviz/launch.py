@@ -91,13 +91,6 @@ def cores_note(ranks: int | None = None) -> str:
 
 # --- inside a rank ----------------------------------------------------------------------
 
-def cuda_device_count() -> int:
-    """GPUs torch sees here (NCCL runs one rank per GPU); 0 without CUDA."""
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
 def rank_info(ctx: RankContext) -> dict:
     """A task that shows what a rank is: its own process, rank, world size and device."""
     import torch

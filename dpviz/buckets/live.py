@@ -18,14 +18,15 @@ FACADE = ("sweep_buckets", "bucket_cap_slider", "link_bandwidth_slider")
 
 
 def torch_assignment(ctx, sizes: list[int], order: list[int], limits: list[int]) -> list[list[int]]:
-    """Rank task: torch's own `_compute_bucket_assignment_by_size` on float32 gradients of
-    `sizes` bytes taken in ready `order` (parameter indices), as DDP's rebuild calls it."""
+    """Rank task: torch's own bucket assignment (`torch_gate.bucket_assignment`) on float32
+    gradients of `sizes` bytes taken in ready `order` (parameter indices), as DDP's rebuild
+    calls it."""
     import torch
-    import torch.distributed as dist
+
+    from ..torch_gate import bucket_assignment
 
     tensors = [torch.empty(sizes[i] // 4) for i in order]  # float32: 4 bytes per element
-    buckets, _ = dist._compute_bucket_assignment_by_size(tensors, limits, [False] * len(order), order)
-    return [list(b) for b in buckets]
+    return bucket_assignment(tensors, limits, order)
 
 
 def sweep_config(**changes):
@@ -122,7 +123,7 @@ def bucket_cap_slider(cluster, cfg=None, caps: Sequence[float] = SLIDER_CAPS, va
     The timeline draws the last step and no parameter check, so the slider's runs profile
     that step only, skip the checks and make step 0 a light warm-up that only rebuilds the
     buckets, the first time; later moves build DDP with the rebuilt buckets and skip it
-    (`config.for_slider`, `rebuilt_buckets`): a move does not wait for a profile, an
+    (`config.for_slider`, `dpviz.warm_ranks`): a move does not wait for a profile, an
     all_gather or a step nobody sees."""
     from .widgets import bucket_cap_panel
 
