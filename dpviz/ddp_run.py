@@ -213,8 +213,8 @@ def warm_workload(cfg: RunConfig, device):
     a warm rank for the next run of the same built-in workload, which gets it back with its
     initial weights copied in (bit for bit the weights a new build makes: the same seeded
     init, copied), no gradients, and the fingerprint computed once. Why: building and
-    initialising the sweep's 1.6M-parameter MLP took ~9 ms of each slider move, and
-    fingerprinting it for `same_on_every_rank` as much again.
+    initialising the sweep's 1.6M-parameter MLP, and fingerprinting it for
+    `same_on_every_rank`, were each a visible part of every slider move.
 
     Kept by the fields a built-in's build reads (model, layers, width, seed, checkpoint_every;
     it is built from exactly those, so a kept one cannot differ from a fresh one), and only up
@@ -279,8 +279,8 @@ def same_on_every_rank(model, device, mine=None) -> bool:
     """Does every rank already hold the same parameters and buffers (shapes and bits)?
 
     Why ask: DDP's start-up sync checks every shape across ranks and broadcasts rank 0's
-    parameters, ~10 ms of each cap-slider move (a new cap needs a new DDP) for 6 MiB that
-    every rank built identically from one seed. One all-gather of a fingerprint per rank
+    parameters, on every cap-slider move (a new cap needs a new DDP), for 6 MiB that every
+    rank built identically from one seed. One all-gather of a fingerprint per rank
     (per tensor: its shape, the xor of its elements' bits, `torch.hash_tensor`, and the sum
     of its 32-bit words, since the xor alone calls an even-length run of zeros equal to one
     of ones) says whether they did; a false "differ" costs only the broadcast. If any rank differs (e.g. a user's model built unseeded), DDP syncs
@@ -361,7 +361,7 @@ def needs_shapes(cfg: RunConfig, ddp, device: str, export_trace: bool, steady: b
     The record reads shapes for one thing: the bytes of each collective. Where the only
     collectives left in the profiled steps are the buckets' all-reduces, the hook's notes
     have their sizes (`reduce_profile` fills them in), and recording every op's shapes only
-    costs: ~5 ms of profiler stop on the sliders' MLP, 7-8 on the GPT, ~1 ms of events. That
+    costs time, in the profiler's stop and in reading its events. That
     holds on CPU for a built-in model of float32 parameters (a user's forward may run its own
     collectives), once DDP has rebuilt its buckets (the rebuild broadcasts the bucket order) or
     started with steady ones that nothing in the run rebuilds (`steady`, `dpviz.rebuilt_buckets`)
@@ -411,8 +411,8 @@ def _profile_output(ctx: RankContext, cfg: RunConfig, prof, device, export_trace
             numels = None if shapes else [n["numel"] for n in log.seen if n["step"] >= cfg.profile_from]
             everything = kineto_events(prof)
             events = reduce_profile(everything, numels)
-        # The profile's thousands of objects are freed once the reply is sent (~1 ms off a
-        # move); a run with checks frees them at once, before the checks gather parameters.
+        # The profile's thousands of objects are freed once the reply is sent (off the caller's
+        # wait); a run with checks frees them at once, before the checks gather parameters.
         if not cfg.checks:
             ctx.free_after_reply(prof, everything)
     return trace_path, events

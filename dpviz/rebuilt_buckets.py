@@ -4,7 +4,7 @@ no warm-up step.
 Why: DDP starts with one bucket holding every parameter, learns the order gradients become
 ready in from its first synced backward, and rebuilds its buckets from that order at the
 next forward. A slider draws a steady-state step, so each move used to run a light warm-up
-first (`dpviz.ddp_run.warmup_step`): ~11 ms of a cap move's ~75 ms on the ranks. A built-in
+first (`dpviz.ddp_run.warmup_step`), a large share of a cap move on the ranks. A built-in
 model's ready order is fixed by its graph, so a warm rank learns it once, at the first
 rebuild of a kept workload (`ready_order`), and every later DDP of that workload gets the
 buckets torch's own assignment function makes from it (`steady_assignment`: the function
