@@ -75,7 +75,7 @@ class RankContext:
 
     def free_after_reply(self, *objects) -> None:
         """Keep `objects` until this task's result has been sent, then drop them: freeing a
-        big one (a profile's thousands of events, ~1 ms) then takes the rank's idle time
+        big one (a profile's thousands of events) then takes the rank's idle time
         instead of the caller's wait. Outside a Cluster they go with the context."""
         self.held.extend(objects)
 

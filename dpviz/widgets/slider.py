@@ -39,7 +39,7 @@ class FigurePanel:
                  caption: bool = False):
         """`caption`: show the axes' titles as text above the image (`caption`), not in its
         pixels. A re-run's title holds that run's numbers, so it changes on every move, and
-        rasterizing its glyphs was ~11 ms of a move's ~25 ms of drawing (the frame's texts
+        rasterizing its glyphs was a large share of a move's drawing (the frame's texts
         are kept pixels); the browser sets the same words as HTML for free."""
         from matplotlib.figure import Figure
 
@@ -122,7 +122,7 @@ class FigurePanel:
     def png(self) -> bytes:
         """The last rasterized frame as PNG bytes (no second draw, unlike savefig): RGB when
         opaque (every figure here has a white background), unfiltered rows deflated by ISA-L
-        (`dpviz.widgets.png`): ~1 ms of a move where PIL's encoder took ~9 (knob_latency.py)."""
+        (`dpviz.widgets.png`): a small part of a move, where PIL's encoder was a large one."""
         return png.encode_rgba(np.asarray(self.figure.canvas.buffer_rgba()))
 
     def show(self, value: Any) -> None:
@@ -141,9 +141,9 @@ def caption_html(ax) -> str:
 def _empty(ax) -> None:
     """Take off `ax` what a draw puts on it (artists, legend, titles, axis labels, limits, the
     colour cycle), keeping its axis objects and their ticks. `ax.clear()` rebuilds both
-    axes and every tick, which a move then lays out again: ~15 ms of a 24-bucket timeline's
-    move. A draw sets its own ticks, scales and limits on every call (tests/test_legibility.py
-    checks that a move's pixels are those of a cleared axes)."""
+    axes and every tick, which a move then lays out again, a large share of a 24-bucket
+    timeline's move. A draw sets its own ticks, scales and limits on every call
+    (tests/test_legibility.py checks that a move's pixels are those of a cleared axes)."""
     for artist in [*ax.collections, *ax.patches, *ax.lines, *ax.texts, *ax.images, *ax.artists,
                    *ax.tables, *([ax.legend_] if ax.legend_ is not None else [])]:
         artist.remove()
