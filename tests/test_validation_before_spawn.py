@@ -49,11 +49,11 @@ BAD = {
     "collectives.execute:record_collective": dict(algorithm="zigzag"),
     "collectives.primitives:record_primitives": dict(elements=0),
     "collectives.timing:bench_collectives": dict(sizes=(0,)),
-    "exercises.accumulate:check_accumulation": dict(fn=42),
-    "exercises.assign_buckets:check_buckets": dict(fn=42),
-    "exercises.average_gradient:check_hook": dict(fn=42),
-    "exercises.ring_all_reduce:check_ring": dict(world_size=1),
-    "exercises.zero1_step:check_zero1": dict(fn=42),
+    "accumulation.exercise:check_accumulation": dict(fn=42),
+    "buckets.exercise:check_buckets": dict(fn=42),
+    "averaging.exercise:check_hook": dict(fn=42),
+    "collectives.exercise:check_ring": dict(world_size=1),
+    "zero.exercise:check_zero1": dict(fn=42),
 }
 
 
