@@ -24,9 +24,11 @@ book: $(STAMP) $(NODE_STAMP)  ## the course site: notebooks executed live + vide
 	$(PY) -m dpviz book --out out/book
 
 test: $(STAMP) $(NODE_STAMP)  ## every test: unit + live ranks + scenes + browser, every CPU kernel path, every notebook
-	$(PY) -m pytest tests
-	@$(MAKE) --no-print-directory test-kernels
-	$(PY) -m pytest --nbval-lax -p no:cacheprovider notebooks
+	@start=$$(date +%s); \
+	$(PY) -m pytest tests --durations=10 && \
+	$(MAKE) --no-print-directory test-kernels && \
+	$(PY) -m pytest --nbval-lax -p no:cacheprovider notebooks; \
+	status=$$?; echo "== make test: $$(( $$(date +%s) - start )) s after set-up"; exit $$status
 
 # ATen sums in another order on each CPU kernel path (default, AVX2, AVX-512), so the tests
 # that compare results with one process (`-m numeric`) run again under every other path the

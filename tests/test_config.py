@@ -6,8 +6,8 @@ import os
 import pytest
 
 from dpviz import RunConfig
-from dpviz.config import max_cpu_ranks, validate, writable_dir
-from dpviz.launch import cuda_device_count, rank_device
+from dpviz.config import cuda_device_count, max_cpu_ranks, validate, writable_dir
+from dpviz.launch import rank_device
 
 
 @pytest.mark.parametrize("changes, message", [

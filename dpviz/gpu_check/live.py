@@ -106,7 +106,7 @@ def cuda_peaks(ctx, cfg, ks: list[int]) -> dict[int, int] | None:
     it). A warm-up step first, so gradients and cuBLAS's workspace exist before."""
     import torch
 
-    from ..workloads import build_workload, compute_loss
+    from ..workloads.live import build_workload, compute_loss
 
     if ctx.rank != 0:
         return None
@@ -135,7 +135,7 @@ def cuda_peaks(ctx, cfg, ks: list[int]) -> dict[int, int] | None:
 def checkpointing_check(gpu: bool) -> list[CheckRow]:
     """The √n model against the allocator: CPU's (profiler memory events) always, CUDA's
     (`max_memory_allocated`, on GPU 0) where there is one."""
-    from ..checkpointing import DEMO_CONFIG, measure_checkpointing
+    from ..checkpointing.live import DEMO_CONFIG, measure_checkpointing
     from ..launch import Cluster
 
     record = measure_checkpointing(DEMO_CONFIG, checkpoint_every=CHECKPOINT_KS)
@@ -154,7 +154,7 @@ def checkpointing_check(gpu: bool) -> list[CheckRow]:
 def slider_check(backend: str, device: str, ranks: int) -> list[CheckRow]:
     """The bucket-cap slider on warm ranks: its first draw, then moves between two caps, each
     timed from `slider.value = cap` until the redrawn figure is in the widget."""
-    from ..buckets import bucket_cap_slider, sweep_config
+    from ..buckets.live import bucket_cap_slider, sweep_config
     from ..launch import Cluster
 
     cfg = sweep_config(steps=2).replace(backend=backend, device=device, world_size=ranks)
