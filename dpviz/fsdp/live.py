@@ -525,3 +525,29 @@ def assemble(cfg: RunConfig, knobs: FsdpKnobs, results: list[dict]) -> FsdpRecor
         notes=("times: each rank's perf_counter, one monotonic clock on this machine",
                "memory: storage bytes of gathered parameters and all-gather buffers, sampled at "
                "every hook, collective and buffer free"))
+
+
+# --- the knobs, live ------------------------------------------------------------------------------
+
+def _run_knobs(cluster: Cluster, cfg: RunConfig, knobs: FsdpKnobs, gbps: float) -> FsdpRecord:
+    return record_fsdp(cfg.replace(link=cfg.link.with_gbps(gbps)), cluster=cluster,
+                       reshard_after_forward=knobs.reshard_after_forward, prefetch=knobs.prefetch,
+                       units=knobs.units, checks=False)
+
+
+def fsdp_knobs(cluster: Cluster, cfg: RunConfig | None = None, knobs: FsdpKnobs = FsdpKnobs(),
+               gbps: tuple[float, ...] | None = None, value: float | None = None):
+    """The knob panel (`dpviz.fsdp.widgets.fsdp_panel`) re-running `cfg` on the warm `cluster`:
+    reshard_after_forward, prefetching, units, and the link's bandwidth (default the link's own
+    × ¼ … 10, `dpviz.link.slider_gbps`). A move skips the single-process check."""
+    from functools import partial
+
+    from ..link import slider_gbps
+    from .widgets import fsdp_panel
+
+    cfg = validate_fsdp(cfg or DEMO_CONFIG, knobs)
+    if cluster.world_size != cfg.world_size:
+        raise ValueError(f"the cluster has {cluster.world_size} ranks, the config {cfg.world_size}: "
+                         "pass a matching cfg or Cluster")
+    values, start = slider_gbps(cfg.link, gbps, value)
+    return fsdp_panel(partial(_run_knobs, cluster, cfg), knobs, values, start, cluster=cluster)
