@@ -25,7 +25,7 @@ from dpviz.fsdp.records import (DRAIN, ROOT, FsdpRecord, alive_spans, count, des
                                 record_peak_model, FsdpKnobs, UnitInfo)
 from dpviz.record import load, save
 
-from .conftest import rank_processes
+from conftest import rank_processes
 
 CFG = DEMO_CONFIG   # the GPT at its default size, 2 steps, classroom link
 
@@ -145,24 +145,35 @@ def test_without_reshard_after_forward_parameters_stay_from_forward_to_backward(
         assert count(step, "all_gather", "backward") == 0
 
 
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
+    return max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
+
+
 def test_prefetch_moves_the_next_all_gather_under_the_current_units_compute(runs):
     """On the link: with prefetch, unit k+1's all-gather is issued by unit k before k computes
-    and the link starts carrying it before k's compute ends; in backward, unit k issues k−1's.
-    Without, every all-gather is issued by its own unit, after the one before it computed."""
+    (in backward, unit k issues k−1's), and the link carries prefetched all-gathers while units
+    compute. Without, every all-gather is issued by its own unit after the one before it
+    computed, so none is carried under the compute before it. (When the link thread starts a
+    transfer it was handed is the OS's affair on a loaded machine: the overlap is summed over
+    the step, not asserted pair by pair.)"""
     order = [u.name for u in runs["default"].units]       # forward order, the root first
-    for step in runs["default"].ranks:
-        for a, b in zip(order, order[1:]):
-            ag, c = gather(step, b, "forward"), window(step, a, "forward")
-            assert ag.issued_by == a and ag.issued_ms < c.start_ms and ag.link_start_ms < c.end_ms
-        blocks = order[1:]
-        for a, b in zip(blocks[1:][::-1], blocks[:-1][::-1]):   # backward: head → b3 → … → emb
-            ag = gather(step, b, "backward")
-            assert ag.issued_by == a and ag.issued_ms < window(step, a, "backward").start_ms
-    for step in runs["no prefetch"].ranks:
-        for a, b in zip(order, order[1:]):
-            ag = gather(step, b, "forward")
-            assert ag.issued_by == b and ag.issued_ms >= window(step, a, "forward").end_ms
-        assert not any(t.prefetched for t in step.transfers if t.op == "all_gather")
+    blocks = order[1:]
+    backward_pairs = list(zip(blocks[1:][::-1], blocks[:-1][::-1]))   # head → b3 → … → emb
+    for name in ("default", "no prefetch"):
+        for step in runs[name].ranks:
+            carried = 0.0
+            pairs = [(a, b, "forward") for a, b in zip(order, order[1:])] + [(a, b, "backward") for a, b in backward_pairs]
+            for a, b, phase in pairs:
+                ag, c = gather(step, b, phase), window(step, a, phase)
+                carried += _overlap((ag.link_start_ms, ag.done_ms), (c.start_ms, c.end_ms))
+                if name == "default":
+                    assert ag.issued_by == a and ag.issued_ms < c.start_ms, (step.rank, a, b, phase)
+                elif a != "root":    # the root computes around every other unit
+                    assert ag.issued_by == b and ag.issued_ms >= c.end_ms, (step.rank, a, b, phase)
+            if name == "default":
+                assert carried > 0, step.rank
+            else:
+                assert not any(t.prefetched for t in step.transfers if t.op == "all_gather")
 
 
 @pytest.mark.parametrize("name", ["default", "no prefetch", "keep", "one unit", "four ranks"])

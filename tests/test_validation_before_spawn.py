@@ -38,6 +38,7 @@ BAD = {
     "dp_vs_ddp:dp_vs_ddp": dict(world_sizes=(1,)),
     "experts:run_expert_layer": dict(tokens=0),
     "experts:expert_parallel": dict(tokens=0),
+    "fsdp.live:record_fsdp": dict(units="layer"),
     "lifecycle:rank_identities": dict(world_size=0),
     "link_sizing:size_link": dict(ratio=0.0),
     "lifecycle:sampler_shards": dict(epochs=0),
