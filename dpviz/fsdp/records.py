@@ -298,6 +298,54 @@ def own_compute(record: FsdpRecord, step: RankStep) -> list[tuple[str, str, floa
 
 
 @dataclass(frozen=True)
+class Lifetime:
+    """One unit's gathered parameters in one pass on one rank: when its all-gather was issued
+    and finished, when the parameters had bytes, and when the unit computed (ms)."""
+
+    unit: str
+    phase: str
+    issued_ms: float | None      # None: no all-gather this pass (kept from forward)
+    gathered_ms: float | None
+    born_ms: float
+    compute_ms: tuple[float, float]
+    freed_ms: float
+    prefetched: bool
+
+
+def lifetimes(record: FsdpRecord, step: RankStep) -> list[Lifetime]:
+    """Per unit and pass, its parameters' life on this rank, read from the samples (`alive_spans`)
+    beside its all-gather and compute: what notebook 09b prints and the tests check."""
+    out = []
+    for i, unit in enumerate(record.units):
+        spans = alive_spans(step, i)
+        for phase in PHASES:
+            c = next((c for c in step.computes if c.unit == unit.name and c.phase == phase), None)
+            span = next((sp for sp in spans if c is not None and sp[0] <= c.start_ms <= sp[1]), None)
+            if c is None or span is None:
+                continue
+            ag = next((t for t in step.transfers if t.unit == unit.name and t.op == "all_gather"
+                       and t.phase == phase), None)
+            out.append(Lifetime(unit.name, phase, ag.issued_ms if ag else None, ag.done_ms if ag else None,
+                                span[0], (c.start_ms, c.end_ms), span[1], bool(ag and ag.prefetched)))
+    return sorted(out, key=lambda lt: lt.compute_ms[0])
+
+
+def describe_lifetimes(record: FsdpRecord, rank: int = 0) -> str:
+    """A table of `lifetimes`, ms from the step's start."""
+    step = record.rank_step(rank)
+    t0 = step.start_ms
+    fmt = lambda t: "      —" if t is None else f"{t - t0:7.1f}"
+    lines = [f"rank {rank}, ms from the step's start ('—': no all-gather, the parameters were kept)",
+             f"{'unit':9s} {'pass':8s} {'gather issued':>13s} {'gathered':>8s} {'alive from':>10s} "
+             f"{'compute':>15s} {'freed':>7s}  prefetched"]
+    for lt in lifetimes(record, step):
+        lines.append(f"{lt.unit:9s} {lt.phase:8s} {fmt(lt.issued_ms):>13s} {fmt(lt.gathered_ms):>8s} "
+                     f"{fmt(lt.born_ms):>10s} {fmt(lt.compute_ms[0])}–{fmt(lt.compute_ms[1]).strip():7s} "
+                     f"{fmt(lt.freed_ms)}  {'yes' if lt.prefetched else ''}")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
 class FsdpSummary:
     """What a knob move changes, over ranks: the highest measured peak, the model's, the mean
     exposed communication and step time, and the collectives each rank issued."""
