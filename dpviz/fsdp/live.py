@@ -86,9 +86,6 @@ class StepLog:
         self.buffers: dict[int, tuple[int, int, object]] = {}   # key → (unit, bytes, storage weakref)
         self.keys = itertools.count()
         self.lock = threading.Lock()
-        self.reset()
-
-    def reset(self) -> None:
         self.samples: list = []
         self.windows: dict[tuple[str, str], dict[str, float]] = {}
         self.transfers: list[dict] = []
@@ -175,6 +172,7 @@ class LinkWire:
         self.work = _work_class()
         self.queue: queue.Queue = queue.Queue()
         self.pending = 0
+        self.error: BaseException | None = None   # the first collective that failed
         self.idle = threading.Condition()
         self.thread = threading.Thread(target=self._serve, name="dpviz-fsdp-link", daemon=True)
         self.thread.start()
@@ -207,8 +205,9 @@ class LinkWire:
                 entry["done"] = self.log.sample()
                 if self.log.active:
                     self.log.transfers.append(entry)
-            except BaseException as err:   # surfaces where FSDP waits, naming the cause
+            except BaseException as err:   # surfaces where FSDP waits (or at the drain), naming the cause
                 work.error = err
+                self.error = self.error or err
             work.done.set()
             with self.idle:
                 self.pending -= 1
@@ -219,6 +218,8 @@ class LinkWire:
         start = time.perf_counter()
         with self.idle:
             self.idle.wait_for(lambda: self.pending == 0)
+        if self.error is not None:   # a reduce-scatter's Work is never waited on by FSDP
+            raise self.error
         if self.log.active:
             self.log.waits.append((DRAIN, "reduce_scatter", "backward", start, self.log.sample()))
 
@@ -341,10 +342,10 @@ def no_backward_prefetch(module) -> None:
     module.set_modules_to_backward_prefetch([module])
 
 
-def shard_model(model, units: list[tuple[str, object]], knobs: FsdpKnobs, mesh, wire: LinkWire) -> list:
+def shard_model(model, units: list[tuple[str, object]], knobs: FsdpKnobs, mesh, wire: LinkWire) -> None:
     """`fully_shard` every unit, then the model (the root); collectives onto the link; prefetch
-    the next unit in forward and the previous in backward, or nothing. Returns the FSDP modules
-    that hold parameters, in forward order (the root first where it holds any)."""
+    the next unit in forward (from the root, where it holds parameters) and the previous in
+    backward, or nothing."""
     from torch.distributed.fsdp import fully_shard
 
     for _, module in units:
@@ -363,7 +364,6 @@ def shard_model(model, units: list[tuple[str, object]], knobs: FsdpKnobs, mesh, 
             a.set_modules_to_forward_prefetch([b])
         for a, b in zip(modules[1:], modules):
             a.set_modules_to_backward_prefetch([b])
-    return holders
 
 
 def backend_ran(group) -> dict[str, str]:
@@ -387,7 +387,8 @@ def backend_ran(group) -> dict[str, str]:
 # --- the rank task --------------------------------------------------------------------------------
 
 def fsdp_rank(ctx: RankContext, cfg: RunConfig, knobs: FsdpKnobs, checks: bool, paths: list[str] = ()) -> dict:
-    """Train `cfg.steps` Adam steps with FSDP2 on this rank; the last one is recorded."""
+    """Train `cfg.steps` Adam steps with FSDP2 on this rank; the last one is recorded. With
+    `checks`, compare with one process and probe what the backend runs for each collective."""
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import DeviceMesh
@@ -429,15 +430,17 @@ def fsdp_rank(ctx: RankContext, cfg: RunConfig, knobs: FsdpKnobs, checks: bool, 
     shard_bytes = sum(p.to_local().untyped_storage().nbytes() for p in model.parameters())
     gathered = {name: max((s[1][i] for s in log.samples), default=0) for name, i in log.index.items()}
     diff = ratio = None
+    ran = {}
     if checks:   # after the recorded step: full_tensor() is itself an all-gather
         from ..zero import compare_with_single_process
 
         full = torch.cat([p.full_tensor().detach().reshape(-1) for p in model.parameters()])
         diff, ratio = compare_with_single_process(cfg, full) if ctx.rank == 0 else (None, None)
+        ran = backend_ran(dist.group.WORLD)
+    sizes = {n: p.numel() * p.element_size() for n, p in model.named_parameters()}
     return dict(rank=ctx.rank, log=_export(log), shard_bytes=shard_bytes, full_bytes=full_bytes,
-                units=[(name, held[name], sum(p.numel() * 4 for n, p in model.named_parameters() if n in held[name]),
-                        gathered[name]) for name in held],
-                backend_ran=backend_ran(dist.group.WORLD), diff=diff, ratio=ratio, workload=info)
+                units=[(name, held[name], sum(sizes[n] for n in held[name]), gathered[name]) for name in held],
+                backend_ran=ran, diff=diff, ratio=ratio, workload=info)
 
 
 def _export(log: StepLog) -> dict:
@@ -475,15 +478,16 @@ def record_fsdp(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
     """One FSDP2 training run on live gloo ranks (`cfg.steps` Adam steps, the last recorded):
     per rank, every unit's all-gathers, compute and reduce-scatter on the common clock, and the
     gathered bytes alive. `cfg.link` is the emulated link (None: raw loopback). `checks`
-    compares the trained parameters with one process running Adam on the whole batch (a slider
-    turns it off). `out` also writes fsdp.json there."""
+    compares the trained parameters with one process running Adam on the whole batch and
+    records what the backend ran for each collective (a slider's moves skip both). `out` also
+    writes fsdp.json there."""
     from ..workloads import import_path
 
-    cfg = validate_fsdp(cfg or DEMO_CONFIG, FsdpKnobs(reshard_after_forward, prefetch, units))
     knobs = FsdpKnobs(reshard_after_forward, prefetch, units)
-    out_dir = writable_dir(out) if out is not None else None
-    if checks not in (True, False):
+    cfg = validate_fsdp(cfg or DEMO_CONFIG, knobs)
+    if not isinstance(checks, bool):
         raise ValueError(f"checks must be True or False, got {checks!r}")
+    out_dir = writable_dir(out) if out is not None else None
     with using_cluster(cluster, cfg.world_size, "gloo", cfg.timeout_s, exact=True) as ranks:
         results = ranks.run_task(fsdp_rank, cfg, knobs, checks, import_path(), timeout_s=cfg.timeout_s)
     record = assemble(cfg, knobs, results)

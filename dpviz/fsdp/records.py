@@ -144,7 +144,8 @@ class FsdpRecord:
     ranks: tuple[RankStep, ...]
     full_bytes: int                # Ψ in bytes, unpadded: what DDP and ZeRO-1 keep on every rank
     step: int
-    # what the backend ran for each op, from the rank's profiler (gloo: a reduce-scatter is an all-reduce)
+    # what the backend ran for each op, from the rank's profiler (gloo: a reduce-scatter is an
+    # all-reduce); probed with the single-process check, empty without
     backend_ran: dict[str, str] = field(default_factory=dict)
     max_diff_vs_single_process: float | None = None   # rank 0, after every step: |θ − one-process Adam|
     diff_over_rounding_bound: float | None = None     # ... ÷ its float32 rounding bound (≤ 1: rounding)
@@ -220,9 +221,7 @@ def peak_model(units: tuple[UnitInfo, ...], knobs: FsdpKnobs, shard_bytes: int) 
     """
     root = [u for u in units if u.name == ROOT]
     blocks = [u for u in units if u.name != ROOT]
-    if knobs.units == "model" or not blocks:
-        return PeakModel(shard_bytes, sum(u.gathered_bytes for u in units), tuple(u.name for u in units))
-    if not knobs.reshard_after_forward:
+    if knobs.units == "model" or not blocks or not knobs.reshard_after_forward:
         return PeakModel(shard_bytes, sum(u.gathered_bytes for u in units), tuple(u.name for u in units))
     pairs = [(b,) for b in blocks]
     if knobs.prefetch:
