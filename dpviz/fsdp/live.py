@@ -31,7 +31,7 @@ from pathlib import Path
 from ..config import RunConfig, validate, writable_dir
 from ..launch import Cluster, RankContext, using_cluster
 from ..record import save
-from ..zero_records import ADAM_LR
+from ..zero.records import ADAM_LR
 from .records import (DRAIN, ROOT, Compute, FsdpKnobs, FsdpRecord, RankStep, Sample, Transfer,
                       UnitInfo, Wait, check_knobs, transfer_ms)
 
@@ -393,7 +393,7 @@ def fsdp_rank(ctx: RankContext, cfg: RunConfig, knobs: FsdpKnobs, checks: bool, 
     import torch.distributed as dist
     from torch.distributed.device_mesh import DeviceMesh
 
-    from ..workloads import build_workload, compute_loss, describe_workload, rank_batch, use_import_path
+    from ..workloads.live import build_workload, compute_loss, describe_workload, rank_batch, use_import_path
 
     use_import_path(list(paths))
     workload = build_workload(cfg)
@@ -432,7 +432,7 @@ def fsdp_rank(ctx: RankContext, cfg: RunConfig, knobs: FsdpKnobs, checks: bool, 
     diff = ratio = None
     ran = {}
     if checks:   # after the recorded step: full_tensor() is itself an all-gather
-        from ..zero import compare_with_single_process
+        from ..zero.live import compare_with_single_process
 
         full = torch.cat([p.full_tensor().detach().reshape(-1) for p in model.parameters()])
         diff, ratio = compare_with_single_process(cfg, full) if ctx.rank == 0 else (None, None)
@@ -481,7 +481,7 @@ def record_fsdp(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
     compares the trained parameters with one process running Adam on the whole batch and
     records what the backend ran for each collective (a slider's moves skip both). `out` also
     writes fsdp.json there."""
-    from ..workloads import import_path
+    from ..workloads.live import import_path
 
     knobs = FsdpKnobs(reshard_after_forward, prefetch, units)
     cfg = validate_fsdp(cfg or DEMO_CONFIG, knobs)
@@ -546,7 +546,7 @@ def fsdp_knobs(cluster: Cluster, cfg: RunConfig | None = None, knobs: FsdpKnobs 
     × ¼ … 10, `dpviz.link.slider_gbps`). A move skips the single-process check."""
     from functools import partial
 
-    from ..link import slider_gbps
+    from ..link.records import slider_gbps
     from .widgets import fsdp_panel
 
     cfg = validate_fsdp(cfg or DEMO_CONFIG, knobs)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from ..link import link_note
+from ..link.records import link_note
 from ..plots import style
 from ..plots.bars import hbars, link_bars
 from ..plots.legends import kept_legend

@@ -16,9 +16,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..link import Link, as_link
+from ..link.records import Link, as_link
 from ..record import record_kind
-from ..workload_records import WorkloadInfo
+from ..workloads.records import WorkloadInfo
 
 OPS = ("all_gather", "reduce_scatter")
 PHASES = ("forward", "backward")

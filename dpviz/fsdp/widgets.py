@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 
 import ipywidgets as w
 
-from ..widgets.slider import _Figure, starts_note
+from ..widgets.slider import FigurePanel, starts_note
 from .plots import plot_fsdp_step
 from .records import GRANULARITIES, FsdpKnobs, FsdpRecord, check_knobs, describe_change, describe_knobs
 
@@ -34,7 +34,7 @@ def fsdp_panel(run: Callable[[FsdpKnobs, float], FsdpRecord], knobs: FsdpKnobs, 
                             description="units")
     bandwidth = w.SelectionSlider(options=[(f"{g:g}", g) for g in gbps], value=value, description="link Gb/s",
                                   continuous_update=False)
-    figure = _Figure(lambda ax, record: plot_fsdp_step(record, ax=ax), FIGSIZE, caption=True)
+    figure = FigurePanel(lambda ax, record: plot_fsdp_step(record, ax=ax), FIGSIZE, caption=True)
     status, change = w.Label(), w.Label()
     last: list[FsdpRecord] = []
 
