@@ -35,7 +35,7 @@ from ..zero.records import ADAM_LR
 from .records import (DRAIN, ROOT, Compute, FsdpKnobs, FsdpRecord, RankStep, Sample, Transfer,
                       UnitInfo, Wait, check_knobs, transfer_ms)
 
-FACADE = ("record_fsdp",)   # what `dpviz.<name>` offers from here
+FACADE = ("record_fsdp", "fsdp_knobs")   # what `dpviz.<name>` offers from here
 
 MODELS = ("gpt", "mlp")
 # A 2-rank GPT step on the classroom link: transfers of a few ms, compute of a few ms per unit.
