@@ -99,9 +99,10 @@ def plot_fsdp_step(record: FsdpRecord, ax=None, ranks=None):
     ax.set_xlabel(f"time in step {record.step} (ms, common clock)")
     s = summarize(record)
     note = link_note(record.config)
-    ax.set_title(f"FSDP2 on {record.world_size} ranks, {describe_knobs(record.knobs)}: peak {mib(s.peak_bytes)} "
-                 f"measured, {mib(s.model_bytes)} model; exposed communication {s.exposed_ms:.0f} ms of "
-                 f"{s.step_ms:.0f}; {s.all_gathers} all-gathers" + (f"\n{note}" if note else ""), loc="left", fontsize=9)
+    ax.set_title(f"FSDP2 on {record.world_size} ranks, {describe_knobs(record.knobs)}\npeak {mib(s.peak_bytes)} "
+                 f"measured, {mib(s.model_bytes)} model; exposed communication {s.exposed_ms:.0f} ms of a "
+                 f"{s.step_ms:.0f} ms step (mean over ranks); {s.all_gathers} all-gathers per step"
+                 + (f"\n{note}" if note else ""), loc="left", fontsize=9)
     style.tidy(ax)
     kept_legend(ax, legend_handles(), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     style.tag(ax, "live", "model")
