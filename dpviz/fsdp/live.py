@@ -38,8 +38,10 @@ from .records import (DRAIN, ROOT, Compute, FsdpKnobs, FsdpRecord, RankStep, Sam
 FACADE = ("record_fsdp", "fsdp_knobs")   # what `dpviz.<name>` offers from here
 
 MODELS = ("gpt", "mlp")
-# A 2-rank GPT step on the classroom link: transfers of a few ms, compute of a few ms per unit.
-DEMO_CONFIG = RunConfig(model="gpt", world_size=2, steps=2, link="classroom")
+# The GPT at its own size on 2 ranks and the classroom link, with 64 samples per rank (its
+# default is 16): a unit's compute then takes about as long as its all-gather on the link, so
+# prefetching has compute to hide under (at 16 the wire outlasted the compute several times).
+DEMO_CONFIG = RunConfig(model="gpt", world_size=2, steps=2, batch_per_rank=64, link="classroom")
 RECORD_FILE = "fsdp.json"
 
 
