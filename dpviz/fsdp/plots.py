@@ -11,7 +11,7 @@ from ..plots import style
 from ..plots.bars import hbars, link_bars
 from ..plots.legends import kept_legend
 from ..plots.legibility import place_labels
-from .records import (FsdpRecord, RankStep, describe_knobs, measured_peak, mib, own_compute, record_peak_model,
+from .records import (ROOT, FsdpRecord, RankStep, describe_knobs, measured_peak, mib, own_compute, record_peak_model,
                       summarize)
 
 MiB = 2 ** 20
@@ -71,7 +71,7 @@ def plot_fsdp_step(record: FsdpRecord, ax=None, ranks=None):
             hbars(ax, [(a, b - a) for _, a, b in segs], (y_compute, LANE), facecolors=style.kind_color(phase),
                   edgecolor="white", linewidth=0.3)
             labels += [ax.text((a + b) / 2, y_compute + LANE / 2, short(u), ha="center", va="center",
-                               fontsize=7, color="white") for u, a, b in segs if u != "root"]
+                               fontsize=7, color="white") for u, a, b in segs if u != ROOT]
         hbars(ax, [(w.start_ms, w.end_ms - w.start_ms) for w in step.waits], (y_compute + LANE * 0.3, LANE * 0.4),
               facecolors=WAIT_COLOR, edgecolor="none")
         for op in ("all_gather", "reduce_scatter"):
