@@ -38,6 +38,7 @@ BAD = {
     "dp_vs_ddp.live:dp_vs_ddp": dict(world_sizes=(1,)),
     "experts.live:run_expert_layer": dict(tokens=0),
     "experts.live:expert_parallel": dict(tokens=0),
+    "fsdp.live:record_fsdp": dict(units="layer"),
     "lifecycle.live:rank_identities": dict(world_size=0),
     "link.live:size_link": dict(ratio=0.0),
     "lifecycle.live:sampler_shards": dict(epochs=0),
