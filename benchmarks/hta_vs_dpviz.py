@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from dpviz.overlap import comm_compute_overlap, summarize
-from dpviz.trace_files import load_trace
+from dpviz.traces.files import load_trace
 
 A100 = Path(__file__).resolve().parent.parent / "tests" / "data" / "a100-nccl-ddp-rank0.json.gz"
 HTA_SCRIPT = """

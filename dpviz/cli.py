@@ -1,4 +1,5 @@
-"""`dpviz` / `python -m dpviz`: one subcommand per module in `dpviz.commands`.
+"""`dpviz` / `python -m dpviz`: one subcommand per module in `dpviz.commands` and per
+`dpviz/<subject>/cli*.py`.
 
 Each command module defines NAME, HELP, `add_arguments(parser)` and `main(args) -> int`.
 Bad input prints one line, `dpviz: error: …`, and exits 2; a failing rank exits 1.
@@ -9,6 +10,7 @@ import argparse
 import importlib
 import pkgutil
 import sys
+from pathlib import Path
 
 from . import commands
 from .launch import RankError
@@ -18,6 +20,8 @@ def _command_modules():
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if not info.name.startswith("_"):
             yield importlib.import_module(f"{commands.__name__}.{info.name}")
+    for path in sorted(Path(__file__).parent.glob("*/cli*.py")):
+        yield importlib.import_module(f"{__package__}.{path.parent.name}.{path.stem}")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpviz import trace_files
+from dpviz.traces import files as trace_files
 from dpviz.cli import main as cli
-from dpviz.trace_files import load_trace, stream_events
-from dpviz.plots.allreduce_sizes import allreduce_sizes, plot_allreduce_sizes
+from dpviz.traces.files import load_trace, stream_events
+from dpviz.traces.plots import allreduce_sizes, plot_allreduce_sizes
 from dpviz.plots.timeline import plot_timeline
 from dpviz.record import RunRecord, load, save
 from dpviz.overlap import describe, summarize_step
@@ -283,7 +283,7 @@ def test_the_typed_batch_reader_reads_what_the_event_by_event_reader_reads(tmp_p
     """Batches (msgspec, only the fields dpviz reads) and single events (json) agree, also
     around an odd event that makes its batch fall back to one event at a time."""
     from dpviz.trace import TraceScan
-    from dpviz.trace_files import scan_file, stream_events
+    from dpviz.traces.files import scan_file, stream_events
 
     def both(path):
         one_by_one = TraceScan()
@@ -306,7 +306,7 @@ def test_a_live_fsdp2_jobs_traces_show_all_gathers_and_reduce_scatters(tmp_path,
     per step 5 all-gathers in forward (one per Linear) and 5 more in backward (resharded
     after forward), and 5 reduce-scatters — which gloo runs as all-reduces, as the notes say."""
     from dpviz.launch import Cluster
-    from dpviz.stragglers import straggler_ranking
+    from dpviz.traces.stragglers import straggler_ranking
     from rank_tasks import fsdp2_trace
 
     with Cluster(2, "gloo", 120) as cluster:

@@ -55,12 +55,12 @@ def test_every_kind_round_trips_through_json(kind, tmp_path):
 
 def _plot_functions():
     """(module, function, names of the classes its first parameter is annotated with)."""
-    for path in sorted((ROOT / "dpviz" / "plots").glob("*.py")):
+    for path in sorted([*(ROOT / "dpviz" / "plots").glob("*.py"), *ROOT.glob("dpviz/*/plots.py")]):
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("plot_") and node.args.args:
                 annotation = node.args.args[0].annotation
                 names = {n.id for n in ast.walk(annotation) if isinstance(n, ast.Name)} if annotation else set()
-                yield path.stem, node.name, names
+                yield (path.parent.name if path.stem == "plots" else path.stem), node.name, names
 
 
 PLOTS = list(_plot_functions())

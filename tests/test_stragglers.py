@@ -8,8 +8,8 @@ import pytest
 
 from dpviz.cli import main as cli
 from dpviz.config import RunConfig
-from dpviz.stragglers import collective_instances, straggler_ranking
-from dpviz.trace_files import load_trace
+from dpviz.traces.stragglers import collective_instances, straggler_ranking
+from dpviz.traces.files import load_trace
 
 GLOO2 = sorted((Path(__file__).parent / "data" / "dpviz-gloo-2rank").glob("rank-*.json.gz"))
 

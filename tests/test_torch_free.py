@@ -35,7 +35,8 @@ def _module_name(path: Path) -> str:
 
 
 SOURCES = {_module_name(p): p for p in [*ROOT.glob("dpviz/**/*.py"), *SCENES.glob("*.py")]}
-RENDERERS = sorted(_module_name(p) for p in [*ROOT.glob("dpviz/plots/*.py"), ROOT / "dpviz/scene.py",
+RENDERERS = sorted(_module_name(p) for p in [*ROOT.glob("dpviz/plots/*.py"), *ROOT.glob("dpviz/*/plots.py"),
+                                             ROOT / "dpviz/scene.py",
                                              *ROOT.glob("dpviz/widgets/*.py"), *SCENES.glob("*.py")])
 RECORDS = sorted({*record_modules().values(), "dpviz.record"})
 CHECKED = sorted({*RENDERERS, *RECORDS})

@@ -13,9 +13,9 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from .record import RunRecord
+from ..record import RunRecord
 from .stragglers import MatchError, straggler_ranking
-from .overlap import (analysed_steps, comm_compute_overlap, record_ranks, summarize,
+from ..overlap import (analysed_steps, comm_compute_overlap, record_ranks, summarize,
                        temporal_breakdown)
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .record import RunRecord, Span
-from .trace import COMM_KINDS
+from ..record import RunRecord, Span
+from ..trace import COMM_KINDS
 
 
 class MatchError(ValueError):

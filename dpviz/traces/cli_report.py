@@ -4,9 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..record import RecordError, RunRecord, load
-from ..report import write_report
-from ..trace_files import load_trace
-from ._args import comma_list
+from .report import write_report
+from .files import load_trace
+from ..commands._args import comma_list
 
 NAME = "report"
 HELP = "one self-contained HTML page (figures inline) for a dpviz run folder or per-rank traces"

@@ -23,8 +23,8 @@ from typing import Any, Callable, Iterable
 
 import msgspec
 
-from .record import RunRecord, Span
-from .trace import COMM_KINDS, TraceError, TraceScan, rank_from_name, shift
+from ..record import RunRecord, Span
+from ..trace import COMM_KINDS, TraceError, TraceScan, rank_from_name, shift
 
 FACADE = ("load_trace",)  # what `dpviz.<name>` offers from here
 

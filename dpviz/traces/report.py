@@ -13,11 +13,11 @@ import io
 import os
 from pathlib import Path
 
-from .record import RunRecord
+from ..record import RunRecord
 from .stragglers import MatchError, collective_instances, straggler_ranking
 from .summary import summary
-from .overlap import record_ranks, steady_steps
-from .trace import COMM_KINDS
+from ..overlap import record_ranks, steady_steps
+from ..trace import COMM_KINDS
 
 
 def rank_labels(record: RunRecord) -> dict[int, str]:
@@ -30,8 +30,8 @@ def render_report(record: RunRecord, title: str = "dpviz report") -> str:
     import matplotlib
 
     matplotlib.use("Agg")
-    from .plots.allreduce_sizes import plot_allreduce_sizes
-    from .plots.timeline import plot_timeline
+    from .plots import plot_allreduce_sizes
+    from ..plots.timeline import plot_timeline
 
     data, labels = summary(record), rank_labels(record)
     step = steady_steps(record)[-1]

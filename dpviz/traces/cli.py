@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from ..config import writable_dir
-from ..trace_files import load_trace
+from .files import load_trace
 from ..record import save
-from ..summary import write_summary
+from .summary import write_summary
 from ..overlap import describe, record_ranks, steady_steps
 from ..trace import COMM_KINDS
-from ._args import comma_list
+from ..commands._args import comma_list
 
 NAME = "load-trace"
 HELP = "read per-rank PyTorch profiler traces (.json/.json.gz, NCCL or gloo) into a dpviz record"
@@ -41,7 +41,7 @@ def _write(record, out) -> None:
     import matplotlib
 
     matplotlib.use("Agg")   # a CLI writes files; no window
-    from ..plots.allreduce_sizes import plot_allreduce_sizes
+    from .plots import plot_allreduce_sizes
     from ..plots.files import save_figure
     from ..plots.timeline import plot_timeline
 

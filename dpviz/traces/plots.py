@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..record import RunRecord
 from ..overlap import record_ranks, steady_steps
 from ..trace import COMM_KINDS
-from . import style
+from ..plots import style
 
 
 @dataclass(frozen=True)
