@@ -17,7 +17,8 @@ import os
 import re
 import time
 import zlib
-from dataclasses import dataclass
+from collections import defaultdict
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -259,6 +260,9 @@ def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
     scan, t0 = TraceScan(), time.perf_counter()
     header = stream_events(path, scan.add, batch=lambda events: _feed(scan, events))
     seconds = time.perf_counter() - t0
+    if scan.events and not scan.phased:
+        raise TraceError(f"{path} is not a chrome trace: none of its {scan.events:,} events has "
+                         "a 'ph' (phase) field, as profiler trace events do")
     info = header.get("distributedInfo")
     info = info if isinstance(info, dict) else {}
     found, source = _int(info.get("rank")), "distributedInfo"
@@ -316,8 +320,9 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
                          "(None where the file knows its rank)")
     loaded = [scan_file(p, r) for p, r in zip(paths, given)]
     _check_distinct(loaded)
-    spans = _common_clock(loaded)
+    spans, aligned = _align_steps(_common_clock(loaded))
     notes = [_file_note(f) for f in loaded] + [n for f in loaded for n in f.scan.notes(f.rank)]
+    notes += aligned
     notes += _step_notes(spans, loaded)
     world_size, backend, inferred = _job_facts(loaded, spans)
     notes += inferred
@@ -356,6 +361,50 @@ def _common_clock(loaded: list[LoadedRank]) -> list[Span]:
     return out
 
 
+def _align_steps(spans: list[Span]) -> tuple[list[Span], list[str]]:
+    """Every rank's steps numbered as the lowest rank's, matched by time, not by number.
+
+    Ranks of one job can number their ProfilerSteps differently (one rank's profiler was
+    created an iteration later). A rank's step takes the number of the lowest rank's step
+    its window overlaps most; a step overlapping none keeps the median shift of the others
+    (or, when none overlaps at all, the shift that pairs the first steps). A note says so.
+    """
+    windows: dict[int, dict[int, tuple[float, float]]] = defaultdict(dict)
+    for s in spans:
+        if s.kind == "step" and s.step is not None:
+            windows[s.rank][s.step] = (s.start_us, s.end_us)
+    if len({tuple(sorted(w)) for w in windows.values()}) <= 1:
+        return spans, []
+    ref_rank = min(windows)
+    ref = windows[ref_rank]
+    renumber: dict[int, dict[int, int]] = {}
+    notes = []
+    for rank, mine in sorted(windows.items()):
+        if rank == ref_rank or sorted(mine) == sorted(ref):
+            continue
+        best = {k: max(ref, key=lambda j: _overlap(w, ref[j])) for k, w in mine.items()}
+        best = {k: j for k, j in best.items() if _overlap(mine[k], ref[j]) > 0}
+        shifts = sorted(j - k for k, j in best.items())
+        shift_by = shifts[len(shifts) // 2] if shifts else min(ref) - min(mine)
+        renumber[rank] = {k: best.get(k, k + shift_by) for k in mine}
+        if len(set(renumber[rank].values())) < len(mine):     # two steps on one: by order
+            renumber[rank] = {k: k + shift_by for k in mine}
+        notes.append(f"rank {rank}: its ProfilerStep numbers {_span_of(sorted(mine))} differ from "
+                     f"rank {ref_rank}'s {_span_of(sorted(ref))}: steps aligned by time and "
+                     f"numbered as rank {ref_rank}'s (shift {shift_by:+d})")
+    out = [replace(s, step=renumber[s.rank].get(s.step, s.step))
+           if s.rank in renumber and s.step is not None else s for s in spans]
+    return out, notes
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
+    return max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
+
+
+def _span_of(steps: list[int]) -> str:
+    return f"{steps[0]}-{steps[-1]}" if len(steps) > 1 else str(steps[0])
+
+
 def _step_notes(spans: list[Span], loaded: list[LoadedRank]) -> list[str]:
     """Which steps each rank has, and how many spans fell outside all of them."""
     notes = []
@@ -367,7 +416,9 @@ def _step_notes(spans: list[Span], loaded: list[LoadedRank]) -> list[str]:
         steps = sorted({s.step for s in mine if s.kind == "step"})
         outside = sum(s.step is None for s in mine)
         notes.append(f"rank {f.rank}: steps {steps}"
-                     + (f"; {outside} spans lie outside every step" if outside else ""))
+                     + (f"; {outside} spans lie outside every step (before the first ProfilerStep, "
+                        "after the last, or GPU events with no launch in the trace): no step "
+                        "figure counts them" if outside else ""))
     return notes
 
 

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from ..record import RunRecord
-from .stragglers import MatchError, collective_instances, straggler_ranking
+from .stragglers import match_collectives, straggler_ranking
 from .summary import summary
 from ..overlap import record_ranks, steady_steps
 from ..trace import COMM_KINDS
@@ -135,10 +135,7 @@ def _breakdown_table(data: dict, labels: dict[int, str]) -> str:
 def _stragglers(record: RunRecord, labels: dict[int, str]) -> str:
     if len(labels) < 2:
         return "<p>One rank only: load every rank's trace to compare them.</p>"
-    try:
-        ranking, instances = straggler_ranking(record), collective_instances(record)
-    except MatchError as err:
-        return f"<p>Collectives not matched across ranks: {_e(err)}</p>"
+    ranking, (instances, unmatched) = straggler_ranking(record), match_collectives(record)
     ranks = sorted(labels)
     out = [_table(["step", "straggler", "ranking (latest first)"]
                   + [f"{labels[r]} waited ms" for r in ranks],
@@ -150,4 +147,12 @@ def _stragglers(record: RunRecord, labels: dict[int, str]) -> str:
                         f"{c.skew_ms:.2f}", labels[c.last_rank]]
                        + [f"{c.wait_ms[r]:.2f} / {c.move_ms[r]:.2f}" for r in ranks]
                        for c in instances]))
+    if unmatched:
+        out.append(f"<p>{sum(u.count for u in unmatched)} collectives ran on one loaded rank with no "
+                   "loaded peer running the same op at the same time (their peers' traces are not "
+                   "loaded, or the instance fell outside the profiled window): unmatched, so no wait "
+                   "is computed for them.</p>"
+                   + _table(["step", "rank", "op", "communicator", "count"],
+                            [[u.step, labels.get(u.rank, u.rank), u.op, u.group or "", u.count]
+                             for u in unmatched]))
     return "\n".join(out)
