@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 
 from .record import RunRecord, Span
-from .trace import COMM_KINDS, PROFILER_STEP, STEP_PREFIX
+from .trace import COMM_KINDS, CPU_OPS, PROFILER_STEP, STEP_PREFIX
 
 FACADE = ("describe", "summarize")  # what `dpviz.<name>` offers from here
 
@@ -338,18 +338,31 @@ def describe(record: RunRecord) -> str:
              else f"ranks {ranks} of {record.world_size}")
     lines = [
         f"{shown}, {len(record.steps)} steps; {analysed_steps(record)}",
-        f"step time        {mean([r.step_ms for r in rows]):8.2f} ms",
+        f"step time        {mean([r.step_ms for r in rows]):8.2f} ms"
+        + (" (on the GPU: from a step's first kernel to the next step's)" if on_gpu(record.spans) else ""),
         f"communication    {mean([r.comm_ms for r in rows]):8.2f} ms "
         f"({mean([r.n_collectives for r in rows]):.0f} collectives/step: {_by_op(rows)}), "
         f"exposed {mean([r.exposed_comm_ms for r in rows]):.2f} ms",
         f"overlap fraction {mean([r.overlap_fraction for r in rows]):8.2f} (communication under "
-        "any compute, as HTA defines it)",
-        f"  with backward  {mean([r.backward_overlap_fraction for r in rows]):8.2f} (from spans; "
-        f"DDP's own figure: {'n/a' if ddp is None else f'{ddp:.2f}'}{_recomputed(record)})",
+        f"any compute; {compute_definition(record)})",
+        (f"  with backward  {mean([r.backward_overlap_fraction for r in rows]):8.2f} (from spans; "
+         f"DDP's own figure: {'n/a' if ddp is None else f'{ddp:.2f}'}{_recomputed(record)})"
+         if any(r.backward_ms for r in rows) else
+         "  with backward       n/a (no backward op found in the analysed steps)"),
     ]
     if record.checks:   # a loaded trace has no checks: only a live run can compare parameters
         lines += describe_checks(record)
     return "\n".join(lines)
+
+
+def compute_definition(record: RunRecord) -> str:
+    """What counts as compute in this record, in words (HTA's definition only where it is)."""
+    if on_gpu(record.spans):
+        return "compute = every GPU kernel but communication, as HTA defines it"
+    if any(s.name == CPU_OPS for s in record.spans):
+        return ("CPU trace: compute = time some CPU op runs on a thread that runs no collective "
+                "(dpviz's definition; HTA has none for CPU traces)")
+    return "compute = forward, backward and optimizer ops"
 
 
 def _by_op(rows: list[StepSummary]) -> str:

@@ -262,7 +262,7 @@ def test_fuzz_random_bytes(tmp_path, data):
 # --- the command ----------------------------------------------------------------------------
 
 def test_cli_load_trace_prints_buckets_and_writes_record_and_figures(tmp_path, capsys):
-    assert cli(["load-trace", str(GLOO34), "--out", str(tmp_path)]) == 0
+    assert cli(["load-trace", str(GLOO34), "--out", str(tmp_path), "--formats", "png,svg,pdf"]) == 0
     out = capsys.readouterr().out
     assert "step 551 rank 34 all_reduce bucket 1:    7.94 MiB" in out
     figures = {f"{stem}.{fmt}" for stem in ("timeline", "allreduce-sizes") for fmt in ("png", "svg", "pdf")}
@@ -270,6 +270,41 @@ def test_cli_load_trace_prints_buckets_and_writes_record_and_figures(tmp_path, c
     assert (tmp_path / "timeline.svg").read_text().lstrip().startswith("<?xml")   # vector, for slides
     assert (tmp_path / "timeline.pdf").read_bytes()[:5] == b"%PDF-"
     assert load(tmp_path / "record.json").config["ranks"] == [34]
+
+
+def test_cli_load_trace_writes_png_by_default(tmp_path, capsys):
+    assert cli(["load-trace", str(GLOO34), "--out", str(tmp_path / "new" / "out")]) == 0
+    assert {p.name for p in (tmp_path / "new" / "out").iterdir()} == {
+        "record.json", "summary.json", "timeline.png", "allreduce-sizes.png"}
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["out"]   # no staging left
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: _write(d, "rank0.json", '{"traceEvents": [{"ph": "X",'), "truncated or corrupt"),
+    (lambda d: _write(d, "rank0.json", "[1, 2]"), "is not a chrome trace"),
+    (lambda d: _write(d, "list.json", '[{"name": "a"}]'), "is not a chrome trace"),
+    (lambda d: d / "nope.json", "no such trace file"),
+    (lambda d: (d / "empty").mkdir() or d / "empty", "holds no trace files"),
+])
+def test_every_bad_input_is_one_line_exit_2_and_leaves_no_out_folder(tmp_path, capsys, make, message):
+    """Bad traces, for load-trace and report alike: one line, exit 2, nothing written."""
+    bad = make(tmp_path)
+    for argv in (["load-trace", str(bad), "--out", str(tmp_path / "out")],
+                 ["report", str(bad), "--out", str(tmp_path / "page.html")]):
+        with pytest.raises(SystemExit) as stop:
+            cli(argv)
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"dpviz {argv[0]}: error:") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists() and not (tmp_path / "page.html").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".dpviz")]
+
+
+def test_load_trace_and_report_take_a_folder_of_traces(tmp_path, capsys):
+    folder = Path(__file__).parent / "data" / "nccl-sampled-ranks"   # also holds hta-0.5.0.json
+    assert cli(["load-trace", str(folder)]) == 0
+    assert "ranks [0, 1] of 128" in capsys.readouterr().out
+    assert cli(["report", str(folder), "--out", str(tmp_path / "r.html")]) == 0
 
 
 def test_cli_load_trace_rejects_a_corrupt_file_in_one_line(tmp_path, capsys):

@@ -303,15 +303,38 @@ def _int(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+# Files dpviz writes beside traces (a run's or load-trace's folder, reference figures): not traces.
+NOT_TRACES = ("record.json", "summary.json", "trace-merged.json")
+
+
+def trace_paths(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+    """The trace files named: files as given, a folder as the `.json`/`.json.gz` files in it
+    (sorted; dpviz's own outputs left out)."""
+    inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    out: list[Path] = []
+    for given in map(Path, inputs):
+        if given.is_dir():
+            found = sorted(p for p in given.iterdir() if p.is_file()
+                           and p.name.endswith((".json", ".json.gz"))
+                           and p.name not in NOT_TRACES and not p.name.startswith("hta-"))
+            if not found:
+                raise TraceError(f"folder {given} holds no trace files (.json or .json.gz)")
+            out += found
+        else:
+            out.append(given)
+    return out
+
+
 def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
                ranks: Iterable[int | None] | None = None) -> RunRecord:
-    """Per-rank profiler traces (`.json` or `.json.gz`) → one RunRecord on a common clock.
+    """Per-rank profiler traces (`.json` or `.json.gz`, or folders of them) → one RunRecord
+    on a common clock.
 
-    `ranks` (one per path, None for "from the file") names the rank of files without
+    `ranks` (one per file, None for "from the file") names the rank of files without
     `distributedInfo`. Steps come from `ProfilerStep#N` (or dpviz's own step annotations),
     numbered as in the trace; a trace with none becomes one step, and the notes say so.
     """
-    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    paths = trace_paths(paths)
     if not paths:
         raise ValueError("no trace files given: pass one path per rank")
     given = [None] * len(paths) if ranks is None else list(ranks)

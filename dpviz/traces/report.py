@@ -60,7 +60,10 @@ def render_report(record: RunRecord, title: str = "dpviz report") -> str:
 
 def write_report(record: RunRecord, path: str | os.PathLike, title: str = "dpviz report") -> Path:
     path = Path(path)
-    path.write_text(render_report(record, title), encoding="utf-8")
+    page = render_report(record, title)   # all of it first: a failure writes nothing
+    part = path.with_name(f".{path.name}.part")
+    part.write_text(page, encoding="utf-8")
+    os.replace(part, path)
     return path
 
 
