@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .link import Link, as_link
+from .link.records import Link, as_link
 
 FACADE = ("RunConfig",)  # what `dpviz.<name>` offers from here
 
@@ -25,7 +25,7 @@ WARMUPS = ("full", "light")
 # Samples per rank in a light warm-up: BatchNorm in train mode needs more than one value per
 # channel, and a user's model already ran a forward on 2 samples (validate_model_spec).
 WARMUP_SAMPLES = 2
-# The built-in workloads (dpviz.workloads); any other model is a user's "module:function".
+# The built-in workloads (dpviz.workloads.live); any other model is a user's "module:function".
 BUILTIN_MODELS = ("mlp", "gpt", "cnn")
 # Each built-in's size when layers/width/batch_per_rank are left unset: a 3-step, 2-rank
 # run stays well under a second on 2 CPU cores (benchmarks/warm_vs_cold.py measures it).
@@ -80,11 +80,11 @@ class RunConfig:
     timeout_s: float = 120.0
     slow_rank: int | None = None  # this rank sleeps delay_ms in every forward: a straggler
     delay_ms: float = 0.0
-    # An emulated wire for the all-reduces (dpviz.link): None is raw loopback, gloo on the
+    # An emulated wire for the all-reduces (dpviz.link.records): None is raw loopback, gloo on the
     # same cores as backward. Accepts a Link, a preset name ("10GbE", ...) or a dict.
     link: Link | None = None
     # What to train: "mlp", "gpt", "cnn" or a user's "package.module:function" returning a
-    # dpviz.Workload (checked by dpviz.workloads.validate_model_spec before ranks start).
+    # dpviz.Workload (checked by dpviz.workloads.live.validate_model_spec before ranks start).
     model: str = "mlp"
 
     def __post_init__(self):

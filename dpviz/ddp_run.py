@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .config import RunConfig, validate, writable_dir
 from .launch import Cluster, RankContext, using_cluster
-from .link_thread import LinkThread
+from .link.thread import LinkThread
 from .profile_events import ScopedProfile, first_start, kineto_events, reduce_profile, scan_events
 from .recompute import recompute_spans
 from .rebuilt_buckets import built_with, ready_order, rebuilds_mid_run
@@ -89,7 +89,7 @@ def train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step:
     """One optimizer step of `accum_steps` micro-steps (the run loop's own code, also run by
     the accumulation check) on `workload`'s data and loss (None: the MLP's); `annotate(name)`
     marks each micro-step. Returns the step's loss."""
-    from .workloads import compute_loss, rank_batch
+    from .workloads.live import compute_loss, rank_batch
 
     total = 0.0
     scale = cfg.accum_steps if cfg.scale_loss else 1
@@ -122,7 +122,7 @@ def warmup_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step
     the rebuild is in a real job. A kept workload (`kept`) keeps the ready order the rebuild
     learned (`dpviz.rebuilt_buckets`), so its later runs need no warm-up."""
     from .config import WARMUP_SAMPLES
-    from .workloads import BUILTIN, compute_loss, rank_batch
+    from .workloads.live import BUILTIN, compute_loss, rank_batch
 
     log.reduce, log.micro_step = False, 0
     try:
@@ -153,7 +153,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
     """
     import torch
 
-    from .workloads import describe_workload, flat_params, use_import_path
+    from .workloads.live import describe_workload, flat_params, use_import_path
 
     t_called = time.perf_counter()
     use_import_path(list(search_path))
@@ -195,7 +195,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
 class Kept:
     """A built-in workload kept on a warm rank (`warm_workload`), with what later runs reuse."""
 
-    workload: object          # a dpviz.workloads.Workload, its model on the rank's device
+    workload: object          # a dpviz.workloads.live.Workload, its model on the rank's device
     initial: list             # its initial parameters and buffers, copied back before each run
     fingerprint: object       # `fingerprint(model)` of those, for `same_on_every_rank`
     ready: list | None = None  # its parameters in gradient-ready order, once a DDP rebuilt
@@ -222,7 +222,7 @@ def warm_workload(cfg: RunConfig, device):
     its factory may do anything (read files, count calls, seed by rank)."""
     import torch
 
-    from .workloads import BUILTIN, build_workload
+    from .workloads.live import BUILTIN, build_workload
 
     if cfg.model not in BUILTIN:
         workload = build_workload(cfg)
@@ -325,7 +325,7 @@ def _train_profiled(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, 
     (`steady`) skips them."""
     from torch.profiler import record_function
 
-    from .workloads import flat_params
+    from .workloads.live import flat_params
 
     losses, snapshots, wall_ms = [], [], []
     bare = lambda name: nullcontext()
@@ -370,7 +370,7 @@ def needs_shapes(cfg: RunConfig, ddp, device: str, export_trace: bool, steady: b
     every shape."""
     import torch
 
-    from .workloads import BUILTIN
+    from .workloads.live import BUILTIN
 
     writes_trace = export_trace or _full_trace(cfg, device)
     return not (not writes_trace and cfg.model in BUILTIN
@@ -425,7 +425,7 @@ def _step_checks(ctx: RankContext, cfg: RunConfig, workload, initial, snapshots:
     import torch.distributed as dist
 
     from .rounding import max_abs, update_bound
-    from .workloads import addition_chain, reference_kind
+    from .workloads.live import addition_chain, reference_kind
 
     if not cfg.checks:   # every rank skips the all_gather, or none does (the flag is in the config)
         return []
@@ -474,7 +474,7 @@ def _reference(cfg: RunConfig) -> list:
     """One process on the concatenated batches, kept per rank process: the reference does
     not depend on how DDP communicates (bucket cap, profiler), so a knob over those reuses
     it instead of training a second model on every move."""
-    from .workloads import single_process_params
+    from .workloads.live import single_process_params
 
     return single_process_params(cfg)
 
@@ -488,7 +488,7 @@ def run(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
     Pass a warm `cluster` to re-run in a fraction of a cold start; without one, ranks are
     started for this run and stopped after it. Keyword `changes` override config fields.
     """
-    from .workloads import import_path, validate_model_spec
+    from .workloads.live import import_path, validate_model_spec
 
     cfg = validate(cfg or RunConfig())
     if changes:

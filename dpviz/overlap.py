@@ -175,7 +175,7 @@ def _summary(rank: int, step: int, window: tuple[float, float], mine: list[Span]
              launched: list[Span]) -> StepSummary:
     """One rank's step from the spans cut to its window (`mine`) and those launched in it."""
     collectives = [s for s in mine if s.kind in COMM_KINDS]
-    # an emulated link's transfers (dpviz.link) are communication time too, not collectives
+    # an emulated link's transfers (dpviz.link.records) are communication time too, not collectives
     comm = _iv(collectives + [s for s in mine if s.kind == "link"])
     backward = _iv([s for s in mine if s.kind in ("backward", "recompute")])
     compute = _iv([s for s in mine if s.kind in COMPUTE_KINDS])

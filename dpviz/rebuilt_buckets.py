@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
-from .buckets_records import cap_limits
+from .buckets.records import cap_limits
 from .config import RunConfig
 
 # torch's switch that makes the rebuild's last bucket small (reducer.cpp): a rebuild under it
@@ -52,7 +52,7 @@ def steady_assignment(parameters: list, ready: list, bucket_cap_mb: float | None
     """(bucket indices into `parameters`, per-bucket size limits) of DDP's rebuild from the
     ready order `ready` at this cap, in the order the reducer holds its buckets: what torch's
     rebuild computes (`assign`, by default `torch.distributed._compute_bucket_assignment_by_size`,
-    over the ready order, with the limits it rebuilds with: `dpviz.buckets_records.cap_limits`)."""
+    over the ready order, with the limits it rebuilds with: `dpviz.buckets.records.cap_limits`)."""
     import torch.distributed as dist
 
     assign = assign or dist._compute_bucket_assignment_by_size

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from .discover import record_modules
-from .workload_records import WorkloadInfo
+from .workloads.records import WorkloadInfo
 
 FACADE = ("RunRecord", "RecordError", "load", "save")  # what `dpviz.<name>` offers from here
 

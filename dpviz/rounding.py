@@ -88,7 +88,7 @@ def sgd_bound(cfg: RunConfig, param_max: float, steps: int | None = None,
 def reference_sgd_bound(cfg: RunConfig) -> float:
     """`sgd_bound` for `cfg`'s MLP workload, scaled by the largest parameter one process holds
     on the way (its initial weights and every step's)."""
-    from .workloads import build_mlp, flat_params, single_process_params
+    from .workloads.live import build_mlp, flat_params, single_process_params
 
     return sgd_bound(cfg, max_abs([flat_params(build_mlp(cfg)), *single_process_params(cfg)]))
 
@@ -96,7 +96,7 @@ def reference_sgd_bound(cfg: RunConfig) -> float:
 def reference_gradient_max(cfg: RunConfig) -> float:
     """Largest gradient entry of one process on `cfg`'s first whole batch (the scale of a
     gradient comparison)."""
-    from .workloads import build_mlp, global_batch, loss_fn
+    from .workloads.live import build_mlp, global_batch, loss_fn
 
     model = build_mlp(cfg)
     x, y = global_batch(cfg, 0, 0)

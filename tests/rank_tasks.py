@@ -45,7 +45,7 @@ def report_pid_then_wait_in_collective(ctx, pid_file: str) -> float:
 
 
 def fsdp2_trace(ctx, out_dir: str, steps: int = 2) -> str:
-    """Train dpviz's MLP under FSDP2 (fully_shard per Linear, as dpviz.zero does) with the
+    """Train dpviz's MLP under FSDP2 (fully_shard per Linear, as dpviz.zero.live does) with the
     profiler on; write this rank's chrome trace into `out_dir`, as a user's job would."""
     from pathlib import Path
 
@@ -55,8 +55,8 @@ def fsdp2_trace(ctx, out_dir: str, steps: int = 2) -> str:
 
     from dpviz.config import RunConfig
     from dpviz.trace import STEP_PREFIX
-    from dpviz.workloads import build_mlp, loss_fn, rank_batch
-    from dpviz.zero import _wrap
+    from dpviz.workloads.live import build_mlp, loss_fn, rank_batch
+    from dpviz.zero.live import _wrap
 
     cfg = RunConfig(world_size=ctx.world_size, steps=steps)
     module, opt = _wrap(build_mlp(cfg), "fsdp", dist.group.WORLD)
@@ -103,7 +103,7 @@ def start_agreement(ctx, seed_by_rank: bool, bias_by_rank: bool = False) -> dict
     match, and what does rank 1 hold after DDP's construction as a run does it?"""
     from dpviz.config import RunConfig
     from dpviz.ddp_run import _wrap_ddp, same_on_every_rank
-    from dpviz.workloads import build_mlp, flat_params
+    from dpviz.workloads.live import build_mlp, flat_params
 
     cfg = RunConfig(layers=2, width=16, seed=ctx.rank if seed_by_rank else 0)
     model = build_mlp(cfg)
@@ -123,7 +123,7 @@ def warm_workload_after_training(ctx, cfg) -> dict:
     import torch
 
     from dpviz.ddp_run import warm_workload
-    from dpviz.workloads import build_workload
+    from dpviz.workloads.live import build_workload
 
     from dpviz.ddp_run import fingerprint
 
@@ -148,7 +148,7 @@ def averaging_measures_both_ways(ctx) -> dict:
     import torch
     import torch.distributed as dist
 
-    from dpviz.averaging import _gathered, _measured
+    from dpviz.averaging.live import _gathered, _measured
 
     params = torch.randn(4099, generator=torch.Generator().manual_seed(ctx.rank))
     loss = torch.tensor(0.25 + ctx.rank / 3)
@@ -169,7 +169,7 @@ def averaging_measures_both_ways(ctx) -> dict:
 def averaging_gathered_step_by_step(ctx, cfg) -> bool:
     """compare_averaging's rank run with its measurement gathered once, and one step at a time
     (GATHER_FLOATS too small for two steps): the same record?"""
-    from dpviz import averaging
+    from dpviz.averaging import live as averaging
 
     once = averaging.averaging_rank(ctx, cfg, "parameter", 3, 7)
     kept, averaging.GATHER_FLOATS = averaging.GATHER_FLOATS, 1
@@ -215,7 +215,7 @@ def steady_buckets_against_rebuilds(ctx, model: str, caps: list) -> list[tuple]:
 
     from dpviz.config import RunConfig
     from dpviz.rebuilt_buckets import ready_order, steady_assignment
-    from dpviz.workloads import build_workload, compute_loss, rank_batch
+    from dpviz.workloads.live import build_workload, compute_loss, rank_batch
 
     cfg = RunConfig(model=model, world_size=ctx.world_size)
     workload = build_workload(cfg)

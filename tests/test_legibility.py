@@ -8,12 +8,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from dpviz import accumulation, run
-from dpviz.link import as_link
-from dpviz.buckets import sweep_config
-from dpviz.buckets_records import ONE_BUCKET_CAP_MB, BucketSweep, cap_row
-from dpviz.plots.accumulation import plot_schedule, plot_sweep_bytes, plot_sweep_time
-from dpviz.plots.buckets import plot_bucket_timeline, plot_contrast, plot_layout, plot_sweep
+from dpviz.accumulation import live as accumulation
+from dpviz import run
+from dpviz.link.records import as_link
+from dpviz.buckets.live import sweep_config
+from dpviz.buckets.records import ONE_BUCKET_CAP_MB, BucketSweep, cap_row
+from dpviz.accumulation.plots import plot_schedule, plot_sweep_bytes, plot_sweep_time
+from dpviz.buckets.plots import plot_bucket_timeline, plot_contrast, plot_layout, plot_sweep
 from dpviz.plots.legibility import hidden_texts, overlapping_texts
 
 
@@ -125,8 +126,8 @@ def test_a_move_on_the_kept_axes_draws_the_pixels_of_a_cleared_axes(records, clu
     """Between moves `_Figure` takes the last frame's artists off its axes instead of
     `ax.clear()` (which rebuilds every tick): each move must still give exactly the pixels
     of a cleared axes drawn again, in the same layout."""
-    from dpviz.averaging import compare_averaging
-    from dpviz.plots.averaging import plot_drift
+    from dpviz.averaging.live import compare_averaging
+    from dpviz.averaging.plots import plot_drift
     from dpviz.widgets.slider import _Figure
 
     caps, _, ks = records

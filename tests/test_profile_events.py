@@ -7,8 +7,8 @@ import pytest
 from dpviz.ddp_run import assemble_run, rank_spans, train_rank
 from dpviz.profile_events import first_start, scan_events
 from dpviz.trace import read_trace, shift, spans_from_trace
-from dpviz.accumulation import DEMO_CONFIG
-from dpviz.buckets import sweep_config
+from dpviz.accumulation.live import DEMO_CONFIG
+from dpviz.buckets.live import sweep_config
 
 # chrome JSON writes ts in µs with 3 decimals at ~4.6e12 µs, where a float64 step is
 # ~0.001 µs: a span's start read from the file is within 0.002 µs of the exact ns value

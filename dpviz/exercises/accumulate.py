@@ -49,7 +49,7 @@ def _watched_ddp(ctx: RankContext, cfg):
     """A DDP of the demo MLP whose forward calls mark micro-steps and whose hook counts."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from ..workloads import build_mlp, loss_fn, rank_batch
+    from ..workloads.live import build_mlp, loss_fn, rank_batch
 
     model = build_mlp(cfg)
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb)
@@ -75,9 +75,9 @@ def accumulation_rank(ctx: RankContext, spec: tuple) -> dict:
     import torch
     import torch.distributed as dist
 
-    from ..accumulation import DEMO_CONFIG, _KeepGradient
+    from ..accumulation.live import DEMO_CONFIG, _KeepGradient
     from ..ddp_run import BucketLog, train_step
-    from ..workloads import build_mlp, loss_fn, rank_batch
+    from ..workloads.live import build_mlp, loss_fn, rank_batch
 
     cfg = DEMO_CONFIG.replace(world_size=ctx.world_size, accum_steps=K)
     batches = [rank_batch(cfg, None, 0, m, ctx.rank) for m in range(K)]

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..buckets import torch_assignment
-from ..buckets_records import MIB, assign_buckets as model_assign, cap_limits
+from ..buckets.live import torch_assignment
+from ..buckets.records import MIB, assign_buckets as model_assign, cap_limits
 from ..launch import Cluster, using_cluster
 from .core import choose, not_written, require_callable
 from .records import BucketCase, BucketsCheck, Verdict
