@@ -163,6 +163,8 @@ def event_bytes(args: dict) -> int | None:
     first = dims[0]
     while isinstance(first, list) and first and isinstance(first[0], list):  # a TensorList
         first = first[0]
+    if types[0] == "TensorList" and first == []:
+        return None    # a c10d call's TensorList: its shapes are not recorded
     size = DTYPE_BYTES.get(types[0]) if isinstance(types[0], str) else None
     if size is None and types[0] == "TensorList":
         size = 4
@@ -200,7 +202,7 @@ class TraceScan:
         self.launch_at: dict[int, tuple[str, float]] = {}  # flow id → (CPU thread, launch ts)
         self.runtime_at: dict[int, tuple[str, float]] = {}  # correlation id → (thread, ts) of the launch call
         self.c10d: list[tuple[float, str]] = []      # (ts, op) of every c10d::* collective call
-        self.comm_calls: list[tuple[str, float, float, str]] = []  # (thread, start, end, op) launching collectives
+        self.comm_calls: list[tuple[str, float, float, str, int | None]] = []  # (thread, start, end, op, bytes)
         self.cpu_ops: list[tuple[str, float, float]] = []  # (thread, start, end) of other CPU operators
         self.events = 0
         self.phased = 0          # events with a chrome-trace phase ('ph'): none means not a trace
@@ -282,16 +284,19 @@ class TraceScan:
                                   end_us=start + dur, bytes=nbytes, op=op, group=group))
 
     def _comm_call(self, name: str, cat: str, ts, dur, tid, args) -> None:
-        """Keep a CPU op that launches a collective, with the op it names (else skip it)."""
+        """Keep a CPU op that launches a collective, with the op it names (else skip it) and
+        the message size its recorded shapes give (`nccl:*` and record_param_comms record
+        the tensor; a c10d call's TensorList shapes are empty)."""
+        args = args if isinstance(args, dict) else args.to_dict() if hasattr(args, "to_dict") else {}
         if name == "record_param_comms":
-            args = args if isinstance(args, dict) else args.to_dict() if hasattr(args, "to_dict") else {}
             collective = args.get("Collective name")
             op = comm_op(collective) if isinstance(collective, str) else "other"
         else:
             op = comm_op(name)
+        nbytes = None if name.startswith("c10d::") else event_bytes(args)
         start, dur = _number(ts), _number(dur)
-        if op != "other" and start is not None and dur is not None and dur >= 0:
-            self.comm_calls.append((str(tid), start, start + dur, op))
+        if start is not None and dur is not None and dur >= 0 and (op != "other" or nbytes):
+            self.comm_calls.append((str(tid), start, start + dur, op, nbytes))
 
     @property
     def on_gpu(self) -> bool:
@@ -305,8 +310,9 @@ class TraceScan:
             return _number_buckets(_gpu_spans(cpu, self.kernels, self._launches(), steps,
                                               _CallIndex(self.comm_calls)), rank)
         cpu, _ = _ops_asked_for(cpu, self.c10d)
-        return _number_buckets(_end_by_micro_step(cpu + _cpu_op_compute(self.cpu_ops, cpu)),
-                               rank, steps)
+        own = any(s.kind == "step" and s.name.startswith(STEP_PREFIX) for s in cpu)
+        compute = [] if own else _cpu_op_compute(self.cpu_ops, cpu)   # dpviz's: as recorded live
+        return _number_buckets(_end_by_micro_step(cpu + compute), rank, steps)
 
     def _launches(self) -> dict[int, tuple[str, float]]:
         """Correlation id → (CPU thread, launch time): flow events where the trace has them,
@@ -410,6 +416,8 @@ def _cpu_op_compute(ops: list[tuple[str, float, float]], cpu: list[Span]) -> lis
 
     This is dpviz's definition (HTA defines compute by GPU kernels only and has no figure
     for a CPU trace); forward/backward/optimizer annotations keep their own spans beside it.
+    dpviz's own traces (its step annotations) keep the live record's definition instead,
+    forward/backward/optimizer only, so a run loaded back reads as it did live.
     """
     comm_threads = {s.tid for s in cpu if s.kind in COMM_KINDS}
     by_thread: dict[str, list[tuple[float, float]]] = defaultdict(list)
@@ -524,9 +532,11 @@ def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
                 if hit is not None:
                     launch_bytes[hit] = kernel.bytes
             asked = calls.find(tid, ts)
-            if asked is not None and asked != kernel.op:
-                out.append(_with(kernel, op=asked, step=steps.find(ts),
-                                 kind="allreduce" if asked == "all_reduce" else "collective"))
+            if asked is not None:
+                op, nbytes = asked
+                out.append(_with(kernel, op=op, step=steps.find(ts),
+                                 bytes=kernel.bytes if kernel.bytes is not None else nbytes,
+                                 kind="allreduce" if op == "all_reduce" else "collective"))
                 continue
         out.append(_with(kernel, kind=kind, step=steps.find(ts)))
     for s in launches:
@@ -537,23 +547,30 @@ def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
 
 class _CallIndex:
     """The outermost collective-launching CPU op per thread: which op a launch at (thread,
-    ts) was made for (c10d calls nest their annotations: the outer one asked)."""
+    ts) was made for (c10d calls nest their annotations: the outer one asked), and the
+    message size the first nested annotation recorded."""
 
-    def __init__(self, calls: list[tuple[str, float, float, str]]):
-        groups: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
-        for tid, start, end, op in sorted(calls, key=lambda c: (c[1], -c[2])):
+    def __init__(self, calls: list[tuple[str, float, float, str, int | None]]):
+        groups: dict[str, list[list]] = defaultdict(list)
+        for tid, start, end, op, nbytes in sorted(calls, key=lambda c: (c[1], -c[2])):
             mine = groups[tid]
-            if not mine or end > mine[-1][1]:
-                mine.append((start, end, op))
-        self.calls = dict(groups)
-        self.starts = {tid: [c[0] for c in v] for tid, v in groups.items()}
+            if mine and end <= mine[-1][1]:    # nested in the previous outermost call
+                outer = mine[-1]
+                outer[2] = outer[2] if outer[2] != "other" else op
+                outer[3] = outer[3] if outer[3] is not None else nbytes
+            else:
+                mine.append([start, end, op, nbytes])
+        self.calls = {tid: [c for c in v if c[2] != "other"] for tid, v in groups.items()}
+        self.starts = {tid: [c[0] for c in v] for tid, v in self.calls.items()}
 
-    def find(self, tid: str, ts: float) -> str | None:
+    def find(self, tid: str, ts: float) -> tuple[str, int | None] | None:
+        """(op, bytes) of the call that launched at (tid, ts), or None."""
         starts = self.starts.get(tid)
         if not starts:
             return None
         i = bisect.bisect_right(starts, ts) - 1
-        return self.calls[tid][i][2] if i >= 0 and ts < self.calls[tid][i][1] else None
+        call = self.calls[tid][i] if i >= 0 else None
+        return (call[2], call[3]) if call is not None and ts < call[1] else None
 
 
 class _PhaseIndex:

@@ -52,11 +52,11 @@ class Rank:
 
 
 def ddp_gpu_rank(rank: int, first_step: int = 5, flows: bool = True, offset: float = 0.0,
-                 steps: int = 3) -> Rank:
+                 steps: int = 3, world_size: int = 2) -> Rank:
     """A DDP-like GPU rank: per 1000 µs step a forward kernel, a backward kernel, an
     all-reduce launched inside c10d::allreduce_ during backward, an optimizer kernel; the
     GPU runs 300 µs behind the CPU, so a step's last kernels run in the next CPU step."""
-    r = Rank(rank, flows=flows)
+    r = Rank(rank, world_size=world_size, flows=flows)
     for i in range(steps):
         t = offset + 1000 * i
         r.step(first_step + i, t, 1000)

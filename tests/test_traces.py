@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from dpviz.cli import main as cli
-from dpviz.overlap import (analysed_steps, comm_compute_overlap, describe, summarize,
+from dpviz.overlap import (analysed_steps, comm_compute_overlap, describe, record_ranks, summarize,
                            temporal_breakdown)
 from dpviz.traces.files import load_trace
 from dpviz.traces.stragglers import match_collectives, straggler_ranking
@@ -163,3 +163,53 @@ def _assert_row_fits(row) -> None:
     assert row.idle_ms >= 0
     other_busy = row.step_ms - row.idle_ms - row.compute_ms   # communication, copies: no compute
     assert other_busy >= -eps and row.exposed_comm_ms <= other_busy + eps
+
+
+# --- what the figures show -----------------------------------------------------------------
+
+def _sixteen_ranks(tmp_path) -> list[Path]:
+    return [ddp_gpu_rank(r, world_size=16).write(tmp_path / "sixteen" / f"rank{r}.json.gz")
+            for r in range(16)]
+
+
+@pytest.mark.parametrize("case", ["sampled", "400", "16 ranks"])
+def test_figures_read_at_2_and_16_ranks_and_400_collectives(case, tmp_path):
+    """The legend lists only what is drawn (capped), sub-rows are named, no text overlaps,
+    and the figures stay a readable size however many collectives a step runs."""
+    import matplotlib.pyplot as plt
+
+    from dpviz.plots.legibility import overlapping_texts
+    from dpviz.plots.timeline import LEGEND_ENTRIES, plot_timeline
+    from dpviz.traces.plots import allreduce_sizes, plot_allreduce_sizes, sizes_unknown
+
+    paths = {"sampled": DATA / "nccl-sampled-ranks", "400": DATA / "nccl-400-allreduces",
+             "16 ranks": None}[case] or _sixteen_ranks(tmp_path)
+    record = load_trace(paths)
+    ax = plot_timeline(record)
+    fig = ax.figure
+    legend = [t.get_text() for lg in fig.legends for t in lg.get_texts()]
+    step = analysed_steps(record).steps[-1]
+    drawn = {s.kind for s in record.spans_of(step=step)}
+    assert len(legend) <= LEGEND_ENTRIES
+    assert ("forward" in legend) == ("forward" in drawn) and ("optimizer" in legend) == ("optimizer" in drawn)
+    assert any(t.startswith("other compute") for t in legend) == ("compute" in drawn)
+    assert fig.get_size_inches()[1] * fig.dpi < 200 * len(record_ranks(record)) + 300
+    assert overlapping_texts(fig) == []
+    if case == "sampled":   # two streams per lane: each sub-row says which
+        labels = [t.get_text() for a in ax.child_axes for t in a.get_yticklabels()]
+        assert {"stream 7", "stream 23", "stream 84", "stream 203"} <= set(labels)
+    plt.close(fig)
+    if sizes_unknown(allreduce_sizes(record, step=step)) is None:
+        sizes = plot_allreduce_sizes(record, step=step)
+        assert overlapping_texts(sizes.figure) == []
+        plt.close(sizes.figure)
+
+
+def test_sizes_unknown_is_a_sentence_not_an_empty_figure(tmp_path):
+    from dpviz.traces.plots import allreduce_sizes, plot_allreduce_sizes, sizes_unknown
+
+    record = load_trace([ddp_gpu_rank(r).write(tmp_path / f"rank{r}.json.gz") for r in (0, 1)])
+    rows = allreduce_sizes(record, step=6)
+    assert sizes_unknown(rows).startswith("No message size recorded for the 1 collectives (1 all_reduce")
+    with pytest.raises(ValueError, match="No message size recorded"):
+        plot_allreduce_sizes(record, step=6)

@@ -95,13 +95,19 @@ def _write(record, out: Path, formats: tuple[str, ...]) -> None:
 
     from ..plots.files import save_figure
     from ..plots.timeline import plot_timeline
-    from .plots import plot_allreduce_sizes
+    from .plots import allreduce_sizes, plot_allreduce_sizes, sizes_unknown
 
     save(record, out / "record.json")
     write_summary(record, out / "summary.json")
     step = analysed_steps(record).steps[-1]
-    for name, ax in [("timeline", plot_timeline(record, step=step)),
-                     *([("allreduce-sizes", plot_allreduce_sizes(record, step=step))]
-                       if any(s.kind in COMM_KINDS for s in record.spans_of(step=step)) else [])]:
+    figures = [("timeline", lambda: plot_timeline(record, step=step))]
+    if any(s.kind in COMM_KINDS for s in record.spans_of(step=step)):
+        unknown = sizes_unknown(allreduce_sizes(record, step=step))
+        if unknown:
+            print(f"no allreduce-sizes figure: {unknown}")
+        else:
+            figures.append(("allreduce-sizes", lambda: plot_allreduce_sizes(record, step=step)))
+    for name, draw in figures:
+        ax = draw()
         save_figure(ax.figure, out / name, formats=formats)
         plt.close(ax.figure)

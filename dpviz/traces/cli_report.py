@@ -34,6 +34,14 @@ def main(args) -> int:
     if not out.parent.is_dir():
         raise ValueError(f"cannot write {out}: folder {out.parent} does not exist")
     record = read_inputs(args.inputs, args.ranks)
-    write_report(record, out, title=f"dpviz report: {', '.join(args.inputs)}")
+    write_report(record, out, title=f"dpviz report: {_what(args.inputs)}")
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, self-contained)")
     return 0
+
+
+def _what(inputs: list[str]) -> str:
+    """The page's title: a few inputs by name, many by count and folder."""
+    if len(inputs) <= 2:
+        return ", ".join(inputs)
+    folders = {str(Path(p).parent) for p in inputs}
+    return f"{len(inputs)} traces in {folders.pop()}" if len(folders) == 1 else f"{len(inputs)} traces"

@@ -24,8 +24,9 @@ def summary(record: RunRecord) -> dict:
     """The record's numbers as plain JSON-ready data (ms, fractions in 0..1, percents)."""
     chosen = analysed_steps(record)
     rows = [{"rank": r.rank, "step": r.step, "step_ms": r.step_ms, "compute_ms": r.compute_ms,
-             "comm_ms": r.comm_ms, "overlap_fraction": r.overlap_fraction,
-             "backward_overlap_fraction": r.backward_overlap_fraction,
+             "comm_ms": r.comm_ms,   # overlaps: None (n/a) in a step without communication
+             "overlap_fraction": r.overlap_fraction if r.comm_ms else None,
+             "backward_overlap_fraction": r.backward_overlap_fraction if r.comm_ms else None,
              "exposed_comm_ms": r.exposed_comm_ms, "idle_ms": r.idle_ms,
              "n_collectives": r.n_collectives, "comm_ms_by_op": r.comm_ms_by_op}
             for r in summarize(record)]
