@@ -17,7 +17,8 @@ import bisect
 import math
 import statistics
 from collections import Counter, defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from .record import RunRecord, Span
 from .trace import COMM_KINDS, CPU_OPS, PROFILER_STEP, STEP_PREFIX
@@ -151,13 +152,22 @@ def step_windows(spans: list[Span]) -> dict[int, tuple[float, float]]:
     return windows
 
 
+class _Cut(NamedTuple):
+    """A span cut to a window: what the interval maths reads, without copying the span."""
+
+    start_us: float
+    end_us: float
+    kind: str
+    op: str | None
+
+
 def _in_windows(spans: list[Span], windows: dict[int, tuple[float, float]]
-                ) -> dict[int, list[Span]]:
+                ) -> dict[int, list[_Cut]]:
     """step → the spans overlapping its window, cut to it (bisect: linear in spans). Spans
     of no step (a GPU event launched before profiling started) count in none."""
     order = sorted(windows.items(), key=lambda kv: kv[1])
     starts = [w[0] for _, w in order]
-    out: dict[int, list[Span]] = {step: [] for step in windows}
+    out: dict[int, list[_Cut]] = {step: [] for step in windows}
     for s in spans:
         if s.kind == "step" or s.step is None:
             continue
@@ -166,12 +176,12 @@ def _in_windows(spans: list[Span], windows: dict[int, tuple[float, float]]
             step, (a, b) = order[i]
             lo, hi = max(a, s.start_us), min(b, s.end_us)
             if hi > lo or (s.start_us == s.end_us and a <= s.start_us < b):
-                out[step].append(replace(s, start_us=lo, end_us=max(lo, hi)))
+                out[step].append(_Cut(lo, max(lo, hi), s.kind, s.op))
             i += 1
     return out
 
 
-def _summary(rank: int, step: int, window: tuple[float, float], mine: list[Span],
+def _summary(rank: int, step: int, window: tuple[float, float], mine: list[_Cut],
              launched: list[Span]) -> StepSummary:
     """One rank's step from the spans cut to its window (`mine`) and those launched in it."""
     collectives = [s for s in mine if s.kind in COMM_KINDS]
@@ -396,7 +406,7 @@ def _recomputed(record: RunRecord) -> str:
 BUSY_KINDS = (*COMPUTE_KINDS, *COMM_KINDS, "memcpy")   # what keeps a GPU (or CPU rank) busy
 
 
-def _analysed(record: RunRecord, rank: int) -> list[Span]:
+def _analysed(record: RunRecord, rank: int) -> list[_Cut]:
     """The rank's busy spans in the analysed steps (a GPU kernel's step is its launch's),
     each cut inward to whole µs of the trace's own clock as HTA does (it rounds a
     ns-resolution event's start up and its end down, pytorch/pytorch#122425: otherwise
@@ -408,8 +418,7 @@ def _analysed(record: RunRecord, rank: int) -> list[Span]:
     for s in record.spans:
         if s.rank == rank and s.kind in BUSY_KINDS and (s.step in steps or not steps):
             start = math.ceil(s.start_us + origin) - origin
-            out.append(replace(s, start_us=start,
-                               end_us=max(start, math.floor(s.end_us + origin) - origin)))
+            out.append(_Cut(start, max(start, math.floor(s.end_us + origin) - origin), s.kind, s.op))
     return out
 
 

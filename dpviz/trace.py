@@ -344,6 +344,13 @@ class TraceScan:
         if comm_kernels:
             out.append(f"rank {rank}: {labelled} of {len(comm_kernels)} communication kernels take "
                        "their op from the c10d call that launched them; the rest from the kernel's name")
+        steps = _step_windows(_prefer_dpviz_steps(self.cpu))
+        first = steps.starts[0] if steps.starts else None
+        early = sum(c in launches and first is not None and launches[c][1] < first
+                    for _, c in self.kernels)
+        if early:
+            out.append(f"rank {rank}: {early} GPU events were launched before the first step: in no "
+                       "step here, while HTA's breakdown counts them (its idle share can differ)")
         return out
 
     def _whole_trace_step(self) -> list[Span]:

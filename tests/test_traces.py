@@ -48,6 +48,17 @@ def test_a_kernel_launched_before_profiling_counts_in_no_step(tmp_path):
     assert "the other 1 have no launch in the trace" in "\n".join(b.notes)
 
 
+def test_a_kernel_launched_before_the_first_step_is_named_where_hta_differs(tmp_path):
+    """Launched in the trace but before its first ProfilerStep: in no step here; HTA counts
+    it, and the notes say so."""
+    r = ddp_gpu_rank(0).kernel("warmup_kernel", 20, 100, launch=-50)
+    record = load_trace(r.write(tmp_path / "rank0.json.gz"))
+    (early,) = [s for s in record.spans if s.name == "warmup_kernel"]
+    assert early.step is None
+    assert "1 GPU events were launched before the first step: in no step here, while HTA's " \
+           "breakdown counts them" in "\n".join(record.notes)
+
+
 def test_a_collectives_op_is_the_one_its_c10d_call_asked_for(tmp_path):
     """NCCL runs all-to-all as SendRecv kernels: the launching c10d op names it; a kernel
     launched outside any c10d call keeps its name's op."""

@@ -245,13 +245,15 @@ class LoadedRank:
     backend: str | None
     base_ns: int | None       # baseTimeNanoseconds: the file's clock origin, if written
     node: dict | None         # dpvizNode: {"node", "local_rank"}, in traces dpviz.torchrun_entry wrote
-    scan: TraceScan
+    spans: list[Span]         # on the trace's own clock
+    notes: list[str]          # what the scan inferred or skipped
+    events: int
     megabytes: float
     seconds: float
 
 
 def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
-    """Stream one trace file through a TraceScan and find its rank.
+    """Stream one trace file through a TraceScan, find its rank, and resolve its spans.
 
     Rank: the trace's `distributedInfo`, else `rank`, else a `rank<N>` in the file name;
     none of them is an error that says how to give one.
@@ -279,7 +281,8 @@ def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
                       world_size=_int(info.get("world_size")),
                       backend=backend if isinstance(backend, str) else None,
                       base_ns=_int(header.get("baseTimeNanoseconds")),
-                      node=_node(header.get(NODE_FIELD)), scan=scan,
+                      node=_node(header.get(NODE_FIELD)), spans=scan.spans(found),
+                      notes=scan.notes(found), events=scan.events,
                       megabytes=path.stat().st_size / 1e6, seconds=seconds)
 
 
@@ -341,10 +344,10 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
     if len(given) != len(paths):
         raise ValueError(f"{len(given)} ranks given for {len(paths)} files: give one per file "
                          "(None where the file knows its rank)")
-    loaded = [scan_file(p, r) for p, r in zip(paths, given)]
+    loaded = _scan_files(paths, given)
     _check_distinct(loaded)
     spans, aligned = _align_steps(_common_clock(loaded))
-    notes = [_file_note(f) for f in loaded] + [n for f in loaded for n in f.scan.notes(f.rank)]
+    notes = [_file_note(f) for f in loaded] + [n for f in loaded for n in f.notes]
     notes += aligned
     notes += _step_notes(spans, loaded)
     world_size, backend, inferred = _job_facts(loaded, spans)
@@ -360,6 +363,26 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
         notes=tuple(notes),
         rank_labels=({f.rank: node_label(f.rank, f.node) for f in loaded}
                      if all(f.node for f in loaded) else {}))
+
+
+PARALLEL_MB = 4.0   # files this large in all (compressed) are read in parallel processes
+
+
+def _scan_files(paths: list[Path], ranks: list[int | None]) -> list[LoadedRank]:
+    """Every file scanned, in parallel processes (one per core, at most one per file) when
+    there are several and enough bytes to repay starting them; in order otherwise."""
+    workers = min(len(paths), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                  else os.cpu_count() or 1)
+    size = sum(p.stat().st_size for p in paths if p.is_file()) / 1e6
+    if workers < 2 or size < PARALLEL_MB:
+        return [scan_file(p, r) for p, r in zip(paths, ranks)]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("forkserver")   # no fork of a threaded parent
+    context.set_forkserver_preload([__name__])
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        return list(pool.map(scan_file, paths, ranks))
 
 
 def _check_distinct(loaded: list[LoadedRank]) -> None:
@@ -378,7 +401,7 @@ def _common_clock(loaded: list[LoadedRank]) -> list[Span]:
     bases = [f.base_ns for f in loaded if f.base_ns is not None]
     out = []
     for f in loaded:
-        spans = f.scan.spans(f.rank)
+        spans = f.spans
         offset_us = (f.base_ns - min(bases)) / 1e3 if f.base_ns is not None else 0.0
         out += shift(spans, -offset_us) if offset_us else spans
     return out
@@ -479,6 +502,6 @@ def _backend_from_events(spans: list[Span]) -> str:
 
 
 def _file_note(f: LoadedRank) -> str:
-    rate = f.scan.events / f.seconds if f.seconds else float("inf")
+    rate = f.events / f.seconds if f.seconds else float("inf")
     return (f"rank {f.rank} (from {f.rank_source}): {f.path.name}, {f.megabytes:.1f} MB, "
-            f"{f.scan.events:,} events read in {f.seconds:.2f} s ({rate:,.0f} events/s)")
+            f"{f.events:,} events read in {f.seconds:.2f} s ({rate:,.0f} events/s)")
