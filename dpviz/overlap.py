@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter, defaultdict
 from dataclasses import dataclass, replace
 
 from .record import RunRecord, Span
-from .trace import COMM_KINDS
+from .trace import COMM_KINDS, PROFILER_STEP, STEP_PREFIX
 
 FACADE = ("describe", "summarize")  # what `dpviz.<name>` offers from here
 
@@ -133,9 +134,101 @@ def record_ranks(record: RunRecord) -> list[int]:
     return sorted({s.rank for s in record.spans})
 
 
+@dataclass(frozen=True)
+class AnalysedSteps:
+    """The steps every per-step figure averages, and each left-out step with the reason.
+
+    `str()` is the line to print beside those figures, e.g. "analysed steps 4-5 (6 dropped:
+    the last ProfilerStep may be cut short)". `caveats` name what a kept step still holds
+    when too few steps were recorded to leave it out.
+    """
+
+    steps: tuple[int, ...]
+    dropped: tuple[tuple[int, str], ...] = ()
+    caveats: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        why = "; ".join(f"{step} dropped: {reason}" for step, reason in self.dropped)
+        line = f"analysed steps {_step_list(self.steps)}" + (f" ({why})" if why else "")
+        return "; ".join([line, *self.caveats])
+
+
+def analysed_steps(record: RunRecord) -> AnalysedSteps:
+    """The one rule for which steps per-step figures (CLI headlines, summary.json, reports,
+    notebooks, HTA-style figures) cover, so one-time work is never reported as per-step cost.
+
+    In order, while at least one step is left:
+    1. A last step that is a profiler step (`ProfilerStep#N`) is dropped: the profiler may
+       stop inside it, so it can be cut short (HTA drops it too). dpviz's own step
+       annotations close when the step ends, so a live run keeps its last step.
+    2. Leading steps that are not steady are dropped: dpviz's own step 0 (DDP's first
+       iteration, run with the buckets built in parameter order before DDP rebuilds them),
+       and every leading step whose collectives (count per op, all ranks) differ from the
+       last kept step's, e.g. step 1 of a live run, which holds the broadcasts of DDP's
+       bucket rebuild. The first step that matches ends the drop.
+    When only one step is left and it is dpviz's own step 0 or 1, it is kept with a caveat.
+    """
+    steps = record.steps
+    if not steps:
+        return AnalysedSteps(steps=())
+    names = {s.step: s.name for s in record.spans if s.kind == "step"}
+    dropped: list[tuple[int, str]] = []
+    if len(steps) >= 2 and names.get(steps[-1], "").startswith(PROFILER_STEP):
+        dropped.append((steps[-1], "the last ProfilerStep may be cut short (HTA drops it too)"))
+        steps = steps[:-1]
+    counts = _collective_counts(record)
+    reference = counts.get(steps[-1], Counter())
+    while len(steps) >= 2:
+        reason = _not_steady(steps[0], names.get(steps[0], ""), counts.get(steps[0], Counter()),
+                             reference, steps[-1])
+        if reason is None:
+            break
+        dropped.append((steps[0], reason))
+        steps = steps[1:]
+    caveats = tuple(f"step {s} is DDP's {what} (record more steps to leave it out)"
+                    for s, what in ((0, "first iteration"), (1, "bucket rebuild, if DDP rebuilt"))
+                    if steps == [s] and names.get(s, "").startswith(STEP_PREFIX))
+    return AnalysedSteps(steps=tuple(steps), dropped=tuple(sorted(dropped)), caveats=caveats)
+
+
+def _not_steady(step: int, name: str, mine: Counter, reference: Counter, ref_step: int) -> str | None:
+    """Why a leading step is not a steady one, or None if it is."""
+    if name == f"{STEP_PREFIX}0":
+        return "DDP's first iteration (buckets in parameter order, before DDP rebuilds them)"
+    if mine == reference:
+        return None
+    more = ", ".join(f"{mine[op] - reference[op]} more {op}" for op in sorted(mine)
+                     if mine[op] > reference[op])
+    fewer = ", ".join(f"{reference[op] - mine[op]} fewer {op}" for op in sorted(reference)
+                      if mine[op] < reference[op])
+    return (f"one-time work: {', '.join(x for x in (more, fewer) if x)} than step {ref_step}"
+            + (" (DDP's bucket-rebuild broadcasts)" if name == f"{STEP_PREFIX}1" and
+               mine["broadcast"] > reference["broadcast"] else ""))
+
+
+def _collective_counts(record: RunRecord) -> dict[int, Counter]:
+    """step → collectives run in it, per op, summed over ranks."""
+    counts: dict[int, Counter] = defaultdict(Counter)
+    for s in record.spans:
+        if s.kind in COMM_KINDS and s.step is not None:
+            counts[s.step][s.op or s.kind] += 1
+    return counts
+
+
+def _step_list(steps: tuple[int, ...]) -> str:
+    """(2, 3, 4, 7) → '2-4, 7'; () → 'none'."""
+    runs: list[list[int]] = []
+    for s in steps:
+        if runs and s == runs[-1][-1] + 1:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs) or "none"
+
+
 def steady_steps(record: RunRecord) -> list[int]:
-    """Steps after the first: DDP rebuilds its buckets after iteration 0, so step 0 differs."""
-    return record.steps[1:] or record.steps
+    """`analysed_steps(record).steps` as a list, for callers that need only the numbers."""
+    return list(analysed_steps(record).steps)
 
 
 def ddp_overlap_fraction(record: RunRecord, rank: int = 0) -> float | None:
@@ -176,7 +269,7 @@ def describe(record: RunRecord) -> str:
     shown = (f"{record.world_size} ranks" if len(ranks) == record.world_size
              else f"ranks {ranks} of {record.world_size}")
     lines = [
-        f"{shown}, {len(record.steps)} steps (steady steps: {steady_steps(record)})",
+        f"{shown}, {len(record.steps)} steps; {analysed_steps(record)}",
         f"step time        {mean([r.step_ms for r in rows]):8.2f} ms",
         f"communication    {mean([r.comm_ms for r in rows]):8.2f} ms "
         f"({mean([r.n_collectives for r in rows]):.0f} collectives/step: {_by_op(rows)}), "
@@ -222,19 +315,13 @@ def _recomputed(record: RunRecord) -> str:
 BUSY_KINDS = (*COMPUTE_KINDS, *COMM_KINDS, "memcpy")   # what keeps a GPU (or CPU rank) busy
 
 
-def analysed_steps(record: RunRecord) -> list[int]:
-    """The steps HTA analyses: every one but the last, when there are two or more (the
-    profiler may stop inside the last one, so HTA drops the kernels launched in it)."""
-    return record.steps[:-1] if len(record.steps) >= 2 else record.steps
-
-
 def _analysed(record: RunRecord, rank: int) -> list[Span]:
     """The rank's busy spans in the analysed steps (a GPU kernel's step is its launch's),
     each cut inward to whole µs of the trace's own clock as HTA does (it rounds a
     ns-resolution event's start up and its end down, pytorch/pytorch#122425: otherwise
     back-to-back kernels overlap by a few ns); a record that does not know its clock's
     origin (`config["clock_origin_us"]`) is rounded on its own clock."""
-    steps = set(analysed_steps(record))
+    steps = set(analysed_steps(record).steps)
     origin = record.config.get("clock_origin_us", 0.0)
     out = []
     for s in record.spans:

@@ -49,8 +49,8 @@ def render_report(record: RunRecord, title: str = "dpviz report") -> str:
                   _buckets_table(record, step)]
     parts += ["<h2>Per step</h2>", _rows_table(data["rows"], labels),
               "<h2>Overlap and temporal breakdown (as HTA defines them)</h2>",
-              "<p>Overlap = |communication ∩ compute| / |communication| over the analysed steps "
-              f"{data['analysed_steps']}; breakdown over each rank's window from its first to its "
+              "<p>Overlap = |communication ∩ compute| / |communication| over the "
+              f"{_e(data['analysed_steps_rule'])}; breakdown over each rank's window from its first to its "
               "last busy span.</p>", _breakdown_table(data, labels),
               "<h2>Across ranks: skew, waiting and stragglers</h2>", _stragglers(record, labels)]
     body = "\n".join(parts)

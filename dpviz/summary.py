@@ -20,6 +20,7 @@ from .overlap import analysed_steps, comm_compute_overlap, record_ranks, summari
 
 def summary(record: RunRecord) -> dict:
     """The record's numbers as plain JSON-ready data (ms, fractions in 0..1, percents)."""
+    chosen = analysed_steps(record)
     rows = [{"rank": r.rank, "step": r.step, "step_ms": r.step_ms, "compute_ms": r.compute_ms,
              "comm_ms": r.comm_ms, "overlap_fraction": r.overlap_fraction,
              "backward_overlap_fraction": r.backward_overlap_fraction,
@@ -28,7 +29,8 @@ def summary(record: RunRecord) -> dict:
             for r in summarize(record)]
     return {"source": record.config.get("source", "live run"), "world_size": record.world_size,
             "ranks": record_ranks(record), "steps": record.steps,
-            "analysed_steps": analysed_steps(record),
+            "analysed_steps": list(chosen.steps), "analysed_steps_rule": str(chosen),
+            "dropped_steps": [{"step": s, "why": why} for s, why in chosen.dropped],
             "overlap": [{"rank": rank, "overlap_fraction": comm_compute_overlap(record, rank)}
                         for rank in record_ranks(record)],
             "breakdown": [asdict(b) for b in temporal_breakdown(record)],
