@@ -273,3 +273,38 @@ def test_bucket_overlap_scene_builds_from_a_real_record(small_cap_run, tmp_path)
 
     path = save(small_cap_run, tmp_path / "record.json")
     assert render("buckets", path, dry_run=True) is None
+
+
+# --- verdicts weigh effects against the spread ---------------------------------------------
+
+def _row(cap, step, iqr, exposed=0.0, exposed_iqr=0.0):
+    """A CapRow whose step times spread `iqr` ms around `step` (exposed likewise)."""
+    return CapRow(bucket_cap_mb=cap, n_buckets=1, step_ms=step, comm_ms=exposed, exposed_comm_ms=exposed,
+                  overlap_fraction=0.0, samples=8, step_ms_quartiles=(step - iqr / 2, step + iqr / 2),
+                  exposed_ms_quartiles=(exposed - exposed_iqr / 2, exposed + exposed_iqr / 2))
+
+
+def test_the_sweep_names_a_u_only_when_both_ends_beat_the_spread():
+    from dpviz.buckets.records import sweep_verdict
+
+    sweep = lambda *rows: BucketSweep(config={}, world_size=2, rows=rows)
+    # issue 30: one bucket +4.7 ms against a spread of 8.4 ms is no U
+    text = sweep_verdict(sweep(_row(0.25, 40.0, 2.0), _row(1, 30.0, 8.4), _row(4096, 34.7, 3.0)))
+    assert "only tiny caps slower beyond the spread, so this run shows no U" in text and "a U" not in text
+    text = sweep_verdict(sweep(_row(0.25, 40.0, 2.0), _row(1, 30.0, 3.0), _row(4096, 38.0, 3.0)))
+    assert text.endswith("both ends slower beyond the spread, a U")
+    text = sweep_verdict(sweep(_row(0.25, 31.0, 5.0), _row(1, 30.0, 5.0), _row(4096, 32.0, 5.0)))
+    assert "neither end slower beyond the spread, so this run shows no shape" in text
+
+
+def test_the_overlap_verdict_never_prints_a_negative_share():
+    from dpviz.buckets.records import hidden_verdict
+
+    # raw loopback in issue 30: the buckets exposed 1.1 ms more than one bucket
+    text = hidden_verdict(_row(1, 30, 1, exposed=8.1, exposed_iqr=0.5), _row(4096, 30, 1, exposed=7.0, exposed_iqr=0.5))
+    assert text.startswith("overlap hid nothing measurable") and "-" not in text.split("(")[0]
+    assert "%" not in text
+    text = hidden_verdict(_row(1, 30, 1, exposed=6.0, exposed_iqr=2.0), _row(4096, 30, 1, exposed=7.0, exposed_iqr=1.0))
+    assert "within the spread" in text and "%" not in text
+    text = hidden_verdict(_row(1, 30, 1, exposed=3.0, exposed_iqr=1.0), _row(4096, 30, 1, exposed=7.0, exposed_iqr=1.0))
+    assert text.startswith("overlap hid 4.0 of 7.0 ms") and "(57%;" in text

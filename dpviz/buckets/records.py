@@ -344,6 +344,7 @@ class CapRow:
     samples: int              # (rank, step) pairs the medians are over
     step_ms_quartiles: tuple[float, float] = (0.0, 0.0)   # the spread: 25th, 75th percentile
     backward_ms: float = 0.0  # median backward time (it slows when gloo shares its cores)
+    exposed_ms_quartiles: tuple[float, float] = (0.0, 0.0)   # the spread of exposed_comm_ms
 
 
 @record_kind("bucket_sweep")
@@ -374,7 +375,8 @@ def cap_row(*records: RunRecord) -> CapRow:
         exposed_comm_ms=med([r.exposed_comm_ms for r in rows]),
         overlap_fraction=med([r.backward_overlap_fraction for r in rows]), samples=len(rows),
         step_ms_quartiles=quartiles([r.step_ms for r in rows]),
-        backward_ms=med([r.backward_ms for r in rows]))
+        backward_ms=med([r.backward_ms for r in rows]),
+        exposed_ms_quartiles=quartiles([r.exposed_comm_ms for r in rows]))
 
 
 def spread_ms(row: CapRow) -> float:
@@ -391,10 +393,7 @@ def describe_overlap(bucketed: CapRow, one: CapRow) -> str:
         lines.append(f"{name:14} {r.n_buckets:>7} {r.step_ms:>8.1f} {f'{lo:.0f}-{hi:.0f}':>13} "
                      f"{r.backward_ms:>8.1f} {r.comm_ms:>6.1f} {r.exposed_comm_ms:>7.1f} "
                      f"{r.overlap_fraction:>7.0%}")
-    hidden = one.exposed_comm_ms - bucketed.exposed_comm_ms
-    lines.append(f"overlap hid {hidden:.1f} of {one.exposed_comm_ms:.1f} ms of exposed communication on "
-                 f"this run ({hidden / one.exposed_comm_ms:.0%})" if one.exposed_comm_ms else
-                 "the one-bucket run exposed no communication")
+    lines.append(hidden_verdict(bucketed, one))
     gain, noise = one.step_ms - bucketed.step_ms, max(spread_ms(bucketed), spread_ms(one))
     verdict = "shorter" if gain > 0 else "longer"
     lines.append(f"the bucketed step is {abs(gain):.1f} ms {verdict} (median); run-to-run spread "
@@ -402,6 +401,25 @@ def describe_overlap(bucketed: CapRow, one: CapRow) -> str:
                                                    else "the spread exceeds the difference, so this run "
                                                         "cannot tell which step is faster"))
     return "\n".join(lines)
+
+
+def hidden_verdict(bucketed: CapRow, one: CapRow) -> str:
+    """How much exposed communication the buckets hid against one bucket, named only when the
+    difference exceeds the runs' spread (IQR) of exposed communication; never a negative share."""
+    hidden = one.exposed_comm_ms - bucketed.exposed_comm_ms
+    noise = max(q[1] - q[0] for q in (bucketed.exposed_ms_quartiles, one.exposed_ms_quartiles))
+    if not one.exposed_comm_ms:
+        return "the one-bucket run exposed no communication: nothing for overlap to hide"
+    if hidden > noise:
+        return (f"overlap hid {hidden:.1f} of {one.exposed_comm_ms:.1f} ms of exposed communication on "
+                f"this run ({hidden / one.exposed_comm_ms:.0%}; spread of exposed communication, IQR, "
+                f"up to {noise:.1f} ms)")
+    if hidden > 0:
+        return (f"the buckets exposed {hidden:.1f} ms less communication than one bucket "
+                f"({bucketed.exposed_comm_ms:.1f} vs {one.exposed_comm_ms:.1f} ms), within the spread "
+                f"(IQR up to {noise:.1f} ms): this run cannot say that overlap hid any")
+    return (f"overlap hid nothing measurable on this run: the buckets exposed {bucketed.exposed_comm_ms:.1f} ms "
+            f"of communication, one bucket {one.exposed_comm_ms:.1f} ms (spread, IQR, up to {noise:.1f} ms)")
 
 
 def format_sweep(result: BucketSweep) -> str:
@@ -425,8 +443,13 @@ def sweep_verdict(result: BucketSweep) -> str:
     noise = max(spread_ms(r) for r in rows)
     text = f"fastest: {best.bucket_cap_mb:g} MiB ({best.n_buckets} buckets, {best.step_ms:.1f} ms)"
     if len(ends) == 2:
-        text += (f"; tiny caps {ends[0].step_ms - best.step_ms:+.1f} ms, one bucket "
-                 f"{ends[1].step_ms - best.step_ms:+.1f} ms: a U")
+        arms = [(name, r.step_ms - best.step_ms) for name, r in zip(("tiny caps", "one bucket"), ends)]
+        text += "; " + ", ".join(f"{name} {gap:+.1f} ms" for name, gap in arms)
+        slower = [name for name, gap in arms if gap > noise]
+        text += (f" against a spread (IQR) up to {noise:.1f} ms: "
+                 + ("both ends slower beyond the spread, a U" if len(slower) == 2 else
+                    f"only {slower[0]} slower beyond the spread, so this run shows no U" if slower else
+                    "neither end slower beyond the spread, so this run shows no shape"))
     elif len(rows) > 1:
         text += "; the fastest cap is at an end of the sweep: no U on this run"
     gaps = [abs(r.step_ms - best.step_ms) for r in rows if r is not best]
