@@ -308,3 +308,12 @@ def test_the_overlap_verdict_never_prints_a_negative_share():
     assert "within the spread" in text and "%" not in text
     text = hidden_verdict(_row(1, 30, 1, exposed=3.0, exposed_iqr=1.0), _row(4096, 30, 1, exposed=7.0, exposed_iqr=1.0))
     assert text.startswith("overlap hid 4.0 of 7.0 ms") and "(57%;" in text
+
+
+def test_the_sweep_table_names_one_bucket_as_the_plot_does():
+    """Issue 30: the progress bar and the table said "4096 MiB" where the plot said "one bucket"."""
+    from dpviz.buckets.records import cap_label
+
+    assert cap_label(ONE_BUCKET_CAP_MB) == "one bucket" and cap_label(1.0) == "1" and cap_label(None) == "default"
+    text = format_sweep(BucketSweep(config={}, world_size=2, rows=(_row(1, 30.0, 3.0), _row(ONE_BUCKET_CAP_MB, 38.0, 3.0))))
+    assert "one bucket" in text and "4096" not in text

@@ -61,3 +61,12 @@ def test_output_paths_are_checked(tmp_path):
         (tmp_path / "ro").mkdir(mode=0o500)
         with pytest.raises(ValueError, match="not writable"):
             writable_dir(tmp_path / "ro")
+
+
+def test_a_config_prints_as_one_line_of_what_differs():
+    """Issue 30: `print(cfg)` dumped four lines of defaults in 03 and 04."""
+    cfg = RunConfig(steps=4, layers=24, bucket_cap_mb=1.0, link="classroom")
+    assert str(cfg) == ("RunConfig(steps=4, layers=24, bucket_cap_mb=1.0); "
+                        "emulated link classroom: 0.5 Gb/s, α 2000 µs")
+    assert str(RunConfig(model="gpt")) == "RunConfig(model='gpt'); raw loopback (no emulated link)"
+    assert "\n" not in str(RunConfig(slow_rank=1, delay_ms=5.0)) and repr(cfg).startswith("RunConfig(world_size=")

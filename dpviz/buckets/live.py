@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Sequence
 
-from .records import SLIDER_CAPS, BucketSweep, cap_row
+from .records import ONE_BUCKET_CAP_MB, SLIDER_CAPS, BucketSweep, cap_label, cap_row
 from ..config import for_slider
 from ..record import RunRecord
 
@@ -91,7 +91,7 @@ def _sweep_on(cluster, cfg, caps: list[float], repeats: int, progress: bool, war
     bar = tqdm(total=len(caps) * repeats, desc="bucket_cap_mb", disable=not progress)
     for _ in range(repeats):
         for cap in caps:
-            bar.set_postfix_str(f"{cap:g} MiB")
+            bar.set_postfix_str(cap_label(cap) + ("" if cap >= ONE_BUCKET_CAP_MB else " MiB"))   # as the plot
             records[cap].append(run(cfg.replace(bucket_cap_mb=cap), cluster=cluster))
             bar.update()
     bar.close()

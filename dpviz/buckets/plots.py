@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from matplotlib.patches import Patch
 
-from .records import (ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap_limits, gradients, step_buckets,
-                      step_timeline)
+from .records import (ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap_label, cap_limits, gradients,
+                      step_buckets, step_timeline)
 from ..link.records import link_note
 from ..plots.bars import hbars, link_bars
 from ..plots.legends import kept_legend
@@ -196,13 +196,6 @@ def plot_contrast(bucketed: RunRecord, one_bucket: RunRecord, axes=None, rank: i
     place_labels([t for ax in axes for t in ax.texts if t.get_gid() != style.SOURCE_GID],   # once laid out
                  READY_WHY, READY_SHIFTS)
     return axes
-
-
-def cap_label(cap: float | None, sep: str = " ") -> str:
-    """'1', '0.25', 'default', and 'one bucket' for a cap no demo model fills (not '4096.0')."""
-    if cap is None:
-        return "default"
-    return f"one{sep}bucket" if cap >= ONE_BUCKET_CAP_MB else f"{cap:g}"
 
 
 def plot_sweep(sweep: BucketSweep, ax=None):

@@ -422,13 +422,20 @@ def hidden_verdict(bucketed: CapRow, one: CapRow) -> str:
             f"of communication, one bucket {one.exposed_comm_ms:.1f} ms (spread, IQR, up to {noise:.1f} ms)")
 
 
+def cap_label(cap: float | None, sep: str = " ") -> str:
+    """'1', '0.25', 'default', and 'one bucket' for a cap no demo model fills (not '4096.0')."""
+    if cap is None:
+        return "default"
+    return f"one{sep}bucket" if cap >= ONE_BUCKET_CAP_MB else f"{cap:g}"
+
+
 def format_sweep(result: BucketSweep) -> str:
     """The sweep as a table and its verdict (CLI and notebooks print the same lines)."""
     if not result.rows:
         return "no rows"
-    lines = [f"{'cap MiB':>8} {'buckets':>7} {'step ms':>8} {'(IQR)':>11} {'comm ms':>8} {'exposed ms':>10} "
+    lines = [f"{'cap MiB':>10} {'buckets':>7} {'step ms':>8} {'(IQR)':>11} {'comm ms':>8} {'exposed ms':>10} "
              f"{'overlap':>7}  (medians of {result.rows[0].samples} rank-steps)"]
-    lines += [f"{r.bucket_cap_mb:>8g} {r.n_buckets:>7} {r.step_ms:>8.1f} "
+    lines += [f"{cap_label(r.bucket_cap_mb):>10} {r.n_buckets:>7} {r.step_ms:>8.1f} "
               f"{f'{r.step_ms_quartiles[0]:.0f}-{r.step_ms_quartiles[1]:.0f}':>11} {r.comm_ms:>8.1f} "
               f"{r.exposed_comm_ms:>10.1f} {r.overlap_fraction:>7.2f}" for r in result.rows]
     return "\n".join(lines + [sweep_verdict(result)])
@@ -441,7 +448,7 @@ def sweep_verdict(result: BucketSweep) -> str:
     best = min(rows, key=lambda r: r.step_ms)
     ends = [r for r in (rows[0], rows[-1]) if r is not best]
     noise = max(spread_ms(r) for r in rows)
-    text = f"fastest: {best.bucket_cap_mb:g} MiB ({best.n_buckets} buckets, {best.step_ms:.1f} ms)"
+    text = f"fastest: {cap_label(best.bucket_cap_mb)}{'' if best.bucket_cap_mb >= ONE_BUCKET_CAP_MB else ' MiB'} ({best.n_buckets} buckets, {best.step_ms:.1f} ms)"
     if len(ends) == 2:
         arms = [(name, r.step_ms - best.step_ms) for name, r in zip(("tiny caps", "one bucket"), ends)]
         text += "; " + ", ".join(f"{name} {gap:+.1f} ms" for name, gap in arms)
