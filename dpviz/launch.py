@@ -75,7 +75,7 @@ class RankContext:
 
     def free_after_reply(self, *objects) -> None:
         """Keep `objects` until this task's result has been sent, then drop them: freeing a
-        big one (a profile's thousands of events, ~1 ms) then takes the rank's idle time
+        big one (a profile's thousands of events) then takes the rank's idle time
         instead of the caller's wait. Outside a Cluster they go with the context."""
         self.held.extend(objects)
 
@@ -90,13 +90,6 @@ def cores_note(ranks: int | None = None) -> str:
 
 
 # --- inside a rank ----------------------------------------------------------------------
-
-def cuda_device_count() -> int:
-    """GPUs torch sees here (NCCL runs one rank per GPU); 0 without CUDA."""
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
 
 def rank_info(ctx: RankContext) -> dict:
     """A task that shows what a rank is: its own process, rank, world size and device."""

@@ -6,7 +6,8 @@ import pytest
 from dpviz.averaging import live as A
 from dpviz.averaging import records as R
 from dpviz.config import RunConfig
-from dpviz.rounding import reference_sgd_bound, relative_bound
+from dpviz.rounding import relative_bound
+from dpviz.workloads.live import reference_sgd_bound
 
 
 @pytest.fixture(scope="module")

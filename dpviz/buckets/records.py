@@ -10,7 +10,7 @@ communication runs beside the rest of backward. Three facts of torch 2.13 shape 
    (about the reverse of the parameter order).
 2. The rebuild packs greedily: gradients join the current bucket until it holds at least
    the cap, then a new bucket starts (`assign_buckets`, a model of
-   `torch.distributed._compute_bucket_assignment_by_size`, checked against it in tests).
+   torch's own assignment function (`dpviz.torch_gate.bucket_assignment`), checked against it in tests).
 3. Only DDP's default (`bucket_cap_mb=None`) caps the first bucket at 1 MiB (the last
    layers' gradients, ready first, start communicating early); an explicit cap caps all.
 
@@ -77,7 +77,7 @@ def step_buckets(record: RunRecord, step: int, rank: int = 0) -> list[Bucket]:
 
 @dataclass(frozen=True)
 class LoggedLayout:
-    """DDP's own account of its buckets (`ddp._get_ddp_logging_data()` on one rank)."""
+    """DDP's own account of its buckets (`torch_gate.ddp_logging_data` on one rank)."""
 
     bucket_cap_bytes: int
     initial_sizes: tuple[int, ...]            # iteration 0's buckets, bytes

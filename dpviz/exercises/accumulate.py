@@ -75,7 +75,7 @@ def accumulation_rank(ctx: RankContext, spec: tuple) -> dict:
     import torch
     import torch.distributed as dist
 
-    from ..accumulation.live import DEMO_CONFIG, _KeepGradient
+    from ..accumulation.live import DEMO_CONFIG, KeepGradient
     from ..ddp_run import BucketLog, train_step
     from ..workloads.live import build_mlp, loss_fn, rank_batch
 
@@ -85,7 +85,7 @@ def accumulation_rank(ctx: RankContext, spec: tuple) -> dict:
     flat = lambda m: torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
                                 for p in m.parameters()])
     model, ddp, state = _watched_ddp(ctx, cfg)  # 1) the reference: dpviz's own train step
-    keep = _KeepGradient(model)
+    keep = KeepGradient(model)
     train_step(ctx, cfg, ddp, keep, BucketLog({}, ctx.world_size), 0, lambda name: nullcontext())
     reference, ref_seen = keep.flat, list(state.seen)
 

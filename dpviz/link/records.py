@@ -33,8 +33,8 @@ from typing import Sequence
 # Preset links: (Gb/s, one-transfer latency µs). Round numbers of the right order, quoted for
 # teaching, not measured here. "classroom" is scaled to dpviz's small demo models (a few MiB
 # of gradients): its transfers dwarf the CPU's own reduction work, and notebook 04's tiny
-# micro-steps. Against a fixed backward it is not: 6 MiB take ~110 ms on it, while an idle
-# 2-core machine runs notebook 03's backward in ~12 ms, more than overlap can hide — which is
+# micro-steps. Against a fixed backward it is not: 6 MiB take about a tenth of a second on it,
+# many times notebook 03's backward on a small CPU, more than overlap can hide — which is
 # why notebooks 01 and 03 size their link to the measured backward instead (`sized_link`).
 PRESETS: dict[str, tuple[float, float]] = {
     "classroom": (0.5, 2000.0),    # 0.5 Gb/s, 2 ms per transfer: notebook 04's link
