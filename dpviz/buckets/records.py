@@ -403,6 +403,14 @@ def describe_overlap(bucketed: CapRow, one: CapRow) -> str:
     return "\n".join(lines)
 
 
+def overlap_share(bucketed: CapRow, one: CapRow) -> float | None:
+    """The share of one bucket's exposed communication the buckets hid (may be negative on a
+    noisy run: callers print it only through `hidden_verdict`); None if one bucket exposed none."""
+    if not one.exposed_comm_ms:
+        return None
+    return (one.exposed_comm_ms - bucketed.exposed_comm_ms) / one.exposed_comm_ms
+
+
 def hidden_verdict(bucketed: CapRow, one: CapRow) -> str:
     """How much exposed communication the buckets hid against one bucket, named only when the
     difference exceeds the runs' spread (IQR) of exposed communication; never a negative share."""
