@@ -135,6 +135,17 @@ def gradients(record: RunRecord, rank: int = 0) -> list[Gradient]:
     return out
 
 
+def notable_gradients(grads: list[Gradient], top: int = 3) -> tuple[list[Gradient], Gradient]:
+    """(one gradient of each of the `top` largest sizes, the smallest), each the first DDP
+    packs of its size: the figure names the gradients the text does, and an MLP's 24 equal
+    layers get one name, not three."""
+    first: dict[int, Gradient] = {}
+    for g in sorted(grads, key=lambda g: g.position):
+        first.setdefault(g.bytes, g)
+    largest = [first[size] for size in sorted(first, reverse=True)[:top]]
+    return largest, first[min(first)]
+
+
 def _size(n: int) -> str:
     return f"{n / MIB:.2f} MiB" if n >= MIB / 4 else f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} B"
 
@@ -143,11 +154,13 @@ def describe_gradients(record: RunRecord, rank: int = 0) -> str:
     """The gradients' sizes and how DDP's rebuilt buckets hold them, in a few lines: the
     largest and smallest gradient, then each bucket's size, count and first/last names."""
     grads = gradients(record, rank)
-    big, small = max(grads, key=lambda g: g.bytes), min(grads, key=lambda g: g.bytes)
+    (big, *_), small = notable_gradients(grads)
+    alike = sum(g.bytes == big.bytes for g in grads)
     name = record.workload.name if record.workload else "mlp"
     lines = [f"{name}: {len(grads)} gradients, {_size(sum(g.bytes for g in grads))} in all; "
-             f"largest {big.name} {_size(big.bytes)}, smallest {small.name} {_size(small.bytes)} "
-             f"({big.bytes / small.bytes:,.0f}x)",
+             f"largest {big.name} {_size(big.bytes)}"
+             + (f" (first packed of {alike} that size)" if alike > 1 else "")
+             + f", smallest {small.name} {_size(small.bytes)} ({big.bytes / small.bytes:,.0f}x)",
              f"buckets after the rebuild (bucket_cap_mb={record.config.get('bucket_cap_mb')}, "
              f"first bucket's cap {_size(cap_limits(record.config.get('bucket_cap_mb'))[0])}):"]
     for b in sorted({g.bucket for g in grads}):
