@@ -317,3 +317,41 @@ def test_the_sweep_table_names_one_bucket_as_the_plot_does():
     assert cap_label(ONE_BUCKET_CAP_MB) == "one bucket" and cap_label(1.0) == "1" and cap_label(None) == "default"
     text = format_sweep(BucketSweep(config={}, world_size=2, rows=(_row(1, 30.0, 3.0), _row(ONE_BUCKET_CAP_MB, 38.0, 3.0))))
     assert "one bucket" in text and "4096" not in text
+
+
+# --- the scenes tell what the record holds: one bucket or many, link or none --------------------
+
+@pytest.fixture(scope="module")
+def linked_runs(cluster2) -> dict[str, RunRecord]:
+    """The same small workload over a link, as one bucket and as many (issue 30: the scene drew no
+    transfer and captioned a one-bucket step as overlapping)."""
+    cfg = RunConfig(link="classroom", **SMALL)
+    return {"many": run(cfg.replace(bucket_cap_mb=0.06), cluster=cluster2),
+            "one": run(cfg.replace(bucket_cap_mb=ONE_BUCKET_CAP_MB), cluster=cluster2),
+            "accumulated": run(cfg.replace(bucket_cap_mb=0.06, accum_steps=2), cluster=cluster2)}
+
+
+def test_the_overlap_story_is_built_from_the_step_it_replays(linked_runs):
+    from dpviz.buckets.records import bucket_story, story_summary
+
+    many, one = (step_timeline(linked_runs[k]) for k in ("many", "one"))
+    fire = bucket_story(many)[1].caption
+    early = sum(b.ready_ms < many.backward_end_ms for b in many.buckets)
+    assert f"{early} of {len(many.buckets)} buckets fire before backward ends" in fire and early >= 2
+    assert "one bucket fires only when its last gradient" in bucket_story(one)[1].caption
+    overlap = bucket_story(one)[2].caption
+    assert overlap.startswith("almost nothing ran beside backward") or overlap.startswith("0.")
+    assert "beside the remaining backward" not in overlap
+    for tl in (many, one):
+        assert "link transfers" in story_summary(tl)         # drawn and counted, not left out
+        assert [b.name for b in bucket_story(tl)] == ["forward", "buckets fire", "overlap", "optimizer waits"]
+
+
+@pytest.mark.manim
+@pytest.mark.parametrize("scene,key", [("buckets", "many"), ("buckets", "one"), ("accumulation", "accumulated"),
+                                       ("accumulation", "one")])
+def test_the_scenes_build_from_a_one_bucket_and_a_many_bucket_record(linked_runs, tmp_path, scene, key):
+    from dpviz.animate import render
+
+    path = save(linked_runs[key], tmp_path / "record.json")
+    assert render(scene, path, dry_run=True) is None

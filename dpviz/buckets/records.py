@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..record import Bucket, RunRecord, record_kind
-from ..overlap import quartiles, steady_steps, summarize, union
+from ..overlap import intersection, length, quartiles, steady_steps, summarize, union
 
 MIB = 1 << 20
 DEFAULT_CAP_MB = 25              # DDP's bucket_cap_mb when left unset
@@ -218,6 +218,58 @@ class StepTimeline:
     def wait_ms(self) -> float:
         """How long the step waited for communication after backward's last op."""
         return max(0.0, self.comm_end_ms - self.backward_end_ms)
+
+
+@dataclass(frozen=True)
+class StoryBeat:
+    """One section of the bucket-overlap animation: where the clock runs to, and its caption."""
+
+    to_ms: float
+    caption: str
+    name: str
+
+
+def bucket_story(tl: StepTimeline) -> list[StoryBeat]:
+    """The animation's sections with captions built from the step it replays: how many
+    buckets fired before backward ended, how much communication (link transfer and
+    all-reduce) ran beside backward, how long the optimizer waited. A one-bucket step is told
+    as one: nothing runs beside backward."""
+    n, end = len(tl.buckets), tl.backward_end_ms
+    early = sum(b.ready_ms < end for b in tl.buckets)
+    comm = [(b.comm_start_ms, b.end_ms) for b in tl.buckets]
+    beside = intersection(comm, tl.backward)
+    forward = StoryBeat(min(s for s, _ in tl.backward), "forward: activations are kept for backward", "forward")
+    if n == 1:
+        fire = StoryBeat(tl.buckets[0].ready_ms, "backward: the one bucket fires only when its last gradient, "
+                         "the whole model's, is ready", "buckets fire")
+    else:
+        fire = StoryBeat(tl.buckets[-1].ready_ms, f"backward: {early} of {n} buckets fire before backward "
+                         "ends, each once its last gradient is ready", "buckets fire")
+    total = length(comm)
+    overlap = StoryBeat(end, f"{beside:.1f} of {total:.1f} ms of communication ran beside the remaining backward"
+                        if beside >= 0.05 * total else
+                        f"almost nothing ran beside backward ({beside:.1f} of {total:.1f} ms): the communication "
+                        "comes after it", "overlap")
+    wait = StoryBeat(step_end_ms(tl),
+                     f"the optimizer waits {tl.wait_ms:.1f} ms for the last bucket, then updates" if tl.wait_ms > 0
+                     else "no bucket was still in flight: the optimizer starts when backward ends", "optimizer waits")
+    return [forward, fire, overlap, wait]
+
+
+def step_end_ms(tl: StepTimeline) -> float:
+    """When the step's last work ends: its optimizer, or its last all-reduce."""
+    return max([e for _, e in tl.optimizer] + [tl.comm_end_ms])
+
+
+def story_summary(tl: StepTimeline) -> str:
+    """The animation's last line: communication in the step (link transfers and all-reduces,
+    as drawn) and what of it nothing hid."""
+    comm = length([(b.comm_start_ms, b.end_ms) for b in tl.buckets])
+    linked = [(b.link_start_ms, b.link_end_ms) for b in tl.buckets if b.link_start_ms is not None]
+    parts = (f" (link transfers {length(linked):.1f} ms, all-reduces "
+             f"{length([(b.start_ms, b.end_ms) for b in tl.buckets]):.1f} ms)" if linked else "")
+    return (f"communication {comm:.1f} ms in all{parts}; exposed (nothing computing beside it) "
+            f"{sum(e - s for s, e in tl.exposed):.1f} ms")
 
 
 def minus(a: Intervals, b: Intervals) -> Intervals:
