@@ -288,3 +288,12 @@ def test_place_labels_moves_a_colliding_label_before_hiding_one():
     assert hidden == [texts[2]] and texts[1].get_visible()   # b1 moved up, b2 had nowhere to go
     assert overlapping_texts(fig) == [] and hidden_texts(fig) == [("b2", "no room")]
     plt.close(fig)
+
+
+def test_a_band_is_not_a_bar():
+    """The sweep's 25-75th percentile band (fill_between) carries its bucket counts: not bars."""
+    fig, ax = plt.subplots()
+    ax.fill_between([0, 1, 2], [0, 0.2, 0], [1, 1.5, 1], alpha=0.3)
+    ax.text(1, 1.2, "6 buckets", ha="center")
+    assert texts_over_bars(fig) == []
+    plt.close(fig)

@@ -181,7 +181,8 @@ MIN_CONTRAST = 3.0       # WCAG's ratio for large text and graphics: a label mus
 
 def bar_boxes(ax) -> list[tuple[Bbox, tuple]]:
     """(display box, RGBA face colour) of every filled bar the axes draws: Rectangles and the
-    rectangles of polygon collections (`dpviz.plots.bars.hbars`). Call after a draw."""
+    rectangles of polygon collections (`dpviz.plots.bars.hbars`), not bands (`fill_between`)
+    that labels are meant to sit on. Call after a draw."""
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Rectangle
 
@@ -196,9 +197,14 @@ def bar_boxes(ax) -> list[tuple[Bbox, tuple]]:
         faces, transform = coll.get_facecolors(), coll.get_transform()
         for i, path in enumerate(coll.get_paths()):
             face = tuple(faces[i % len(faces)]) if len(faces) else (0, 0, 0, 0)
-            if face[3] > 0 and len(path.vertices):
+            if face[3] > 0 and _is_rectangle(path.vertices):   # a bar, not a band (fill_between)
                 out.append((path.get_extents(transform), face))
     return out
+
+
+def _is_rectangle(vertices) -> bool:
+    """An axis-aligned rectangle's outline: two distinct x and two distinct y values."""
+    return 4 <= len(vertices) <= 5 and len(set(vertices[:, 0].round(9))) == 2 and len(set(vertices[:, 1].round(9))) == 2
 
 
 def _luminance(rgba) -> float:
