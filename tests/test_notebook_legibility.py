@@ -1,6 +1,6 @@
 """Every label of every figure a notebook draws can be read: no two overlap (tick labels
 included), none sits on a bar it cannot be read on, none is under 7 pt, and no title names fewer
-models than the figure draws. Each notebook runs top to bottom
+models than the figure draws; and no cell prints to stderr. Each notebook runs top to bottom
 (as nbval runs it) with tests/notebook_figures.py hooked into its kernel, which checks every
 matplotlib figure made in a cell — pyplot's and the sliders' own — with matplotlib's text
 boxes (dpviz.plots.legibility), on the live data the notebook recorded. Labels that
@@ -28,6 +28,11 @@ def test_every_label_of_the_notebooks_figures_reads(path, tmp_path, monkeypatch)
     nb.cells.insert(0, nbformat.v4.new_code_cell(f"exec(open({str(HOOK)!r}).read())"))
     NotebookClient(nb, timeout=900, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
+    # a learner reads red stderr text as an error: no cell may print any (issue 30: notebook 12's
+    # in-process profiler printed USDT lines)
+    stderr = [(i, "".join(o.get("text", ""))[:300]) for i, cell in enumerate(nb.cells[1:], start=1)
+              for o in cell.get("outputs", []) if o.get("output_type") == "stream" and o.get("name") == "stderr"]
+    assert stderr == [], "cells printed to stderr"
     figures = [json.loads(line) for line in log.read_text().splitlines()]
     assert [f for f in figures if "error" in f] == []   # every figure was measured
     for fig in figures:
