@@ -168,3 +168,13 @@ def test_the_other_mistakes_get_their_own_messages(cluster3):
     rejected(check_hook(wrong.hook_keeping_the_local_gradient, cluster=cluster3), "no_communication", "nothing went")
     rejected(check_accumulation(wrong.accumulate_never_syncing, cluster=cluster3), "never_synced", "never averaged")
     rejected(check_zero1(wrong.zero1_with_lr_1e_2, cluster=cluster3), "wrong_update", "differs from plain Adam")
+
+
+def test_a_verdict_wraps_at_spaces_never_mid_word():
+    """Issue 30: a notebook's output broke a long verdict line mid-word."""
+    message = "MLP 24×256, cap = one layer exactly: bucket 3 held exactly its cap (263168 B) and DDP closed it; yours took one more gradient"
+    text = Verdict("bucket assignment", False, YOURS, "off_by_one", message, "close a bucket as soon as it holds at least the cap").text()
+    words = message.split()
+    assert all(len(line) <= 100 for line in text.splitlines())
+    assert text.split() == ["bucket", "assignment", "(your", "code):", "NOT", "YET"] + words + \
+        ["hint:", "close", "a", "bucket", "as", "soon", "as", "it", "holds", "at", "least", "the", "cap"]

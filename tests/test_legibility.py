@@ -66,6 +66,10 @@ def test_small_type_and_a_title_naming_fewer_models_than_drawn_are_caught():
     ax.text(1, 1, "tiny", fontsize=6)
     assert title_missing_models(fig) == [("measured after one real step, mlp, 263,425 parameters", ["cnn", "gpt"])]
     assert small_texts(fig) == [("tiny", 6.0)]
+    wide, bx = plt.subplots(figsize=(15.4, 2))      # shown scaled to an 11-inch column: 7 pt reads as 5
+    bx.text(0.5, 0.5, "1.5", fontsize=7)
+    assert ("1.5", 5.0) in small_texts(wide)
+    plt.close(wide)
     ax.set_title("measured after one real step: mlp 1, gpt 2, cnn 3 parameters")
     assert title_missing_models(fig) == []
     plt.close(fig)

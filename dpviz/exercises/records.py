@@ -26,6 +26,17 @@ _NOT_CHECKED = {
 }
 
 
+TEXT_WIDTH = 100   # characters: a notebook's output breaks longer lines anywhere, mid-word too
+
+
+def wrapped(line: str, width: int = TEXT_WIDTH) -> str:
+    """`line` broken at spaces into lines of at most `width` characters (longer words whole);
+    continuation lines are indented, so a wrapped line reads as one."""
+    import textwrap
+
+    return textwrap.fill(line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The checker's answer in words: pass, or the first thing wrong and how to fix it."""
@@ -57,7 +68,7 @@ class Verdict:
         lines = [head] + ([self.message] if self.message else [])
         if self.hint:
             lines.append(f"hint: {self.hint}")
-        return "\n".join(lines)
+        return "\n".join(wrapped(line) for text in lines for line in text.splitlines())
 
 
 @dataclass(frozen=True)

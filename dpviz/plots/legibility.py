@@ -176,6 +176,7 @@ def hidden_texts(fig: Figure) -> list[tuple[str, str]]:
 # --- labels on bars, small type --------------------------------------------------------------
 
 MIN_FONT_PT = 7.0        # smaller type is not read at a glance (a notebook shows figures at ~100 dpi)
+COLUMN_IN = 11.0         # a notebook column: a wider figure is shown scaled down to it, its type too
 MIN_CONTRAST = 3.0       # WCAG's ratio for large text and graphics: a label must stand out of its bar
 
 
@@ -251,8 +252,12 @@ def texts_over_bars(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, str]]:
 
 
 def small_texts(fig: Figure, min_pt: float = MIN_FONT_PT) -> list[tuple[str, float]]:
-    """(label, size in pt) of every drawn label smaller than `min_pt`."""
-    return [(t.get_text(), t.get_fontsize()) for t in visible_texts(fig) if t.get_fontsize() < min_pt - 1e-9]
+    """(label, size in pt as shown) of every drawn label smaller than `min_pt` where the
+    notebook shows it: a figure wider than COLUMN_IN is scaled down to the column, and its
+    type with it (issue 30: 7 pt grid numbers of a 15-inch exercise figure read as ~6 px)."""
+    shown = min(1.0, COLUMN_IN / fig.get_figwidth())
+    return [(t.get_text(), round(t.get_fontsize() * shown, 1)) for t in visible_texts(fig)
+            if t.get_fontsize() * shown < min_pt - 1e-9]
 
 
 def title_missing_models(fig: Figure, models: tuple[str, ...] | None = None) -> list[tuple[str, list[str]]]:
