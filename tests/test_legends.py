@@ -64,23 +64,3 @@ def test_a_legend_still_shown_or_cleared_away_is_not_put_back():
     assert second is not first
     ax.clear()                                        # drops the legend without removing it
     assert kept_legend(ax, _handles(), **KWARGS) is not second
-
-
-def test_the_timeline_legend_names_only_what_it_draws():
-    """Issue 30: 12's gloo timeline listed forward/backward/optimizer over an empty compute lane."""
-    from pathlib import Path
-
-    from dpviz.overlap import COMPUTE_KINDS, steady_steps
-    from dpviz.plots.timeline import plot_timeline
-    from dpviz.trace_files import load_trace
-
-    gloo = load_trace(Path(__file__).parent / "data" / "cpu-gloo-rank34.json.gz")
-    step = steady_steps(gloo)[-1]
-    drawn = {s.kind for s in gloo.spans if s.step == step}
-    labels = [t.get_text() for t in plot_timeline(gloo, step=step).get_legend().get_texts()]
-    for kind in COMPUTE_KINDS:
-        assert (kind in labels) == (kind in drawn), (kind, labels)
-    assert ("(no compute spans in this step)" in labels) == (not drawn & set(COMPUTE_KINDS))
-    import matplotlib.pyplot as plt
-
-    plt.close("all")

@@ -70,10 +70,7 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
                  f"{mean([r.overlap_fraction for r in rows]):.0f}% of its time, backward "
                  f"{mean([r.backward_overlap_fraction for r in rows]):.0f}%"
                  + (f"\n{note}" if (note := link_note(record.config)) else ""), loc="left")
-    drawn = {s.kind for s in spans}   # the legend names only what the figure draws
-    handles = [Patch(color=style.kind_color(k), label=k) for k in COMPUTE_KINDS if k in drawn]
-    if not handles:   # an empty compute lane says why, in the legend where its colours would be
-        handles.append(Patch(facecolor="none", edgecolor="none", label="(no compute spans in this step)"))
+    handles = [Patch(color=style.kind_color(k), label=k) for k in ("forward", "backward", "optimizer")]
     handles += [Patch(color=style.bucket_color(b), label=f"all-reduce bucket {b}") for b in buckets]
     handles += [Patch(color=style.op_color(op), label=op or "collective") for op in ops]
     if any(s.kind == "link" for s in spans):
