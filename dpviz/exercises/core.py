@@ -181,7 +181,8 @@ def crashed(exercise: str, checked: str, err: Exception, fn: Callable) -> Verdic
                        "post sends with isend (non-blocking) before you recv, and make every "
                        "recv match a send of the same size from the rank you name")
     what = raised(err, fn, str(err))
-    hint = "fix that line, run its cell, then run the check again"
+    hint = ("fix that line, run its cell, then run the check again" if failing_line(str(err), fn) else
+            "no line of your function is in the rank's traceback: the exception above is all that is known")
     if what.startswith("NameError") and portable(fn)[0] == "source":
         hint = ("your function runs in other processes, which only know torch, dist, nn and "
                 "math: import anything else inside the function")
