@@ -32,6 +32,7 @@ BAD = {
     "averaging.live:compare_averaging": dict(steps=0),
     "averaging.live:compare_hooks": dict(steps=1),
     "buckets.live:sweep_buckets": dict(cfg=RunConfig(steps=3, model=NOT_A_MODEL)),
+    "buckets.live:overlap_contrast": dict(repeats=0),
     "checkpointing.live:measure_checkpointing": dict(checkpoint_every=(99,)),
     "cpu_sharing.live:measure_cpu_sharing": dict(repeats=0),
     "ddp_run:run": dict(steps=0),
