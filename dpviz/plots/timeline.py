@@ -69,7 +69,8 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
     ax.set_title(f"step {step}: communication overlaps compute "
                  f"{mean([r.overlap_fraction for r in rows]):.0f}% of its time, backward "
                  f"{mean([r.backward_overlap_fraction for r in rows]):.0f}%"
-                 + (f"\n{note}" if (note := link_note(record.config)) else ""), loc="left")
+                 + (f"\n{note}" if (note := getattr(record, "note", "") or link_note(record.config)) else ""),
+                 loc="left")
     handles = [Patch(color=style.kind_color(k), label=k) for k in ("forward", "backward", "optimizer")]
     handles += [Patch(color=style.bucket_color(b), label=f"all-reduce bucket {b}") for b in buckets]
     handles += [Patch(color=style.op_color(op), label=op or "collective") for op in ops]
