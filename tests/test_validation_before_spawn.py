@@ -44,6 +44,7 @@ BAD = {
     "lifecycle:ddp_lifecycle": dict(steps=0),
     "pipeline:run_pipeline": dict(schedule="zigzag"),
     "pipeline:sweep_pipeline": dict(schedules=("zigzag",)),
+    "predict.live:check_predictions": dict(repeats=0),
     "tensor_parallel:measure_tensor_parallel": dict(tp_sizes=(1, 2), d_model=0),
     "zero:run_sharded": dict(cfg=RunConfig(model=NOT_A_MODEL)),
     "collectives.execute:record_collective": dict(algorithm="zigzag"),

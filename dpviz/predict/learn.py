@@ -18,6 +18,8 @@ No torch here: a saved record is learned from on any machine.
 from __future__ import annotations
 
 import statistics
+import sys
+import types
 from dataclasses import dataclass
 
 from ..link import Link, as_link
@@ -378,15 +380,19 @@ def _handoffs(samples: list[_Sample], link: Link | None, world: int, wire: str) 
 
 def _reduce_costs(samples: dict[int, list[_Sample]], linked: bool) -> list[tuple[int, float, int]]:
     """(bytes, ms, id of the rank's sample) of each all-reduce on each rank, from the moment the
-    last rank joined it (its transfer's end with a link, else its all-reduce's start) to its
-    end on that rank: the reduction's own cost, without waiting for a late rank."""
+    last rank joined it (its transfer's end with a link, else its all-reduce's start), or the
+    rank's previous all-reduce ended if that was later, to its end on that rank: the
+    reduction's own cost, without waiting for a late rank or an earlier bucket."""
     out = []
     for group in samples.values():
-        for i in group[0].reduces:
+        previous = {id(s): float("-inf") for s in group}
+        for i in sorted(group[0].reduces):
             if not all(i in s.reduces for s in group):
                 continue
             joined = max(s.links[i].end_us if linked and i in s.links else s.reduces[i].start_us for s in group)
-            out += [(s.bucket_bytes[i], (s.reduces[i].end_us - joined) / 1e3, id(s)) for s in group]
+            for s in group:   # one collective at a time: the previous one's end, if later
+                out.append((s.bucket_bytes[i], (s.reduces[i].end_us - max(joined, previous[id(s)])) / 1e3, id(s)))
+                previous[id(s)] = s.reduces[i].end_us
     return out
 
 
@@ -399,3 +405,18 @@ def _fit_gpu_link(samples: list[_Sample], world: int) -> Link:
     gbps = 8 * MIB / (cost.ms_per_mib / 1e3) / 1e9 if cost.ms_per_mib > 0 else 1e5
     alpha_us = cost.fixed_ms * 1e3 / (2 * (world - 1) if world > 1 else 1)
     return Link(float(f"{min(gbps, 1e5):.3g}"), round(alpha_us, 1), "fitted to the trace")
+
+
+class _CallablePackage(types.ModuleType):
+    """`dpviz.predict` names both this subject's package and its verb (`records.predict`):
+    whichever of the two an import left at `dpviz.predict`, `dpviz.predict(record, …)`
+    predicts. Set here, where every module of the package imports from (Python lets a
+    module's class be a ModuleType subclass for this)."""
+
+    def __call__(self, *args, **kwargs):
+        from .records import predict
+
+        return predict(*args, **kwargs)
+
+
+sys.modules[__package__].__class__ = _CallablePackage

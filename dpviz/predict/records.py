@@ -25,6 +25,7 @@ from ..overlap import summarize_step
 from ..record import RunRecord, Span, record_kind
 from .learn import MIB, LearnedStep, StepSample, learn, ring_factor, transfer_ms
 
+FACADE = ("predict",)   # what `dpviz.<name>` offers from here
 WIRES = ("transfer", "ring")
 RECORDED = "recorded"      # a setting left as the recorded step had it
 MAX_WORLD_SIZE = 1 << 20
@@ -89,6 +90,11 @@ class PredictedStep:
                 f"K={self.config['accum_steps']}\npredicted step {self.step_ms:.1f} ms, learned from "
                 f"{self.config['learned_from']}")
 
+    def spans_of(self, rank: int | None = None, kind: str | None = None, step: int | None = None) -> list[Span]:
+        """Filter spans, as `RunRecord.spans_of` does; None means any."""
+        return [s for s in self.spans if (rank is None or s.rank == rank) and (kind is None or s.kind == kind)
+                and (step is None or s.step == step)]
+
 
 @dataclass(frozen=True)
 class _Settings:
@@ -99,6 +105,7 @@ class _Settings:
     wire: str
     compute_scale: float
     reduction: bool
+    as_recorded: bool     # keep the recorded buckets (a trace's: its cap is unknown)
 
 
 def _settings(learned: LearnedStep, world_size, link, bucket_cap_mb, accum_steps, wire, cores,
@@ -121,8 +128,9 @@ def _settings(learned: LearnedStep, world_size, link, bucket_cap_mb, accum_steps
         raise ValueError(f"wire must be one of {WIRES}, got {wire!r}")
     if reduction not in (RECORDED, "none"):
         raise ValueError(f"reduction must be {RECORDED!r} or 'none', got {reduction!r}")
+    as_recorded = not learned.per_gradient and isinstance(bucket_cap_mb, str) and bucket_cap_mb == RECORDED
     return _Settings(world_size, link, None if cap is None else float(cap), accum, wire,
-                     core_sharing(learned, world_size, cores), reduction == RECORDED)
+                     core_sharing(learned, world_size, cores), reduction == RECORDED, as_recorded)
 
 
 def core_sharing(learned: LearnedStep, world_size: int, cores: int | None) -> float:
@@ -164,7 +172,8 @@ def _assemble(learned: LearnedStep, s: _Settings) -> PredictedStep:
     steps: dict[int, list[StepSample]] = {}
     for sample in learned.samples:
         steps.setdefault(sample.step, []).append(sample)
-    packed = assign_buckets([g.bytes for g in learned.gradients], cap_limits(s.bucket_cap_mb))
+    packed = ([[i] for i in range(len(learned.gradients))] if s.as_recorded else
+              assign_buckets([g.bytes for g in learned.gradients], cap_limits(s.bucket_cap_mb)))
     replays = [r for group in steps.values() for r in _replay_step(learned, group, s, packed)]
     ordered = sorted(replays, key=lambda r: r.end_ms)
     middle = ordered[len(ordered) // 2]
@@ -172,8 +181,8 @@ def _assemble(learned: LearnedStep, s: _Settings) -> PredictedStep:
     drawn = sorted((r for r in replays if r.step == middle.step), key=lambda r: r.rank)
     config = {"source": "model", "world_size": s.world_size,
               "predicted_link": None if s.link is None else asdict(s.link),
-              "bucket_cap_mb": s.bucket_cap_mb, "accum_steps": s.accum_steps, "wire": s.wire,
-              "compute_scale": s.compute_scale, "reduction": RECORDED if s.reduction else "none",
+              "bucket_cap_mb": s.bucket_cap_mb, "buckets": "as recorded" if s.as_recorded else "re-packed",
+              "accum_steps": s.accum_steps, "wire": s.wire, "compute_scale": s.compute_scale, "reduction": RECORDED if s.reduction else "none",
               "learned_from": f"{learned.source} {learned.model}, {learned.world_size} ranks",
               "replayed": len(replays)}
     spans = tuple(replace(sp, step=0) for r in drawn for sp in r.spans)
@@ -211,14 +220,17 @@ class _Rank:
 
 def _replay_step(learned: LearnedStep, group: list[StepSample], s: _Settings, packed) -> list[_Rank]:
     """One recorded step's ranks re-assembled: each computes and hands its buckets to its own
-    wire as recorded; a bucket's all-reduce ends when the last rank joined it plus its cost."""
+    wire as recorded; a bucket's all-reduce ends its cost after the last rank joined it (or
+    after the previous bucket's, if that ended later: the process group runs them in order)."""
     ranks = [_front(learned, _Rank(sample, []), s, packed) for sample in group]
     ratio = statistics.median(r.sample.reduction_ratio for r in ranks)
-    gpu, k = learned.device == "gpu", s.compute_scale
+    gpu, k, common = learned.device == "gpu", s.compute_scale, float("-inf")
     for index, members in enumerate(packed):
         size = sum(learned.gradients[m].bytes for m in members)
-        # on the common clock: a rank that started its step later joins later
-        common = max(r.sample.offset_ms + r.joins[index] for r in ranks) + _reduction_ms(learned, s, size) * ratio
+        # on the common clock (a rank that started its step later joins later), one
+        # collective at a time
+        joined = max(max(r.sample.offset_ms + r.joins[index] for r in ranks), common)
+        common = joined + _reduction_ms(learned, s, size) * ratio
         for r in ranks:
             wire = r.wire[index]
             start = r.joins[index]
@@ -456,3 +468,4 @@ def format_check(check: PredictionCheck) -> str:
             lines.append(f"{kind}: {e.rows} points, step-time error median {e.median:.1%}, worst {e.worst:.1%}; "
                          f"exposed-communication error median {exposed}")
     return "\n".join(lines)
+
