@@ -39,7 +39,8 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
     each beside a prediction from the grid's first point (links[0], caps[0], K = 1) at the same
     world size, recorded right before it ("what-if"; on a shared machine the load drifts, so
     source and target run side by side, `repeats` times in turn: the row compares the median
-    prediction with the pooled live steps); each source step is also replayed ("replay"). With
+    prediction with the pooled live steps); each source step is also replayed ("replay"), and
+    its first run set beside its later ones ("repeat": the machine's run-to-run noise). With
     `cores`, every world size but the first is also predicted from the first world size's
     source, compute scaled by core sharing ("cross-N"). A warm `cluster` serves the world
     size it has; the others get ranks of their own."""
@@ -74,6 +75,8 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
                 first = first or learned[0]
                 rows.append(_row("replay", sources[0].config, [predict(x) for x in learned], measure(sources),
                                  learned[0]))
+                if repeats > 1:   # the noise floor: one run of the source "predicting" the next
+                    rows.append(_repeat_row(sources, learned[0]))
                 rows.append(_row("what-if", target.to_dict(),
                                  [predict(x, link=link, bucket_cap_mb=cap, accum_steps=k) for x in learned],
                                  measure(lives), learned[0]))
@@ -89,6 +92,16 @@ def run_live(cfg: RunConfig, ranks) -> RunRecord:
     from ..ddp_run import run
 
     return run(cfg, cluster=ranks)
+
+
+def _repeat_row(sources: list[RunRecord], learned) -> CheckRow:
+    """The source's first run beside its later runs: no model, only how much one setting's
+    step moves between runs minutes apart on this machine (what any prediction is judged
+    through)."""
+    first, later = measure(sources[0]), measure(sources[1:])
+    return CheckRow("repeat", learned.world_size, link_label(learned.link), learned.bucket_cap_mb,
+                    learned.accum_steps, "its own earlier run", first.step_ms, later.step_ms,
+                    later.step_ms_quartiles, first.exposed_comm_ms, later.exposed_comm_ms)
 
 
 def _row(check: str, config: dict, predicted: list, live, learned) -> CheckRow:

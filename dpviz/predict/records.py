@@ -396,8 +396,9 @@ def format_scaling(table: Scaling) -> str:
 class CheckRow:
     """One grid point: predicted from another point's recorded step, and run live."""
 
-    check: str                 # "replay" (its own step), "what-if" (another point's at the same N)
-    #                            or "cross-N" (another world size's, compute scaled by core sharing)
+    check: str                 # "replay" (its own step), "what-if" (another point's at the same N),
+    #                            "cross-N" (another world size's, compute scaled by core sharing) or
+    #                            "repeat" (no model: a run of the same point, the noise floor)
     world_size: int
     link: str                  # "1 Gb/s, α 500 µs"
     bucket_cap_mb: float | None   # None: DDP's default
@@ -461,7 +462,7 @@ def format_check(check: PredictionCheck) -> str:
                      f"{r.learned_from:>36} {r.predicted_ms:>8.1f} {r.live_ms:>8.1f} {f'{lo:.1f}-{hi:.1f}':>13} "
                      f"{r.error:>5.0%} {r.predicted_exposed_ms:>8.1f} {r.live_exposed_ms:>8.1f} "
                      f"{'-' if exp is None else f'{exp:.0%}':>5}")
-    for kind in ("replay", "what-if", "cross-N"):
+    for kind in ("repeat", "replay", "what-if", "cross-N"):
         e = errors(check, kind)
         if e is not None:
             exposed = "n/a" if e.exposed_median is None else f"{e.exposed_median:.1%}"
