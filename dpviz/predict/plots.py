@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..plots import style
+from ..plots.legibility import place_labels
 from ..plots.timeline import plot_timeline
 from .records import PredictedStep, Scaling
 
@@ -25,6 +26,7 @@ def plot_scaling(tables: Scaling | Sequence[Scaling], ax=None):
     if not tables:
         raise ValueError("nothing to draw: pass at least one scaling table")
     ax = style.new_axes(ax, figsize=(9, 3.8))
+    labels = []
     for i, table in enumerate(tables):
         best, eff = table.best(), table.efficiency()
         ns = list(best)
@@ -38,8 +40,8 @@ def plot_scaling(tables: Scaling | Sequence[Scaling], ax=None):
         ax.plot(over, [100 * eff[n] for n in over], linestyle="none", marker="o", markersize=8,
                 markerfacecolor="white", markeredgecolor=color)
         for n in ns[1::2]:
-            ax.annotate(f"{best[n].bucket_cap_mb:g}", (n, 100 * eff[n]), textcoords="offset points",
-                        xytext=(0, 5), ha="center", fontsize=6, color=color)
+            labels.append(ax.text(n, 100 * eff[n] + 2, f"{best[n].bucket_cap_mb:g}", ha="center", va="bottom",
+                                  fontsize=6, color=color))
     ax.set_xscale("log", base=2)
     ax.set_xlabel("ranks N")
     ax.set_ylabel("scaling efficiency (%)")
@@ -51,4 +53,5 @@ def plot_scaling(tables: Scaling | Sequence[Scaling], ax=None):
                  f"of the step", loc="left", fontsize=9)
     ax.legend(loc="lower left", fontsize=8, frameon=False)
     style.tag(ax, "model", note=ASSUMPTIONS)
+    place_labels(labels, "a best-cap label on another link's", shifts_pt=((0, 0), (0, -14), (9, 0), (-9, 0)))
     return ax
