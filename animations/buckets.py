@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from manim import DOWN, LEFT, UP, FadeIn, Line, Rectangle, Text, ValueTracker, VGroup, linear
 
-from dpviz.buckets_records import StepTimeline, step_timeline
+from dpviz.buckets.records import StepTimeline, step_timeline
 from dpviz.plots import style
 from dpviz.record import RunRecord
 from dpviz.scene import FONT_SIZE, RecordScene

@@ -12,13 +12,14 @@ import argparse
 import os
 import statistics
 
-from dpviz import Cluster, accumulation, run
-from dpviz.accumulation_records import describe_accumulation_sweep
-from dpviz.buckets import sweep_config
-from dpviz.buckets_records import (ONE_BUCKET_CAP_MB, BucketSweep, describe_overlap, format_sweep,
+from dpviz import Cluster, run
+from dpviz.accumulation import live as accumulation
+from dpviz.accumulation.records import describe_accumulation_sweep
+from dpviz.buckets.live import sweep_config
+from dpviz.buckets.records import (ONE_BUCKET_CAP_MB, BucketSweep, describe_overlap, format_sweep,
                                    link_predictions, cap_row)
-from dpviz.link import describe_link
-from dpviz.link_sizing import size_link
+from dpviz.link.records import describe_link
+from dpviz.link.live import size_link
 
 CAPS = (0.25, 1.0, 4.0, ONE_BUCKET_CAP_MB)
 

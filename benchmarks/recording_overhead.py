@@ -28,7 +28,7 @@ def step_ms_rank(ctx, cfg: RunConfig, variant: str) -> list[float]:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from dpviz.ddp_run import BucketLog, record_buckets, train_step
-    from dpviz.workloads import build_mlp
+    from dpviz.workloads.live import build_mlp
 
     model = build_mlp(cfg)
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb)

@@ -1,23 +1,27 @@
-"""`dpviz` / `python -m dpviz`: one subcommand per module in `dpviz.commands`.
+"""`dpviz` / `python -m dpviz`: one subcommand per command module.
 
-Each command module defines NAME, HELP, `add_arguments(parser)` and `main(args) -> int`.
+A subject's commands live in its package (`dpviz/<subject>/cli.py`, a second one in
+`cli_<name>.py`); commands that span subjects (run, animate, book, tour, torchrun) in
+`dpviz.commands`. Each defines NAME, HELP, `add_arguments(parser)` and `main(args) -> int`.
 Bad input prints one line, `dpviz: error: …`, and exits 2; a failing rank exits 1.
 """
 from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import sys
+from pathlib import Path
 
-from . import commands
 from .launch import RankError
+
+PACKAGE = Path(__file__).resolve().parent
 
 
 def _command_modules():
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if not info.name.startswith("_"):
-            yield importlib.import_module(f"{commands.__name__}.{info.name}")
+    shared = (f"commands.{p.stem}" for p in (PACKAGE / "commands").glob("*.py") if not p.stem.startswith("_"))
+    subjects = (f"{p.parent.name}.{p.stem}" for p in PACKAGE.glob("*/cli*.py"))
+    for name in sorted({*shared, *subjects}):
+        yield importlib.import_module(f"{__package__}.{name}")
 
 
 def build_parser() -> argparse.ArgumentParser:

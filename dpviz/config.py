@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .link import Link, as_link
+from .link.records import Link, as_link
 
 FACADE = ("RunConfig",)  # what `dpviz.<name>` offers from here
 
@@ -19,13 +19,13 @@ BACKENDS = ("gloo", "nccl")
 # backward only (the pitfall: forward already armed the all-reduce), or nowhere (forgotten).
 NO_SYNC_SCOPES = ("forward_backward", "backward_only", "off")
 # What the steps before `profile_from` run (RunConfig.warmup): "full" trains them as any step;
-# "light" only has DDP rebuild its buckets (dpviz.ddp_run.warmup_step), and not even that where
-# a warm rank already knows the workload's ready order (dpviz.rebuilt_buckets).
+# "light" only has DDP rebuild its buckets (dpviz.warm_ranks.warmup_step), and not even that where
+# a warm rank already knows the workload's ready order (dpviz.warm_ranks).
 WARMUPS = ("full", "light")
 # Samples per rank in a light warm-up: BatchNorm in train mode needs more than one value per
 # channel, and a user's model already ran a forward on 2 samples (validate_model_spec).
 WARMUP_SAMPLES = 2
-# The built-in workloads (dpviz.workloads); any other model is a user's "module:function".
+# The built-in workloads (dpviz.workloads.live); any other model is a user's "module:function".
 BUILTIN_MODELS = ("mlp", "gpt", "cnn")
 # Each built-in's size when layers/width/batch_per_rank are left unset: a 3-step, 2-rank
 # run stays well under a second on 2 CPU cores (benchmarks/warm_vs_cold.py measures it).
@@ -71,7 +71,7 @@ class RunConfig:
     # start from the initial weights as steady-state steps (the buckets, and no rebuild
     # broadcast, of a full run's step 2). It trains nothing, so it adds no loss and no wall
     # time; once a warm rank knows the workload's ready order, DDP starts with the rebuilt
-    # buckets and the step is skipped (dpviz.rebuilt_buckets). Needs checks=False (the checks
+    # buckets and the step is skipped (dpviz.warm_ranks). Needs checks=False (the checks
     # compare every step).
     warmup: str = "full"
     # compare every step's parameters across ranks and with one process (record.checks); a
@@ -80,11 +80,11 @@ class RunConfig:
     timeout_s: float = 120.0
     slow_rank: int | None = None  # this rank sleeps delay_ms in every forward: a straggler
     delay_ms: float = 0.0
-    # An emulated wire for the all-reduces (dpviz.link): None is raw loopback, gloo on the
+    # An emulated wire for the all-reduces (dpviz.link.records): None is raw loopback, gloo on the
     # same cores as backward. Accepts a Link, a preset name ("10GbE", ...) or a dict.
     link: Link | None = None
     # What to train: "mlp", "gpt", "cnn" or a user's "package.module:function" returning a
-    # dpviz.Workload (checked by dpviz.workloads.validate_model_spec before ranks start).
+    # dpviz.Workload (checked by dpviz.workloads.live.validate_model_spec before ranks start).
     model: str = "mlp"
 
     def __post_init__(self):
@@ -127,14 +127,19 @@ def require_int(name: str, value, low: int, high: int | None = None, hint: str =
         raise ValueError(f"{name} must be {bound}, got {value}{hint}")
 
 
+def cuda_device_count() -> int:
+    """GPUs torch sees here (NCCL runs one rank per GPU); 0 without CUDA."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def validate_world_size(world_size, backend: str = "gloo", minimum: int = 1) -> int:
     """Check a rank count for this machine; returns it. NCCL needs one GPU per rank."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if backend == "nccl":
         require_int("ranks", world_size, minimum)
-        from .launch import cuda_device_count  # asking the hardware is the run layer's job
-
         gpus = cuda_device_count()
         if world_size > gpus:
             raise ValueError(

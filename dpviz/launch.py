@@ -17,6 +17,7 @@ import multiprocessing as mp
 import os
 import signal
 import shutil
+import socket
 import sys
 import tempfile
 import threading
@@ -74,7 +75,7 @@ class RankContext:
 
     def free_after_reply(self, *objects) -> None:
         """Keep `objects` until this task's result has been sent, then drop them: freeing a
-        big one (a profile's thousands of events, ~1 ms) then takes the rank's idle time
+        big one (a profile's thousands of events) then takes the rank's idle time
         instead of the caller's wait. Outside a Cluster they go with the context."""
         self.held.extend(objects)
 
@@ -89,13 +90,6 @@ def cores_note(ranks: int | None = None) -> str:
 
 
 # --- inside a rank ----------------------------------------------------------------------
-
-def cuda_device_count() -> int:
-    """GPUs torch sees here (NCCL runs one rank per GPU); 0 without CUDA."""
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
 
 def rank_info(ctx: RankContext) -> dict:
     """A task that shows what a rank is: its own process, rank, world size and device."""
@@ -181,8 +175,7 @@ class _Ranks:
         import torch.distributed as dist  # the store lives here: a free port with no race
 
         self.workdir = tempfile.mkdtemp(prefix="dpviz-")
-        self.store = dist.TCPStore(LOOPBACK, 0, None, is_master=True, wait_for_workers=False,
-                                   timeout=timedelta(seconds=timeout_s))
+        self.store = loopback_store(dist, timeout_s)
         ctx = _context(start_method)
         self.conns, self.procs, self.stderr = [], [], Relay()
         for rank in range(world_size):
@@ -206,6 +199,31 @@ class _Ranks:
 
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
+
+
+def loopback_store(dist, timeout_s: float):
+    """The rendezvous store's server, listening on 127.0.0.1 only.
+
+    torch's store server binds every interface whatever host name it is given (the name only
+    tells clients where to connect), which would open an unauthenticated key-value store that
+    the ranks trust to the whole network for as long as the kernel lives. A socket bound to
+    loopback here and handed over as `master_listen_fd` (torch then owns and closes it) is the
+    only listener. A torch without that parameter is refused rather than allowed to listen on
+    every interface.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        sock.listen(128)
+        port = sock.getsockname()[1]
+        try:
+            store = dist.TCPStore(LOOPBACK, port, None, is_master=True, wait_for_workers=False,
+                                  timeout=timedelta(seconds=timeout_s), master_listen_fd=sock.fileno())
+        except TypeError as err:
+            raise RuntimeError("this torch's TCPStore takes no master_listen_fd, so its rendezvous "
+                               "store would listen on every network interface; dpviz needs a torch "
+                               "that can listen on 127.0.0.1 only") from err
+        sock.detach()  # the store's server owns the socket now, and closes it
+    return store
 
 
 def _context(start_method: str):

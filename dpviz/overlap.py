@@ -99,7 +99,7 @@ def summarize_step(spans: list[Span], rank: int, step: int) -> StepSummary:
     mine = [s for s in spans if s.rank == rank and s.step == step]
     window = [s for s in mine if s.kind == "step"]
     collectives = [s for s in mine if s.kind in COMM_KINDS]
-    # an emulated link's transfers (dpviz.link) are communication time too, not collectives
+    # an emulated link's transfers (dpviz.link.records) are communication time too, not collectives
     comm = _iv(collectives + [s for s in mine if s.kind == "link"])
     backward = _iv([s for s in mine if s.kind in ("backward", "recompute")])
     compute = _iv([s for s in mine if s.kind in COMPUTE_KINDS])

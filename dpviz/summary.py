@@ -15,8 +15,7 @@ from pathlib import Path
 
 from .record import RunRecord
 from .stragglers import MatchError, straggler_ranking
-from .overlap import (analysed_steps, comm_compute_overlap, record_ranks, summarize,
-                       temporal_breakdown)
+from .overlap import analysed_steps, comm_compute_overlap, record_ranks, summarize, temporal_breakdown
 
 
 def summary(record: RunRecord) -> dict:

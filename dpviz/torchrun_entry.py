@@ -6,8 +6,12 @@ rank function `dpviz.run` uses (`ddp_run.train_rank`). Each rank then sends its 
 trace to rank 0 over the process group (no shared file system needed across nodes), and
 rank 0 writes the per-rank traces, the merged trace and record.json into --out.
 
-One node, CPU, gloo (tested by tests/test_torchrun.py):
-    torchrun --standalone --nproc_per_node=2 -m dpviz.torchrun_entry --backend gloo --out runs/local
+One node, CPU, gloo, every listening socket on 127.0.0.1 (tested by tests/test_torchrun.py):
+    dpviz torchrun --nproc-per-node 2 -- --backend gloo --out runs/local
+That is torchrun itself, started by `launch_on_loopback`: plain `torchrun --standalone` runs
+the same job, but its rendezvous stores listen on every network interface (torch's store
+server binds the wildcard address whatever host it is given), so dpviz hosts the store on
+loopback and torchrun's agent and ranks join it as clients.
 
 Two nodes with 8 GPUs each, NCCL (NOT tested here: no GPUs), run on every node with its
 own --node_rank; HOST0 is node 0's address, reachable from node 1:
@@ -38,6 +42,49 @@ from .summary import write_summary
 from .trace_files import NODE_FIELD, node_label
 
 ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
+STORE_PORT_VAR = "DPVIZ_STORE_PORT"   # set by launch_on_loopback: the ranks join its store
+
+
+def launch_on_loopback(nproc_per_node: int, entry_args: list[str], *, timeout_s: float = 600.0) -> int:
+    """Run `torchrun` on this machine with nothing listening beyond loopback; its exit code.
+
+    The store is made here on 127.0.0.1 (`launch.loopback_store`); torchrun's c10d rendezvous
+    joins it as a client (`is_host=false`), its agent shares no store of its own with the ranks
+    (TORCH_DISABLE_SHARE_RDZV_TCP_STORE), and the ranks join the same store through
+    DPVIZ_STORE_PORT instead of `env://`, whose rank 0 would host one on every interface.
+    """
+    import subprocess
+
+    import torch.distributed as dist
+
+    from .launch import LOOPBACK, loopback_store
+
+    store = loopback_store(dist, timeout_s)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1",
+           f"--nproc-per-node={nproc_per_node}", "--rdzv-backend=c10d",
+           f"--rdzv-endpoint={LOOPBACK}:{store.port}", "--rdzv-conf=is_host=false",
+           f"--local-addr={LOOPBACK}", "-m", "dpviz.torchrun_entry", *entry_args]
+    env = {**os.environ, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1", "GLOO_SOCKET_IFNAME": "lo",
+           STORE_PORT_VAR: str(store.port)}
+    try:
+        return subprocess.run(cmd, env=env, timeout=timeout_s).returncode
+    finally:
+        del store
+
+
+def _init_process_group(dist, cfg: RunConfig, env: dict[str, int]) -> None:
+    """Join the loopback store `launch_on_loopback` hosts, or torchrun's own (`env://`)."""
+    timeout = timedelta(seconds=cfg.timeout_s)
+    port = os.environ.get(STORE_PORT_VAR)
+    if port is None:
+        dist.init_process_group(cfg.backend, init_method="env://", timeout=timeout)
+        return
+    from .launch import LOOPBACK
+
+    store = dist.PrefixStore(os.environ.get("TORCHELASTIC_RUN_ID", "dpviz"),
+                             dist.TCPStore(LOOPBACK, int(port), is_master=False, timeout=timeout))
+    dist.init_process_group(cfg.backend, store=store, rank=env["rank"],
+                            world_size=env["world_size"], timeout=timeout)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -77,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from .ddp_run import assemble_run, train_rank
+    from .assemble import assemble_run
+    from .ddp_run import train_rank
     from .overlap import describe
 
     args = parse_args(argv)
@@ -90,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         device = f"cuda:{env['local_rank']}"
     else:
         torch.set_num_threads(1)        # CPU ranks share the node's cores
-    dist.init_process_group(cfg.backend, init_method="env://", timeout=timedelta(seconds=cfg.timeout_s))
+    _init_process_group(dist, cfg, env)
     try:
         with tempfile.TemporaryDirectory(prefix="dpviz-torchrun-") as tmp:
             ctx = RankContext(env["rank"], env["world_size"], cfg.backend, device, tmp)

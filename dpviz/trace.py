@@ -30,7 +30,7 @@ from .record import RecordError, Span, read_json
 STEP_PREFIX = "dpviz:step#"
 MICRO_PREFIX = "dpviz:micro_step#"
 HOOK_PREFIX = "dpviz:bucket#"
-LINK_PREFIX = "dpviz:link#"        # an emulated link's transfer of one bucket (dpviz.link)
+LINK_PREFIX = "dpviz:link#"        # an emulated link's transfer of one bucket (dpviz.link.records)
 LINK_ALLREDUCE_PREFIX = "dpviz:link_allreduce#"  # the real all-reduce after it (a gloo call)
 CLOCK_MARK = "dpviz:clock"         # ties the link thread's clock to the trace's
 PROFILER_STEP = "ProfilerStep#"   # torch.profiler's schedule marks each prof.step() so

@@ -7,13 +7,14 @@ import matplotlib
 import pytest
 
 from dpviz import load, run
-from dpviz.accumulation import (DEMO_CONFIG, check_accum_values, check_gradients, compare_scopes,
-                                sweep_accumulation)
-from dpviz.accumulation_records import (AccumulationSweep, describe_scopes, describe_accumulation_sweep,
+from dpviz.accumulation.live import (DEMO_CONFIG, check_accum_values, check_gradients, compare_scopes,
+                                     sweep_accumulation)
+from dpviz.accumulation.records import (AccumulationSweep, describe_scopes, describe_accumulation_sweep,
                                         micro_step_counts, run_lengths, accumulation_row, with_gradients)
 from dpviz.cli import main as cli
 from dpviz.config import RunConfig
-from dpviz.rounding import gradient_bound, reference_sgd_bound, relative_bound
+from dpviz.rounding import gradient_bound, relative_bound
+from dpviz.workloads.live import reference_sgd_bound
 from dpviz.overlap import steady_steps
 
 matplotlib.use("Agg")
@@ -167,7 +168,7 @@ def test_micro_step_counts_names_a_missing_step(k3):
 def test_figures_draw_what_the_records_hold(k3, scopes, cluster2):
     import matplotlib.pyplot as plt
 
-    from dpviz.plots.accumulation import plot_gradient_ratio, plot_schedule, plot_scopes
+    from dpviz.accumulation.plots import plot_gradient_ratio, plot_schedule, plot_scopes
 
     record, _ = k3
     step = steady_steps(record)[-1]
@@ -221,7 +222,7 @@ def test_link_slider_says_when_a_move_started_or_restarted_ranks():
     """04's link-bandwidth slider (the same widget code as 03's) re-runs at K micro-steps; its
     status line says when a move had to start ranks, and how long that took."""
     from dpviz.launch import Cluster
-    from dpviz.accumulation import accumulation_link_slider
+    from dpviz.accumulation.live import accumulation_link_slider
 
     cluster = Cluster(2)   # not started yet: the first draw starts it
     try:
@@ -244,7 +245,7 @@ def test_link_slider_says_when_a_move_started_or_restarted_ranks():
 def test_a_k_slider_move_runs_two_steps_profiles_the_last_and_skips_the_checks():
     """The schedule draws no parameter check: a move skips their all_gather (as 03's cap
     slider does) and runs the rebuild step unprofiled and the one steady step it draws."""
-    from dpviz.accumulation import DEMO_CONFIG, live_config
+    from dpviz.accumulation.live import DEMO_CONFIG, live_config
 
     live = live_config(DEMO_CONFIG.replace(accum_steps=3))
     assert (live.steps, live.profile_from, live.checks, live.accum_steps) == (2, 1, False, 3)

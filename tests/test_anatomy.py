@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from dpviz import Cluster
-from dpviz import anatomy as A
+from dpviz.anatomy import live as A
 from dpviz.config import RunConfig
-from dpviz.plots.anatomy import anatomy_rows
+from dpviz.anatomy.plots import anatomy_rows
 
 
 def test_classify_mm_by_shapes():
@@ -116,7 +116,7 @@ def test_figures_draw_the_record(anatomy):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.plots.anatomy import plot_activations, plot_anatomy
+    from dpviz.anatomy.plots import plot_activations, plot_anatomy
 
     assert len(plot_anatomy(anatomy).patches) == 4 * len(anatomy.layers)  # fwd, B, W, other
     bars = plot_activations(anatomy).patches    # profiler bars, then hooks: allocated here, input

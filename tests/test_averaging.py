@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from dpviz import averaging as A
-from dpviz import averaging_records as R
+from dpviz.averaging import live as A
+from dpviz.averaging import records as R
 from dpviz.config import RunConfig
-from dpviz.rounding import reference_sgd_bound, relative_bound
+from dpviz.rounding import relative_bound
+from dpviz.workloads.live import reference_sgd_bound
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +110,7 @@ def test_figures_draw_the_records(cluster2, sum_example):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.plots.averaging import plot_drift, plot_uneven, plot_worked_example
+    from dpviz.averaging.plots import plot_drift, plot_uneven, plot_worked_example
 
     ax = plot_worked_example([sum_example])
     assert list(ax.lines[0].get_ydata()) == [1.0, 4.0, -2.0, 10.0]
@@ -156,7 +157,7 @@ def test_weight_averaging_hook_passes_a_parameter_check_but_is_not_large_batch_s
     import matplotlib
 
     matplotlib.use("Agg")
-    from dpviz.plots.averaging import plot_hook_check
+    from dpviz.averaging.plots import plot_hook_check
 
     assert len(plot_hook_check(cmp).lines) == 2 * 3              # 2 hooks × 3 checks
 

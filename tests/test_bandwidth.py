@@ -12,8 +12,8 @@ from dpviz.cli import main as cli_main  # noqa: E402
 from dpviz.collectives.bandwidth import (BenchRecord, bus_factor, fit_alpha_beta,  # noqa: E402
                                          make_row)
 from dpviz.collectives.timing import bench_collectives, op_elements  # noqa: E402
-from dpviz.commands.bench import size_list  # noqa: E402
-from dpviz.plots.collectives import plot_alpha_beta, plot_busbw  # noqa: E402
+from dpviz.collectives.cli_bench import size_list  # noqa: E402
+from dpviz.collectives.plots import plot_alpha_beta, plot_busbw  # noqa: E402
 from dpviz.record import load, save  # noqa: E402
 
 

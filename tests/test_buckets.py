@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 
 from dpviz import RunConfig, load, run, save
-from dpviz.buckets import sweep_buckets, sweep_config, torch_assignment
-from dpviz.buckets_records import (FIRST_BUCKET_BYTES, ONE_BUCKET_CAP_MB, BucketSweep, CapRow,
+from dpviz.buckets.live import sweep_buckets, sweep_config, torch_assignment
+from dpviz.buckets.records import (FIRST_BUCKET_BYTES, ONE_BUCKET_CAP_MB, BucketSweep, CapRow,
                                    assign_buckets, cap_limits, format_sweep, logged_layout, minus,
-                                   modelled_layout, predictions, step_buckets, step_timeline,
-                                   cap_row)
+                                   modelled_layout, predictions, step_buckets, step_timeline, cap_row)
 from dpviz.record import Bucket, RunRecord, Span
 from dpviz.overlap import steady_steps
 
@@ -230,7 +229,7 @@ def test_figures_draw_from_a_live_record(small_cap_run):
     import matplotlib.pyplot as plt
 
     from dpviz.collectives.bandwidth import AlphaBeta
-    from dpviz.plots.buckets import MODEL_GID, plot_bucket_timeline, plot_contrast, plot_layout
+    from dpviz.buckets.plots import MODEL_GID, plot_bucket_timeline, plot_contrast, plot_layout
 
     model = AlphaBeta("all_reduce", 2, alpha_ms=0.3, beta_ms_per_byte=1e-6)
     ax = plot_bucket_timeline(small_cap_run, model=model)

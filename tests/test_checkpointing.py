@@ -11,13 +11,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import dpviz
-from dpviz.checkpointing import DEMO_CONFIG, measure_checkpointing
-from dpviz.checkpointing_records import BlockBytes, CheckpointingRecord, memory_curve, model_sweep, predict, segments
+from dpviz.checkpointing.live import DEMO_CONFIG, measure_checkpointing
+from dpviz.checkpointing.records import BlockBytes, CheckpointingRecord, memory_curve, model_sweep, predict, segments
 from dpviz.recompute import BACKWARD_NODE, FORWARD_MARK, recompute_spans
 from dpviz.cli import main as cli_main
 from dpviz.config import RunConfig
 from dpviz.record import load
-from dpviz.rounding import reference_sgd_bound
+from dpviz.workloads.live import reference_sgd_bound
 from dpviz.trace import read_trace
 
 LAYERS, WIDTH, BATCH = 8, 128, 512
@@ -153,9 +153,9 @@ def test_checkpointing_inside_ddp_keeps_gradients_equal(cluster):
 def test_figures_and_widget_draw_from_the_record(swept):
     from matplotlib_inline import backend_inline  # noqa: F401  (the notebook's backend)
 
-    from dpviz.plots.checkpointing import cost_table, peak_table, plot_memory_curve, plot_peaks, \
+    from dpviz.checkpointing.plots import cost_table, peak_table, plot_memory_curve, plot_peaks, \
         plot_recompute
-    from dpviz.widgets.checkpointing import memory_slider
+    from dpviz.checkpointing.widgets import memory_slider
 
     record, _ = swept
     table = peak_table(record)

@@ -7,9 +7,9 @@ import os
 import pytest
 
 from dpviz import load, run, save
-from dpviz.buckets import sweep_config
-from dpviz.cpu_sharing import measure_cpu_sharing, pin_rank
-from dpviz.cpu_sharing_records import (ALONE, OWN_CORES, SHARED_CORE, CpuSharing, describe_cpu_pinning,
+from dpviz.buckets.live import sweep_config
+from dpviz.cpu_sharing.live import measure_cpu_sharing, pin_rank
+from dpviz.cpu_sharing.records import (ALONE, OWN_CORES, SHARED_CORE, CpuSharing, describe_cpu_pinning,
                                        orderings_held)
 
 CFG = sweep_config(steps=3, bucket_cap_mb=1.0)

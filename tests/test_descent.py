@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from dpviz import descent as D
-from dpviz.descent_records import noise_slope, predicted_variance
+from dpviz.descent import live as D
+from dpviz.descent.records import noise_slope, predicted_variance
 from dpviz.config import RunConfig
 
 CFG = RunConfig(world_size=1, layers=2, width=16, batch_per_rank=128, lr=0.05)
@@ -54,7 +54,7 @@ def test_figures_draw_the_records(noise):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.plots.descent import plot_descent, plot_gradient_noise
+    from dpviz.descent.plots import plot_descent, plot_gradient_noise
 
     ax = plot_gradient_noise(noise)
     assert list(ax.lines[1].get_ydata()) == [p.variance for p in noise.points]

@@ -94,7 +94,7 @@ def test_the_tree_registers_every_kind_verb_and_scene():
     kinds = record_modules()
     assert {"ddp_run", "bucket_sweep", "accumulation_sweep", "checkpointing", "memory",
             "pipeline_sweep", "tensor_parallel", "expert_parallel", "collective"} <= set(kinds)
-    assert kinds["memory"] == kinds["checkpointing"] == "dpviz.checkpointing_records"
+    assert kinds["memory"] == kinds["checkpointing"] == "dpviz.checkpointing.records"
     exports = facade_exports()
     assert {"run", "Cluster", "load", "sweep_buckets", "sweep_accumulation", "measure_checkpointing",
             "run_pipeline", "measure_tensor_parallel", "expert_parallel"} <= set(exports)
@@ -122,6 +122,6 @@ def test_each_scene_class_loads_from_its_file_without_sys_path(name):
 
 def test_import_dpviz_stays_torch_free_and_finds_a_verb_without_importing_its_subject():
     code = ("import sys, dpviz; names = dir(dpviz); "
-            "print('sweep_buckets' in names, 'torch' in sys.modules, 'dpviz.buckets' in sys.modules)")
+            "print('sweep_buckets' in names, 'torch' in sys.modules, 'dpviz.buckets.live' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False", "False"]

@@ -11,10 +11,9 @@ import pytest
 
 import exercise_mistakes as wrong
 from dpviz import Cluster, load, save
-from dpviz.exercises import (check_accumulation, check_buckets, check_hook, check_ring, check_zero1,
-                             report)
+from dpviz.exercises import check_accumulation, check_buckets, check_hook, check_ring, check_zero1, report
 from dpviz.exercises.core import choose, is_starter, portable
-from dpviz.plots.exercises import plot_check
+from dpviz.exercises.plots import plot_check
 
 matplotlib.use("Agg")
 
@@ -128,7 +127,7 @@ def test_starter_and_environment_pick_the_shipped_solution(monkeypatch):
 
 
 def test_records_and_figures_load_without_torch():
-    code = ("import sys; import dpviz.exercises.records, dpviz.plots.exercises; "
+    code = ("import sys; import dpviz.exercises.records, dpviz.exercises.plots; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 

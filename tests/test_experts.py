@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from dpviz import experts as X
+from dpviz.experts import live as X
 from dpviz.record import load, save
 
 
@@ -58,7 +58,7 @@ def test_figures_draw_the_record(record):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.plots.experts import plot_exchange_bytes, plot_tokens_per_expert
+    from dpviz.experts.plots import plot_exchange_bytes, plot_tokens_per_expert
 
     ax = plot_tokens_per_expert(record)
     heights = [p.get_height() for p in ax.patches]

@@ -19,7 +19,7 @@ def test_import_dpviz_needs_no_torch():
 
 
 def test_no_public_name_shadows_a_submodule():
-    """`from dpviz import x` must give the module x when dpviz has one (e.g. dpviz.dp_vs_ddp)."""
+    """`from dpviz import x` must give the module x when dpviz has one (e.g. dpviz.dp_vs_ddp.live)."""
     import pkgutil
 
     modules = {m.name for m in pkgutil.iter_modules(dpviz.__path__)}

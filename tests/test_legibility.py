@@ -8,12 +8,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from dpviz import accumulation, run
-from dpviz.link import as_link
-from dpviz.buckets import sweep_config
-from dpviz.buckets_records import ONE_BUCKET_CAP_MB, BucketSweep, cap_row
-from dpviz.plots.accumulation import plot_schedule, plot_sweep_bytes, plot_sweep_time
-from dpviz.plots.buckets import plot_bucket_timeline, plot_contrast, plot_layout, plot_sweep
+from dpviz.accumulation import live as accumulation
+from dpviz import run
+from dpviz.link.records import as_link
+from dpviz.buckets.live import sweep_config
+from dpviz.buckets.records import ONE_BUCKET_CAP_MB, BucketSweep, cap_row
+from dpviz.accumulation.plots import plot_schedule, plot_sweep_bytes, plot_sweep_time
+from dpviz.buckets.plots import plot_bucket_timeline, plot_contrast, plot_layout, plot_sweep
 from dpviz.plots.legibility import hidden_texts, overlapping_texts
 
 
@@ -91,7 +92,7 @@ def test_accumulation_figures_have_no_overlapping_labels(records):
 def test_a_slider_figure_redrawn_in_place_stays_legible_and_returns_to_the_same_pixels(records, figure):
     """The widgets' figure keeps its first layout, axes and limits across moves (faster): every
     move must still hide colliding labels, and moving back and forth must repeat its frames."""
-    from dpviz.widgets.slider import _Figure
+    from dpviz.widgets.slider import FigurePanel
 
     caps, _, ks = records
     if figure == "bucket timeline":
@@ -99,7 +100,7 @@ def test_a_slider_figure_redrawn_in_place_stays_legible_and_returns_to_the_same_
             [caps[0.25], caps[4.0], caps[ONE_BUCKET_CAP_MB]]
     else:
         draw, first, moves = (lambda ax, r: plot_schedule(r, ax=ax)), ks[4], [ks[1], ks[8], ks[2]]
-    fig = _Figure(draw, (11, 3.8), caption=True)   # as the re-run sliders draw it
+    fig = FigurePanel(draw, (11, 3.8), caption=True)   # as the re-run sliders draw it
     fig.show(first)
     for record in moves:
         fig.show(record)
@@ -114,7 +115,7 @@ def test_a_slider_figure_redrawn_in_place_stays_legible_and_returns_to_the_same_
     # freshly laid-out figure of the same record at the same limits hides
     for record in moves:
         fig.show(record)
-        fresh = _Figure(draw, (11, 3.8), caption=True)
+        fresh = FigurePanel(draw, (11, 3.8), caption=True)
         fresh.limits, fresh.scaled = fig.limits, fig.scaled
         fresh.show(record)
         assert hidden_texts(fig.figure) == hidden_texts(fresh.figure)
@@ -122,12 +123,12 @@ def test_a_slider_figure_redrawn_in_place_stays_legible_and_returns_to_the_same_
 
 @pytest.mark.parametrize("figure", ["bucket timeline", "accumulation schedule", "replica drift"])
 def test_a_move_on_the_kept_axes_draws_the_pixels_of_a_cleared_axes(records, cluster2, figure):
-    """Between moves `_Figure` takes the last frame's artists off its axes instead of
+    """Between moves `FigurePanel` takes the last frame's artists off its axes instead of
     `ax.clear()` (which rebuilds every tick): each move must still give exactly the pixels
     of a cleared axes drawn again, in the same layout."""
-    from dpviz.averaging import compare_averaging
-    from dpviz.plots.averaging import plot_drift
-    from dpviz.widgets.slider import _Figure
+    from dpviz.averaging.live import compare_averaging
+    from dpviz.averaging.plots import plot_drift
+    from dpviz.widgets.slider import FigurePanel
 
     caps, _, ks = records
     if figure == "bucket timeline":
@@ -139,7 +140,7 @@ def test_a_move_on_the_kept_axes_draws_the_pixels_of_a_cleared_axes(records, clu
         values = [first] + [compare_averaging(cluster=cluster2, periods=(h,), steps=6, gradient=first)
                             for h in (1, 4)]
         draw = lambda ax, r: plot_drift(r, ax)
-    kept, cleared = _Figure(draw, (11, 3.8), caption=True), _Figure(draw, (11, 3.8), caption=True)
+    kept, cleared = FigurePanel(draw, (11, 3.8), caption=True), FigurePanel(draw, (11, 3.8), caption=True)
     kept.show(values[0])
     cleared.show(values[0])
     for value in values[1:]:
@@ -160,7 +161,7 @@ def test_a_move_that_keeps_the_frame_draws_the_pixels_of_a_whole_draw(records, f
     changing artists over it: the pixels must be those of the whole figure drawn again. Bars,
     bucket and micro-step labels and the title change from move to move here, so an artist
     left out of the changing ones (or a frame change not redrawn) shows as a difference."""
-    from dpviz.widgets.slider import _Figure
+    from dpviz.widgets.slider import FigurePanel
 
     caps, _, ks = records
     if figure == "bucket timeline":
@@ -168,7 +169,7 @@ def test_a_move_that_keeps_the_frame_draws_the_pixels_of_a_whole_draw(records, f
             [caps[1.0], caps[0.25], caps[4.0], caps[ONE_BUCKET_CAP_MB]]
     else:
         draw, values = (lambda ax, r: plot_schedule(r, ax=ax)), [ks[4], ks[1], ks[8], ks[2]]
-    fig = _Figure(draw, (11, 3.8), caption=True)
+    fig = FigurePanel(draw, (11, 3.8), caption=True)
     reused = []
     for value in values * 2:
         fig.show(value)
@@ -188,10 +189,10 @@ def test_a_rerun_figure_shows_its_titles_as_a_caption_not_as_pixels(records):
     import html
 
     from dpviz.plots.style import tags_of
-    from dpviz.widgets.slider import _Figure
+    from dpviz.widgets.slider import FigurePanel
 
     draw = lambda ax, r: plot_bucket_timeline(r, ax=ax)
-    titled, captioned = _Figure(draw, (11, 3.8)), _Figure(draw, (11, 3.8), caption=True)
+    titled, captioned = FigurePanel(draw, (11, 3.8)), FigurePanel(draw, (11, 3.8), caption=True)
     for record in (records[0][1.0], records[0][0.25]):
         titled.show(record)
         captioned.show(record)
@@ -211,18 +212,18 @@ def test_a_rerun_figure_shows_its_titles_as_a_caption_not_as_pixels(records):
 def test_kept_limits_grow_to_fit_and_do_not_shrink(records):
     """Moves compare on one time scale: a longer step widens the kept x-limits to hold its
     data (with autoscale's margin and more), a shorter one after it is drawn at the wider limits."""
-    from dpviz.widgets.slider import _Figure
+    from dpviz.widgets.slider import FigurePanel
 
     draw = lambda ax, r: plot_schedule(r, ax=ax)
 
     def own_limits(record):
-        alone = _Figure(draw, (11, 3.8))
+        alone = FigurePanel(draw, (11, 3.8))
         alone.show(record)
         return alone.limits[0]
 
     by_end = sorted(records[2].values(), key=lambda r: own_limits(r)[1])   # live steps: any order
     short, long = by_end[0], by_end[-1]
-    fig = _Figure(draw, (11, 3.8))
+    fig = FigurePanel(draw, (11, 3.8))
     fig.show(short)
     first = fig.limits
     fig.show(long)
@@ -241,9 +242,9 @@ def test_a_frame_is_sent_as_the_pixels_drawn(records):
     import numpy as np
     from PIL import Image
 
-    from dpviz.widgets.slider import _Figure
+    from dpviz.widgets.slider import FigurePanel
 
-    fig = _Figure(lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8))
+    fig = FigurePanel(lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8))
     fig.show(records[0][0.25])
     decoded = np.asarray(Image.open(io.BytesIO(fig.widget.value)).convert("RGBA"))
     assert np.array_equal(decoded, np.asarray(fig.figure.canvas.buffer_rgba()))

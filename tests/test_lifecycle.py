@@ -4,14 +4,14 @@ from __future__ import annotations
 import pytest
 
 from dpviz import Cluster
-from dpviz import data_parallel as DP
-from dpviz import dp_vs_ddp as D
-from dpviz import dp_vs_ddp_records as DR
-from dpviz import lifecycle as L
-from dpviz import lifecycle_records as LR
+from dpviz.dp_vs_ddp import data_parallel as DP
+from dpviz.dp_vs_ddp import live as D
+from dpviz.dp_vs_ddp import records as DR
+from dpviz.lifecycle import live as L
+from dpviz.lifecycle import records as LR
 from dpviz.config import RunConfig
-from dpviz.plots.lifecycle import sampler_grid
-from dpviz.rounding import reference_sgd_bound
+from dpviz.lifecycle.plots import sampler_grid
+from dpviz.workloads.live import reference_sgd_bound
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +195,7 @@ def test_single_process_dp_is_data_parallels_algorithm_and_copies_what_the_formu
 
     import torch
 
-    from dpviz.workloads import build_mlp, global_batch, single_process_params
+    from dpviz.workloads.live import build_mlp, global_batch, single_process_params
 
     cfg = RunConfig(layers=2, width=32, batch_per_rank=5, world_size=3, steps=4)
     P = sum(p.numel() * 4 for p in build_mlp(cfg).parameters())
@@ -255,8 +255,8 @@ def test_figures_draw_the_records(cluster3, synced):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.plots.dp_vs_ddp import plot_dp_phases, plot_step_time, plot_traffic
-    from dpviz.plots.lifecycle import plot_buffers, plot_construction, plot_sampler
+    from dpviz.dp_vs_ddp.plots import plot_dp_phases, plot_step_time, plot_traffic
+    from dpviz.lifecycle.plots import plot_buffers, plot_construction, plot_sampler
 
     shards = L.sampler_shards(cluster=cluster3, dataset_size=10, epochs=2)
     assert len(plot_sampler(shards).patches) == 2 * 12        # 3 ranks × 4 slots per epoch

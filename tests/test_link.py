@@ -7,14 +7,15 @@ import statistics
 
 import pytest
 
-from dpviz import accumulation, run
-from dpviz.buckets import sweep_config
-from dpviz.buckets_records import ONE_BUCKET_CAP_MB, link_predictions, step_timeline, cap_row
+from dpviz.accumulation import live as accumulation
+from dpviz import run
+from dpviz.buckets.live import sweep_config
+from dpviz.buckets.records import ONE_BUCKET_CAP_MB, link_predictions, step_timeline, cap_row
 from dpviz.cli import main as cli_main
 from dpviz.config import RunConfig
-from dpviz.link import (PRESETS, RATIO, Link, as_link, describe_sizing, link_from_options, preset, sized_link,
-                        slider_gbps)
-from dpviz.link_sizing import size_link
+from dpviz.link.records import (PRESETS, RATIO, Link, as_link, describe_sizing, link_from_options, preset,
+                                sized_link, slider_gbps)
+from dpviz.link.live import size_link
 from dpviz.record import RunRecord, from_dict, to_dict
 
 LINK = "classroom"       # 04's link: its per-step transfers dwarf the tiny micro-steps
@@ -89,7 +90,7 @@ def test_sized_link_carries_all_gradients_in_ratio_times_backward():
     assert sized_link(backward, mib, 2, ratio=1.0).gbps == 4.03
     # the same bytes over 4 ranks' ring (1.5x on the wire) need a 1.5x faster link
     assert sized_link(backward, mib, 4, ratio=1.0).gbps == pytest.approx(1.5 * 4.03, rel=0.005)
-    # the default ratio (RATIO = 1.5: see dpviz.link) takes 1.5 backwards, so 2/3 of the bandwidth
+    # the default ratio (RATIO = 1.5: see dpviz.link.records) takes 1.5 backwards, so 2/3 of the bandwidth
     assert sized_link(backward, mib, 2).gbps == pytest.approx(4.03 / RATIO, rel=0.005)
     # a slower CPU gets a slower link: twice the backward, half the bandwidth, twice the α
     slow = sized_link(2 * backward, mib, 2, ratio=1.0)

@@ -4,8 +4,7 @@ from __future__ import annotations
 import pytest
 
 from dpviz.config import RunConfig
-from dpviz.memory import (OPTIMIZERS, MemoryBreakdown, adam_moments_check, measure_breakdown,
-                          sweep_batch)
+from dpviz.memory.live import OPTIMIZERS, MemoryBreakdown, adam_moments_check, measure_breakdown, sweep_batch
 from dpviz.record import load, save
 
 CFG = RunConfig(layers=3, width=64, batch_per_rank=16)
@@ -91,7 +90,7 @@ def test_gpt_activations_grow_with_the_batch_and_nothing_else_does():
 def test_cnn_batchnorm_buffers_are_counted_apart_from_parameters():
     import torch
 
-    from dpviz.workloads import build_workload
+    from dpviz.workloads.live import build_workload
 
     cfg = RunConfig(model="cnn", layers=2, width=8, batch_per_rank=4)
     b = measure_breakdown(cfg, "sgd")

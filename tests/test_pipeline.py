@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from dpviz import pipeline as P
-from dpviz.pipeline_records import gpipe_formula
+from dpviz.pipeline import live as P
+from dpviz.pipeline.records import gpipe_formula
 from dpviz.config import RunConfig
 from dpviz.record import load, save
 
@@ -101,7 +101,7 @@ def test_figures_draw_the_record(sweep):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.plots.pipeline import plot_bubble, plot_gantt, plot_in_flight
+    from dpviz.pipeline.plots import plot_bubble, plot_gantt, plot_in_flight
 
     run = sweep.run("gpipe", 4)
     ax = plot_gantt(run)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from dpviz import RunConfig, load, run, save
-from dpviz.buckets_records import assign_buckets, cap_limits
-from dpviz.link import Link, preset
+from dpviz.buckets.records import assign_buckets, cap_limits
+from dpviz.link.records import Link, preset
 from dpviz.plots.style import tags_of
 from dpviz.predict import cli
 from dpviz.predict.learn import fit_linear, learn, measure, ring_factor, transfer_ms

@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 
 from dpviz.collectives.primitives import PRIMITIVES, ranks_in, record_primitives  # noqa: E402
 from dpviz.launch import Cluster  # noqa: E402
-from dpviz.plots.collectives import plot_primitive  # noqa: E402
+from dpviz.collectives.plots import plot_primitive  # noqa: E402
 from dpviz.record import load, save  # noqa: E402
 
 N, K, ROOT = 3, 2, 1  # three ranks (not a power of two), a non-zero root

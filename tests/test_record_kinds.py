@@ -2,7 +2,7 @@
 
 A record saved today renders tomorrow only if its type is registered (`load()` dispatches on
 `kind`) and every field's type converts back from JSON. The kinds are discovered from
-`dpviz.discover.record_modules()` (a scan of the source); the figures from the `plot_*` functions of `dpviz/plots/`.
+`dpviz.discover.record_modules()` (a scan of the source); the figures from the `plot_*` functions of `dpviz/plots/` and `dpviz/<subject>/plots.py`.
 """
 from __future__ import annotations
 
@@ -55,12 +55,13 @@ def test_every_kind_round_trips_through_json(kind, tmp_path):
 
 def _plot_functions():
     """(module, function, names of the classes its first parameter is annotated with)."""
-    for path in sorted((ROOT / "dpviz" / "plots").glob("*.py")):
+    for path in sorted([*(ROOT / "dpviz" / "plots").glob("*.py"), *(ROOT / "dpviz").glob("*/plots.py")]):
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("plot_") and node.args.args:
                 annotation = node.args.args[0].annotation
                 names = {n.id for n in ast.walk(annotation) if isinstance(n, ast.Name)} if annotation else set()
-                yield path.stem, node.name, names
+                module = path.stem if path.parent.name == "plots" else f"{path.parent.name}.plots"
+                yield module, node.name, names
 
 
 PLOTS = list(_plot_functions())
@@ -68,7 +69,7 @@ CONTAINERS = {"Sequence", "Iterable", "list", "tuple", "dict", "str", "float", "
 
 
 def test_plots_are_discovered():
-    assert ("precision", "plot_underflow", {"Underflow"}) in PLOTS
+    assert ("precision.plots", "plot_underflow", {"Underflow"}) in PLOTS
     assert len(PLOTS) > 40
 
 
@@ -77,4 +78,4 @@ def test_what_a_figure_draws_is_a_record_kind(module, function, names):
     """The first parameter of every plot_*: a record kind or a collection of them (a plain
     number, e.g. a model's parameter count, draws a model, not a recorded result)."""
     kinds = {cls.__name__ for cls in KINDS.values()}
-    assert names - CONTAINERS <= kinds, f"dpviz.plots.{module}.{function} draws {names - CONTAINERS - kinds}"
+    assert names - CONTAINERS <= kinds, f"{module}.{function} draws {names - CONTAINERS - kinds}"

@@ -15,7 +15,7 @@ from dpviz.collectives import ALGORITHMS, build, demo_inputs, holds_per_step, mo
 from dpviz.collectives.execute import record_collective, record_rank  # noqa: E402
 from dpviz.collectives.schedule import apply_holds, chunk_bounds, initial_holds, make_steps  # noqa: E402
 from dpviz.launch import Cluster  # noqa: E402
-from dpviz.plots.collectives import collective_frames, plot_collective_step, plot_traffic  # noqa: E402
+from dpviz.collectives.plots import collective_frames, plot_collective_step, plot_traffic  # noqa: E402
 from dpviz.record import RecordError, load, save  # noqa: E402
 
 N = 4
@@ -170,7 +170,7 @@ def test_frames_and_step_figure_show_every_message(live):
 
 
 def test_widget_steps_through_inputs_and_every_step(live):
-    from dpviz.widgets.collectives import collective_player
+    from dpviz.collectives.widgets import collective_player
 
     panel = collective_player(live["ring", 16])
     slider = panel.children[0].children[1]

@@ -50,7 +50,7 @@ def test_tag_writes_one_stamp_and_rejects_unknown_sources():
 
 
 def test_zero_stages_figure_is_a_model():
-    from dpviz.plots.zero import plot_zero_stages
+    from dpviz.zero.plots import plot_zero_stages
 
     assert style.tags_of(plot_zero_stages(7.5e9, 64)) == ["model"]
     plt.close("all")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dpviz import record as R
-from dpviz import tensor_parallel as T
-from dpviz.tensor_parallel_records import expected
+from dpviz.tensor_parallel import live as T
+from dpviz.tensor_parallel.records import expected
 
 CFG = dict(seq=16, batch=2, d_model=32, hidden=128, seed=0)
 
@@ -106,7 +106,7 @@ def test_figures_draw_the_record(rec):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.plots.tensor_parallel import plot_bytes_per_rank, plot_comm, plot_weight_shards
+    from dpviz.tensor_parallel.plots import plot_bytes_per_rank, plot_comm, plot_weight_shards
 
     assert len(plot_weight_shards(rec, 2).patches) == 4               # W1 and W2, 2 shards each
     heights = [p.get_height() for p in plot_bytes_per_rank(rec).patches]

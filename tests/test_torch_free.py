@@ -4,8 +4,9 @@ Data flows one way (run → record → render), so a record saved today renders 
 machine with no torch. Two guards, over modules discovered from the tree (not a hand-kept list):
 
 1. In a fresh interpreter where `import torch` (and `torch.*`) raises, every renderer
-   (`dpviz/plots/*`, `dpviz/widgets/*`, `dpviz/scene.py`, `animations/*.py`) and every record module
-   (`discover.record_modules()`, `dpviz.record`) imports, and nothing even tried to import torch.
+   (`dpviz/plots/*`, `dpviz/<subject>/plots.py`, `dpviz/widgets/*`, `dpviz/<subject>/widgets.py`,
+   `dpviz/scene.py`, `animations/*.py`) and every record module (`discover.record_modules()`,
+   `dpviz/<subject>/records.py`, every subject package's `__init__`, `dpviz.record`) imports, and nothing even tried to import torch.
 2. Statically, what importing such a module loads (its module-level imports, followed through
    dpviz) contains no module that imports torch anywhere, even inside a function: a renderer
    that reaches rank code can call into torch while drawing. No exceptions: a subject keeps
@@ -36,8 +37,13 @@ def _module_name(path: Path) -> str:
 
 SOURCES = {_module_name(p): p for p in [*ROOT.glob("dpviz/**/*.py"), *SCENES.glob("*.py")]}
 RENDERERS = sorted(_module_name(p) for p in [*ROOT.glob("dpviz/plots/*.py"), ROOT / "dpviz/scene.py",
-                                             *ROOT.glob("dpviz/widgets/*.py"), *SCENES.glob("*.py")])
-RECORDS = sorted({*record_modules().values(), "dpviz.record"})
+                                             *ROOT.glob("dpviz/*/plots.py"), *ROOT.glob("dpviz/widgets/*.py"),
+                                             *ROOT.glob("dpviz/*/widgets.py"), *SCENES.glob("*.py")])
+# a subject package's records, and the package itself: importing dpviz.<subject>.records
+# runs dpviz/<subject>/__init__.py first, so neither may reach torch
+RECORDS = sorted({*record_modules().values(), "dpviz.record",
+                  *(_module_name(p) for p in ROOT.glob("dpviz/*/records.py")),
+                  *(_module_name(p) for p in ROOT.glob("dpviz/*/__init__.py"))})
 CHECKED = sorted({*RENDERERS, *RECORDS})
 
 BLOCK_TORCH = """

@@ -1,6 +1,7 @@
 """torchrun entry point: the DDP workload on ranks torchrun starts (env:// rendezvous).
 
-Tested with `torchrun --standalone` on gloo; the multi-node NCCL command is not run here.
+Tested with `dpviz torchrun` (torchrun with its store on loopback) on gloo, and two agents
+as two nodes on this host; the multi-node NCCL command is not run here.
 """
 from __future__ import annotations
 
@@ -8,37 +9,58 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from dpviz.config import RunConfig
 from dpviz.record import RunRecord, load
-from dpviz.rounding import reference_sgd_bound
+from dpviz.workloads.live import reference_sgd_bound
 from dpviz.torchrun_entry import config_for, parse_args, rank_env
 from dpviz.trace import read_trace, spans_from_trace, trace_rank
+from listening import beyond_loopback, listening
 
 
-def _torchrun(out, timeout_s: float = 240) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "dpviz.torchrun_entry", "--backend", "gloo", "--steps", "3", "--out", str(out)]
-    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+def _torchrun(out, timeout_s: float = 240) -> tuple[subprocess.CompletedProcess, set]:
+    """`dpviz torchrun` (torchrun on loopback) and every TCP socket its processes listened on,
+    sampled every 50 ms while it ran."""
+    cmd = [sys.executable, "-m", "dpviz", "torchrun", "--nproc-per-node", "2", "--",
+           "--backend", "gloo", "--steps", "3", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)   # its own group: a hang is killed whole
+    seen, deadline = set(), time.monotonic() + timeout_s
+    reader = ThreadPoolExecutor(1).submit(proc.communicate)
     try:
-        stdout, stderr = proc.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+        while proc.poll() is None and time.monotonic() < deadline:
+            seen |= listening(proc.pid)
+            time.sleep(0.05)
+        stdout, stderr = reader.result(timeout=max(1.0, deadline - time.monotonic()))
+    except TimeoutError:
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
         raise
-    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
+    return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr), seen
 
 
 @pytest.fixture(scope="module")
-def torchrun_out(tmp_path_factory):
+def torchrun_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("torchrun")
-    done = _torchrun(out)
+    done, sockets = _torchrun(out)
     assert done.returncode == 0, done.stderr[-3000:]
+    return out, done, sockets
+
+
+@pytest.fixture(scope="module")
+def torchrun_out(torchrun_run):
+    out, done, _ = torchrun_run
     return out, done
+
+
+def test_torchrun_listens_on_loopback_only(torchrun_run):
+    _, _, sockets = torchrun_run
+    stores = {s for s in sockets if s[1] == "127.0.0.1"}
+    assert len({pid for pid, _, _ in stores}) >= 3   # the store's host and both ranks' gloo pairs
+    assert beyond_loopback(sockets) == set(), sockets
 
 
 @pytest.mark.numeric

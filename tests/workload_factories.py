@@ -7,7 +7,7 @@ def tied_gpt():
     import dataclasses
 
     from dpviz.config import RunConfig
-    from dpviz.workloads import build_gpt
+    from dpviz.workloads.live import build_gpt
 
     return dataclasses.replace(build_gpt(RunConfig(model="gpt"), tie_head=True), name="tied_gpt")
 
@@ -19,7 +19,7 @@ def rank_seeded_mlp():
     import torch.distributed as dist
 
     from dpviz.config import RunConfig
-    from dpviz.workloads import Workload, build_mlp, loss_fn, mlp_batch
+    from dpviz.workloads.live import Workload, build_mlp, loss_fn, mlp_batch
 
     cfg = RunConfig(layers=2, width=32)
     model = build_mlp(cfg.replace(seed=dist.get_rank() if dist.is_initialized() else 0))

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from ..link import as_link, describe_link
+from ..link.records import as_link, describe_link
 from ..record import record_kind
 from .algorithms import ALGORITHMS
 

@@ -4,8 +4,8 @@ Every timed call starts right after a barrier; a call's time is the slowest rank
 collective is done when the last rank is), and a size's time is the median over repeats
 after warm-up calls (the first calls pay for connection set-up and allocation).
 
-With `link=` (a preset name or a `dpviz.link.Link`) every all-reduce first crosses the
-emulated wire of live runs (`dpviz.link_thread`): a sleep of α + wire_bytes/β, then the
+With `link=` (a preset name or a `dpviz.link.records.Link`) every all-reduce first crosses the
+emulated wire of live runs (`dpviz.link.thread`): a sleep of α + wire_bytes/β, then the
 real gloo all-reduce. The α-β fit of such a bench recovers the link's own α and β (plus
 the small cost of the real all-reduce after it); without a link it measures raw loopback,
 gloo computing on the same CPU cores, which is no wire at all.
@@ -20,7 +20,7 @@ from typing import Sequence
 
 from ..config import validate_world_size, writable_dir
 from ..launch import Cluster, RankContext
-from ..link import Link, as_link
+from ..link.records import Link, as_link
 from ..record import save
 from .algorithms import ALGORITHMS, build
 from .bandwidth import OPS, BenchRecord, BenchRow, make_row
@@ -46,7 +46,7 @@ def time_rank(ctx: RankContext, op: str, elements: int, warmup: int, repeats: in
     import torch
     import torch.distributed as dist
 
-    from ..link_thread import LinkThread
+    from ..link.thread import LinkThread
     from .execute import run_steps
 
     n = ctx.world_size

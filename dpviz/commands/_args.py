@@ -57,8 +57,8 @@ def comma_list(item_type):
 
 
 def add_link_arguments(p, default: str | None = None) -> None:
-    """--link/--link-gbps/--link-latency-us: an emulated wire for the all-reduces (dpviz.link)."""
-    from ..link import PRESETS
+    """--link/--link-gbps/--link-latency-us: an emulated wire for the all-reduces (dpviz.link.records)."""
+    from ..link.records import PRESETS
 
     p.add_argument("--link", default=default, metavar="PRESET",
                    help=f"emulated link for the all-reduces: {', '.join(f'{k} ({g:g} Gb/s, {a:g} us)' for k, (g, a) in PRESETS.items())}, "
@@ -71,6 +71,6 @@ def add_link_arguments(p, default: str | None = None) -> None:
 
 def link_of(args):
     """The link the --link options describe (a ValueError, hence exit 2, if they are bad)."""
-    from ..link import link_from_options
+    from ..link.records import link_from_options
 
     return link_from_options(args.link, args.link_gbps, args.link_latency_us)

@@ -49,7 +49,7 @@ def _watched_ddp(ctx: RankContext, cfg):
     """A DDP of the demo MLP whose forward calls mark micro-steps and whose hook counts."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from ..workloads import build_mlp, loss_fn, rank_batch
+    from ..workloads.live import build_mlp, loss_fn, rank_batch
 
     model = build_mlp(cfg)
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb)
@@ -75,9 +75,9 @@ def accumulation_rank(ctx: RankContext, spec: tuple) -> dict:
     import torch
     import torch.distributed as dist
 
-    from ..accumulation import DEMO_CONFIG, _KeepGradient
+    from ..accumulation.live import DEMO_CONFIG, KeepGradient
     from ..ddp_run import BucketLog, train_step
-    from ..workloads import build_mlp, loss_fn, rank_batch
+    from ..workloads.live import build_mlp, loss_fn, rank_batch
 
     cfg = DEMO_CONFIG.replace(world_size=ctx.world_size, accum_steps=K)
     batches = [rank_batch(cfg, None, 0, m, ctx.rank) for m in range(K)]
@@ -85,7 +85,7 @@ def accumulation_rank(ctx: RankContext, spec: tuple) -> dict:
     flat = lambda m: torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
                                 for p in m.parameters()])
     model, ddp, state = _watched_ddp(ctx, cfg)  # 1) the reference: dpviz's own train step
-    keep = _KeepGradient(model)
+    keep = KeepGradient(model)
     train_step(ctx, cfg, ddp, keep, BucketLog({}, ctx.world_size), 0, lambda name: nullcontext())
     reference, ref_seen = keep.flat, list(state.seen)
 

@@ -12,7 +12,7 @@ at 1 MiB instead (`dist._DEFAULT_FIRST_BUCKET_BYTES`), so the last layers start 
 all-reduce early.
 
 Your function runs here, in the notebook's process (it is pure arithmetic); the reference,
-torch's own `dist._compute_bucket_assignment_by_size`, runs on a live rank, on several
+torch's own assignment (`dpviz.torch_gate.bucket_assignment`), runs on a live rank, on several
 models. Named mistakes: a bucket closed one gradient late (`>` instead of `>=`), packing in
 definition order, and the first-bucket cap missing (or applied to an explicit cap).
 """
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..buckets import torch_assignment
-from ..buckets_records import MIB, assign_buckets as model_assign, cap_limits
+from ..buckets.live import torch_assignment
+from ..buckets.records import MIB, assign_buckets as model_assign, cap_limits
 from ..launch import Cluster, using_cluster
 from .core import choose, not_written, require_callable
 from .records import BucketCase, BucketsCheck, Verdict

@@ -44,7 +44,7 @@ def hook_rank(ctx: RankContext, spec: tuple) -> dict:
     import torch
     import torch.distributed as dist
 
-    from ..workloads import build_mlp, loss_fn, rank_batch
+    from ..workloads.live import build_mlp, loss_fn, rank_batch
 
     cfg = _config(ctx.world_size)
     x, y = rank_batch(cfg, None, 0, 0, ctx.rank)

@@ -93,7 +93,7 @@ class BucketCase:
     model: str
     bucket_cap_mb: float | None
     param_bytes: tuple[int, ...]                 # in parameter (definition) order
-    torch: tuple[tuple[int, ...], ...]           # dist._compute_bucket_assignment_by_size
+    torch: tuple[tuple[int, ...], ...]           # torch's own (torch_gate.bucket_assignment)
     yours: tuple[tuple[int, ...], ...] = ()
 
 

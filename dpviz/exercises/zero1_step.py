@@ -23,7 +23,7 @@ import math
 from typing import Callable
 
 from ..launch import Cluster, RankContext, using_cluster
-from ..zero_records import ADAM_LR
+from ..zero.records import ADAM_LR
 from .core import Comm, check_attempt, resolve, run_attempt
 from .records import Verdict, Zero1Check, Zero1Run
 

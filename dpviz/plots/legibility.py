@@ -100,7 +100,7 @@ _LAID_OUT: WeakKeyDictionary = WeakKeyDictionary()   # text → (what lays it ou
 def text_extent(text: Text, renderer) -> Bbox:
     """`text.get_window_extent(renderer)`, the same box, with the text's layout kept while what
     lays it out holds: a slider's tick labels are the same texts saying the same move after
-    move, and laying each out again was most of `place_labels`' obstacles (~1.5 ms a move).
+    move, and laying each out again was most of the time `place_labels` spent on obstacles.
     A label tried at several places, then checked against a slider's frame
     (`dpviz.widgets.frame.touches`), is laid out once."""
     if not text.get_visible() or text.get_wrap() or text.get_usetex() or not text.get_text():

@@ -5,14 +5,14 @@ from collections import defaultdict
 
 from matplotlib.patches import Patch
 
-from ..link import link_note
+from ..link.records import link_note
 from ..record import RunRecord
 from ..overlap import COMPUTE_KINDS, record_ranks, steady_steps, summarize_step
 from ..trace import COMM_KINDS
 from . import style
 from .bars import link_bars
 
-# an emulated link's transfers (dpviz.link) share the communication lane with the collectives
+# an emulated link's transfers (dpviz.link.records) share the communication lane with the collectives
 LANE_KINDS = {"compute": COMPUTE_KINDS, "comm": (*COMM_KINDS, "link")}
 
 

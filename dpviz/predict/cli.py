@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import writable_dir
-from ..link import link_from_options
+from ..link.records import link_from_options
 from ..record import RunRecord, load
 from .records import RECORDED, SCALING_CAPS, WIRES, WORLD_SIZES
 

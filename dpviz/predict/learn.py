@@ -22,7 +22,7 @@ import sys
 import types
 from dataclasses import dataclass
 
-from ..link import Link, as_link
+from ..link.records import Link, as_link
 from ..overlap import quartiles, steady_steps, summarize_step
 from ..record import RunRecord, Span
 

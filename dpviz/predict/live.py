@@ -12,7 +12,7 @@ import itertools
 import statistics
 
 from ..config import RunConfig, require_int
-from ..link import Link, as_link
+from ..link.records import Link, as_link
 from ..record import RunRecord
 from .learn import learn, measure
 from .records import CheckRow, PredictionCheck, predict

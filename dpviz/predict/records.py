@@ -19,8 +19,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 
-from ..buckets_records import assign_buckets, cap_limits
-from ..link import Link, as_link, check_link
+from ..buckets.records import assign_buckets, cap_limits
+from ..link.records import Link, as_link, check_link
 from ..overlap import summarize_step
 from ..record import RunRecord, Span, record_kind
 from .learn import MIB, LearnedStep, StepSample, learn, ring_factor, transfer_ms

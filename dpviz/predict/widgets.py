@@ -7,7 +7,7 @@ from typing import Sequence
 
 import ipywidgets as w
 
-from ..link import PRESETS, preset
+from ..link.records import PRESETS, preset
 from ..widgets.slider import _Figure
 from .learn import LearnedStep, learn
 from .plots import plot_predicted, plot_scaling

@@ -1,0 +1,1 @@
+"""Gradient accumulation: `no_sync()` micro-steps, one all-reduce per step (notebook 04)."""

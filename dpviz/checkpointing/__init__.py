@@ -1,0 +1,1 @@
+"""Activation checkpointing: memory through forward and backward, recomputed forwards (notebook 05)."""

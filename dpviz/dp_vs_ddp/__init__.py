@@ -1,0 +1,1 @@
+"""Single-process DataParallel, a parameter server and DDP side by side (notebook 08)."""

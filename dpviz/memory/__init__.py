@@ -1,0 +1,1 @@
+"""What a rank's memory holds: parameters, gradients, Adam moments, activations (notebook 09)."""

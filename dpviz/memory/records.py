@@ -1,0 +1,44 @@
+"""What a memory breakdown records: one replica's bytes per part of a training step.
+
+No torch: renderers and `load()` import this; the measuring (torch, real tensors) is
+`dpviz.memory.live`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..record import record_kind
+from ..workloads.records import WorkloadInfo
+
+# buffers: model state that is neither a parameter nor a gradient (BatchNorm's running mean and
+# variance and its batch counter); 0 for models without them (the MLP, the GPT)
+PARTS = ("params", "buffers", "grads", "optimizer", "activations")
+OPTIMIZERS = ("sgd", "momentum", "adam")
+
+
+@record_kind("memory_breakdown")
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes one replica holds at the peak of a training step (after forward, before backward
+    frees the activations; gradients and optimizer state as they are after the step)."""
+
+    config: dict
+    optimizer: str
+    n_params: int
+    params: int
+    grads: int
+    optimizer_state: int
+    activations: int
+    state_by_key: dict[str, int]     # e.g. exp_avg → bytes, exp_avg_sq → bytes, step → bytes
+    buffers: int = 0                 # registered buffers (BatchNorm running statistics)
+    workload: WorkloadInfo | None = None   # the model measured: name and parameter list
+
+    def part(self, name: str) -> int:
+        """Bytes of one of PARTS."""
+        if name not in PARTS:
+            raise ValueError(f"unknown part {name!r}; choose one of {', '.join(PARTS)}")
+        return self.optimizer_state if name == "optimizer" else getattr(self, name)
+
+    @property
+    def total(self) -> int:
+        return sum(self.part(p) for p in PARTS)

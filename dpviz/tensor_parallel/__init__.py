@@ -1,0 +1,1 @@
+"""Tensor and sequence parallelism: a Megatron MLP split across ranks (notebook 13)."""

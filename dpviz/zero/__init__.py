@@ -1,0 +1,1 @@
+"""ZeRO and FSDP: sharded optimizer state, gradients and parameters (notebook 09)."""
