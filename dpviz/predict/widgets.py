@@ -8,7 +8,7 @@ from typing import Sequence
 import ipywidgets as w
 
 from ..link.records import PRESETS, preset
-from ..widgets.slider import _Figure
+from ..widgets.slider import FigurePanel
 from .learn import LearnedStep, learn
 from .plots import plot_predicted, plot_scaling
 from .records import SCALING_CAPS, WORLD_SIZES, Scaling, predict, scaling
@@ -39,8 +39,8 @@ def what_if_panel(record, *, world_sizes: Sequence[int] = WORLD_SIZES, links: Se
             raise ValueError(f"{name} {chosen!r} is not one of {list(options)}")
     resolved = {name: preset(name) for name in links}
     tables: dict[tuple[str, int], Scaling] = {}
-    step_figure = _Figure(_draw_step, (11, 3.4))
-    scaling_figure = _Figure(_draw_scaling, (9, 3.6))
+    step_figure = FigurePanel(_draw_step, (11, 3.4))
+    scaling_figure = FigurePanel(_draw_scaling, (9, 3.6))
     style = {"description_width": "initial"}
     n = w.SelectionSlider(options=list(world_sizes), value=n0, description="ranks N", style=style,
                           continuous_update=False)
