@@ -128,6 +128,7 @@ def test_scaling_table_efficiency_best_cap_and_exposed_limit(a100, tmp_path):
 # --- the CLI (argparse, as dpviz's CLI calls it) --------------------------------------------
 
 def _cli(*argv: str) -> int:
+    """`dpviz predict …` as dpviz's CLI calls it, errors left raised (the CLI prints them)."""
     parser = argparse.ArgumentParser()
     cli.add_arguments(parser)
     return cli.main(parser.parse_args(list(argv)))
@@ -142,16 +143,21 @@ def test_cli_predicts_from_trace_files_and_writes_its_files(tmp_path, capsys):
     assert load(tmp_path / "prediction.json").world_size == 64
 
 
-@pytest.mark.parametrize("argv, match", [(("--ranks", "0"), "ranks"), (("--link", "carrier-pigeon"), "unknown link"),
-                                         (("--accum-steps", "0"), "accum_steps")])
-def test_cli_bad_input_is_a_value_error_which_dpviz_prints_as_one_line(argv, match):
-    with pytest.raises(ValueError, match=match):
-        _cli(str(A100), *argv)
+@pytest.mark.parametrize("argv, message", [
+    ([str(A100), "--ranks", "0"], "--ranks must be >= 1"),
+    ([str(A100), "--link", "carrier-pigeon"], "unknown link preset"),
+    ([str(A100), "--accum-steps", "0"], "accum_steps must be"),
+    ([str(DATA / "cpu-gloo-rank34.json.gz")], "no step to learn from"),
+    (["/nonexistent/record.json"], "no such file"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(argv, message, capsys):
+    from dpviz.cli import main
 
-
-def test_cli_refuses_a_trace_with_no_step_to_learn_from():
-    with pytest.raises(ValueError, match="no step to learn from"):
-        _cli(str(DATA / "cpu-gloo-rank34.json.gz"))
+    with pytest.raises(SystemExit) as exit_:
+        main(["predict", *argv])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_cli_refuses_a_folder_without_a_record(tmp_path):
