@@ -21,7 +21,7 @@ import statistics
 from dataclasses import dataclass
 
 from ..link.records import Link, as_link
-from ..overlap import quartiles, steady_steps, summarize_step
+from ..overlap import quartiles, steady_steps, summarize_step, union
 from ..record import RunRecord, Span
 
 ACCUMULATE_GRAD = "AccumulateGrad"
@@ -53,23 +53,23 @@ class Linear:
 
 
 def fit_linear(points: list[tuple[float, float]]) -> Linear:
-    """Least squares over (bytes, ms), both parts kept ≥ 0. Sizes that barely differ cannot
-    separate the two parts: the cost is then taken as proportional to bytes (what grows when
-    a cap makes buckets larger), which `LearnedStep.notes` says."""
-    points = [(x, y) for x, y in points if x > 0]
+    """A line through (bytes, ms), both parts kept ≥ 0, fitted by Theil–Sen (the median of the
+    slopes between points of different sizes, then the median intercept): on a busy machine a
+    few all-reduces that waited for a core would pull a least-squares line anywhere. Sizes
+    that barely differ cannot separate the two parts: the cost is then taken as proportional
+    to bytes (what grows when a cap makes buckets larger), which `LearnedStep.notes` says."""
+    points = [(x / MIB, max(0.0, y)) for x, y in points if x > 0]
     if not points:
         return Linear(0.0, 0.0, 0)
-    xs = [x / MIB for x, _ in points]
-    ys = [max(0.0, y) for _, y in points]
+    xs = [x for x, _ in points]
     if max(xs) < 1.5 * min(xs):
-        return Linear(0.0, statistics.median(y / x for x, y in zip(xs, ys)), len(points))
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
-    if slope < 0:
-        return Linear(statistics.median(ys), 0.0, len(points))
-    fixed = my - slope * mx
+        return Linear(0.0, statistics.median(y / x for x, y in points), len(points))
+    slopes = [(y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(points) for x2, y2 in points[i + 1:]
+              if abs(x2 - x1) > 0.25 * min(x1, x2)]
+    slope = max(0.0, statistics.median(slopes))
+    fixed = statistics.median(y - slope * x for x, y in points)
     if fixed < 0:
-        return Linear(0.0, sum(x * y for x, y in zip(xs, ys)) / sum(x * x for x in xs), len(points))
+        return Linear(0.0, statistics.median(y / x for x, y in points), len(points))
     return Linear(fixed, slope, len(points))
 
 
@@ -105,6 +105,7 @@ class StepSample:
     forward_ms: float
     gap_ms: float               # forward's end → backward's start (the loss)
     backward_ms: float          # backward's compute, the comm hooks taken out
+    busy_ms: tuple[tuple[float, float], ...]   # when backward computes (its gaps are idle)
     ready_ms: tuple[float, ...]  # each unit's ready time after backward starts, hooks taken out
     hook_ratio: float           # its comm hooks' time over the fitted hook cost's
     wire_ratio: float           # its transfers' time over the link's formula's (a busy machine
@@ -169,6 +170,7 @@ class _Sample:
     b0: float
     b1: float
     opt0: float
+    busy: list             # backward's compute, merged intervals
     units: list            # (name, bytes, ready_us) in ready order, hooks not yet taken out
     hooks: dict            # bucket → Span
     links: dict            # bucket → Span
@@ -204,7 +206,7 @@ def _sample(record: RunRecord, rank: int, step: int, sizes: dict[str, int]) -> _
     b0, b1 = _iv(backward)
     return _Sample(rank, window[0].start_us, window[0].end_us, [m.start_us for m in micros] or [f0],
                    f0, f1, b0, b1, min(s.start_us for s in optimizer if s.start_us >= b0),
-                   units, hooks, _by_bucket(spans, "link", synced_from), reduces, launches, bucket_bytes)
+                   union([(s.start_us, s.end_us) for s in backward]), units, hooks, _by_bucket(spans, "link", synced_from), reduces, launches, bucket_bytes)
 
 
 def _bucket_ready(index: int, hooks, launches, reduces) -> float:
@@ -319,6 +321,7 @@ def _step_sample(s: _Sample, step: int, first_us: float, link: Link | None, worl
         nosync_ms=_median(nosync, default=(s.b1 - s.micro_starts[-1] - _hooks_before(s, s.b1)) / 1e3),
         forward_ms=(s.f1 - s.f0) / 1e3, gap_ms=(s.b0 - s.f1) / 1e3,
         backward_ms=max(rel(s.b1), max(ready, default=0.0)), ready_ms=ready,
+        busy_ms=tuple((rel(a), rel(b)) for a, b in s.busy),
         hook_ratio=_ratio([(h.dur_us / 1e3, hook.ms(s.bucket_bytes[i])) for i, h in s.hooks.items()]),
         wire_ratio=_ratio(transfers),
         handoff_idle_ms=max(0.0, _mean(idle, handoffs[0])), handoff_busy_ms=max(0.0, _mean(busy, handoffs[1])),

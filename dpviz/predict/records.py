@@ -202,6 +202,7 @@ class _Rank:
     b0: float = 0.0
     hooks_ms: float = 0.0
     ready: list = field(default_factory=list)        # per bucket: its hook starts
+    hooks: list = field(default_factory=list)        # (backward time it starts at, hooks taken out; ms)
     wire: list = field(default_factory=list)         # per bucket: (start, end) on the link, or None
     joins: list = field(default_factory=list)        # per bucket: this rank joins the all-reduce
     end_ms: float = 0.0
@@ -214,6 +215,10 @@ class _Rank:
     @property
     def step(self) -> int:
         return self.sample.step
+
+    def at(self, t: float, k: float) -> float:
+        """Backward's time `t` (ms after it starts, hooks taken out) on this step's clock."""
+        return self.b0 + t * k + sum(ms for start, ms in self.hooks if start <= t)
 
     def add(self, kind: str, tid: str, start: float, end: float, name: str, **extra) -> None:
         self.spans.append(Span(rank=self.rank, tid=tid, name=name, kind=kind, start_us=start * 1e3,
@@ -250,7 +255,8 @@ def _replay_step(learned: LearnedStep, group: list[StepSample], s: _Settings, pa
     for r in ranks:
         sample = r.sample
         b1 = r.b0 + sample.backward_ms * k + r.hooks_ms
-        r.add("backward", "main", r.b0, b1, "backward")
+        for start, end in sample.busy_ms:   # compute as recorded, moved by the new hooks before it
+            r.add("backward", "main", r.at(start, k), r.at(end, k), "backward")
         comm_end = max((b.reduce_end_ms for b in r.buckets), default=b1)
         opt0 = max(b1, comm_end) + sample.finish_ms * k
         r.end_ms = opt0 + sample.optimizer_ms * k
@@ -278,6 +284,7 @@ def _front(learned: LearnedStep, r: _Rank, s: _Settings, packed) -> _Rank:
         ready = r.b0 + sample.ready_ms[members[-1]] * k + r.hooks_ms
         hook_end = ready + learned.hook.ms(size) * sample.hook_ratio * k
         r.hooks_ms += hook_end - ready
+        r.hooks.append((sample.ready_ms[members[-1]], hook_end - ready))
         if learned.hook.samples:
             r.add("bucket_hook", "main", ready, hook_end, f"model:bucket#{index}", bucket=index)
         start, wire = hook_end + sample.handoff_idle_ms, None
