@@ -22,7 +22,7 @@ import types
 from dataclasses import asdict, dataclass, field, replace
 
 from ..buckets.records import assign_buckets, cap_limits
-from ..link.records import Link, as_link, check_link
+from ..link.records import Link, as_link
 from ..overlap import summarize_step
 from ..record import RunRecord, Span, record_kind
 from .learn import MIB, LearnedStep, StepSample, learn, ring_factor, transfer_ms
@@ -371,13 +371,15 @@ def scaling(record: RunRecord | LearnedStep, *, link, world_sizes=WORLD_SIZES, c
         raise ValueError(f"exposed_share must be a fraction between 0 and 1, got {exposed_share!r}")
     if not world_sizes or not caps:
         raise ValueError("scaling needs at least one world size and one cap")
+    resolved = as_link(link)
+    if resolved is None:
+        raise ValueError("scaling needs a link to cost the all-reduces on: a preset name, a Link or a dict")
     rows = []
     for n in world_sizes:
         for cap in caps:
             p = predict(learned, world_size=n, link=link, bucket_cap_mb=cap, accum_steps=accum_steps,
                         wire=wire, reduction=reduction)
             rows.append(ScalingRow(n, float(cap), p.step_ms, p.exposed_comm_ms, len(p.buckets)))
-    resolved = check_link(as_link(link)) if not isinstance(link, Link) else link
     return Scaling({"source": "model", "link": asdict(resolved), "wire": wire,
                     "accum_steps": accum_steps or learned.accum_steps, "exposed_share": exposed_share,
                     "learned_from": f"{learned.source} {learned.model}, {learned.world_size} ranks"}, tuple(rows))
