@@ -211,7 +211,7 @@ def test_check_rejects_bad_input_before_any_rank_starts():
         check_predictions(repeats=0)
 
 
-@pytest.mark.parametrize("first", ["import dpviz.predict.plots", "import dpviz.predict.records", "pass"])
+@pytest.mark.parametrize("first", ["import dpviz.predict.plots", "import dpviz.predict.learn", "pass"])
 def test_dpviz_predict_is_callable_whatever_was_imported_first(first):
     """`dpviz.predict` names the subject's package and its verb: either way it predicts."""
     import subprocess

@@ -17,8 +17,6 @@ No torch here: a saved record is predicted from and drawn on any machine.
 from __future__ import annotations
 
 import statistics
-import sys
-import types
 from dataclasses import asdict, dataclass, field, replace
 
 from ..buckets.records import assign_buckets, cap_limits
@@ -481,15 +479,3 @@ def format_check(check: PredictionCheck) -> str:
                          f"exposed-communication error median {exposed}")
     return "\n".join(lines)
 
-
-class _CallablePackage(types.ModuleType):
-    """`dpviz.predict` names both this subject's package and its verb (`predict`): whichever
-    of the two an import left at `dpviz.predict`, `dpviz.predict(record, …)` predicts once
-    this module is loaded (every other module of the package but `learn` imports it). Python
-    lets a module's class be a ModuleType subclass for this."""
-
-    def __call__(self, *args, **kwargs) -> PredictedStep:
-        return predict(*args, **kwargs)
-
-
-sys.modules[__package__].__class__ = _CallablePackage
