@@ -87,10 +87,12 @@ def source_of(record) -> str:
 
 def adjustment_of(record) -> str:
     """How a record's drawn spans differ from its raw trace: dpviz ends every all-reduce no later
-    than the micro-step that launched it (`dpviz.trace`), where the trace has micro-steps."""
+    than the micro-step that launched it (`dpviz.trace`); said only where that moved an end, which
+    then sits exactly on its micro-step's end (an all-reduce the trace ended in time ends before)."""
     spans = getattr(record, "spans", ())
+    ends = {(s.rank, s.end_us) for s in spans if s.kind == "micro_step"}
     return "all-reduce ends capped at their micro-step" if any(
-        s.kind == "micro_step" for s in spans) else ""
+        s.kind == "allreduce" and (s.rank, s.end_us) in ends for s in spans) else ""
 
 
 def tag(ax, *sources: str, note: str = ""):
