@@ -20,7 +20,7 @@ from dpviz.predict.plots import plot_predicted, plot_scaling
 from dpviz.predict.records import (NOT_MODELLED, PredictedStep, Scaling, errors, format_check, format_scaling,
                                    predict, scaling)
 from dpviz.record import RunRecord
-from dpviz.trace_files import load_trace
+from dpviz.traces.files import load_trace
 
 DATA = Path(__file__).resolve().parent / "data"
 A100 = DATA / "a100-nccl-ddp-rank0.json.gz"
@@ -220,7 +220,7 @@ def test_dpviz_predict_is_callable_whatever_was_imported_first(first):
     import subprocess
     import sys
 
-    code = (f"{first}\nimport dpviz\nfrom dpviz.predict.learn import learn\nfrom dpviz.trace_files import load_trace\n"
+    code = (f"{first}\nimport dpviz\nfrom dpviz.predict.learn import learn\nfrom dpviz.traces.files import load_trace\n"
             f"p = dpviz.predict(learn(load_trace({str(A100)!r})), world_size=4, link='10GbE')\n"
             "print(type(p).__name__, p.world_size)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
