@@ -41,12 +41,13 @@ from dpviz.config import for_slider  # noqa: E402
 from dpviz.link.records import SLIDER_FACTORS, as_link, slider_gbps  # noqa: E402
 from dpviz.launch import Cluster as _Cluster  # noqa: E402
 from dpviz.link.live import size_link  # noqa: E402
-from dpviz.ddp_run import assemble_run, rank_spans, run, train_rank  # noqa: E402
+from dpviz.assemble import assemble_run, rank_spans  # noqa: E402
+from dpviz.ddp_run import run, train_rank  # noqa: E402
 from dpviz.accumulation.plots import plot_schedule  # noqa: E402
 from dpviz.averaging.plots import plot_drift  # noqa: E402
 from dpviz.buckets.plots import plot_bucket_timeline  # noqa: E402
 from dpviz.trace import read_trace  # noqa: E402
-from dpviz.widgets.slider import _Figure, caption_html  # noqa: E402
+from dpviz.widgets.slider import Figure, caption_html  # noqa: E402
 
 
 def load() -> str:
@@ -129,14 +130,14 @@ WIDGETS = {
 
 @contextmanager
 def whole_draws():
-    """Every `_Figure` draws its whole figure on a move, instead of restoring the kept frame and
+    """Every `Figure` draws its whole figure on a move, instead of restoring the kept frame and
     drawing what changed over it (limits and layout are still kept)."""
-    kept = _Figure._rasterize
-    _Figure._rasterize = lambda self: self.figure.canvas.draw()
+    kept = Figure._rasterize
+    Figure._rasterize = lambda self: self.figure.canvas.draw()
     try:
         yield
     finally:
-        _Figure._rasterize = kept
+        Figure._rasterize = kept
 
 
 def moves(panel, values, n: int) -> list[float]:
@@ -183,7 +184,7 @@ def knob_table(cluster, n_moves: int, n_cold: int) -> None:
 @contextmanager
 def clocked(marks: dict):
     """Time stamps of a move's steps, taken by wrapping what the widget calls: `Cluster.run_task`
-    (and the ranks' results), `assemble_run`, and `_Figure`'s steps. `marks` gets (start, end)
+    (and the ranks' results), `assemble_run`, and `Figure`'s steps. `marks` gets (start, end)
     per step and the results of the last task."""
     def wrap(owner, name, key):
         inner = getattr(owner, name)
@@ -203,7 +204,7 @@ def clocked(marks: dict):
         return owner, name, inner
 
     kept = [wrap(_Cluster, "run_task", "task"), wrap(ddp_run, "assemble_run", "record"),
-            *(wrap(_Figure, step, step) for step in ("show", "redraw", "_plot", "_rasterize", "png"))]
+            *(wrap(Figure, step, step) for step in ("show", "redraw", "_plot", "_rasterize", "png"))]
     try:
         yield marks
     finally:
@@ -274,7 +275,7 @@ def move_table(cluster, name: str, n: int) -> None:
 def parts_table(cluster, name: str, cfg, n: int) -> None:
     """One move of a DDP widget by parts: the run and record, then both figure paths."""
     draw, figsize = WIDGETS[name][3:]
-    figure = _Figure(draw, figsize, caption=True)   # as the re-run sliders draw it
+    figure = Figure(draw, figsize, caption=True)   # as the re-run sliders draw it
     figure.show(run(cfg, cluster=cluster))   # the first value lays the figure out; moves keep it
     parts: dict[str, list[float]] = {}
     reused = 0

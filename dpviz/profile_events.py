@@ -15,8 +15,11 @@ No torch import at the top: the parent side runs without torch.
 from __future__ import annotations
 
 import functools
+import time
+from pathlib import Path
 from typing import Iterable
 
+from .torch_gate import input_shapes
 from .trace import CLOCK_MARK, COMM_KINDS, TraceScan, classify
 
 # (name, category, start ns, duration ns, thread, input shapes, input dtypes)
@@ -38,62 +41,13 @@ def _kept(name: str) -> bool | None:
 ALLREDUCE_SHAPES = {"c10d::allreduce_": lambda numel: ([[[numel]]], ["TensorList"]),
                     "gloo:all_reduce": lambda numel: ([[numel]], ["float"])}
 
-# The RecordFunction scopes of every event a record reads: operators, `c10d::` calls and
-# autograd's `evaluate_function: …` (FUNCTION); annotations and gloo's work (USER_SCOPE).
-READ_SCOPES = ("FUNCTION", "USER_SCOPE")
-
-
-class ScopedProfile:
-    """Rank side: torch's profiler on CPU, recording only the events of READ_SCOPES, for a
-    run whose profile is reduced (`reduce_profile`) and written to no trace file.
-
-    It makes the calls `torch.profiler.profile` makes (prepare, enable, disable: torch's
-    kineto profiler, the same events and clock), but enables it for READ_SCOPES only, which
-    torch's Python classes do not offer. What it leaves out are the autograd nodes' own events
-    (BACKWARD_FUNCTION: `AddmmBackward0`, `torch::autograd::AccumulateGrad`, …; 126 of the
-    bucket slider's 1613 events), which no span is made from: fewer events to record, to
-    post-process when it stops, and to walk. It also skips what `torch.profiler.profile`
-    adds for a trace file (its metadata), so it starts in half the time. The calls are
-    torch's private ones (`torch._C._autograd`) as the pinned torch 2.13 has them; tests check
-    its record against the same run's whole profile."""
-
-    def __init__(self, record_shapes: bool):
-        self.record_shapes = record_shapes
-        self.results = None   # torch's `_ProfilerResult`, once stopped
-
-    def start(self) -> None:
-        from torch._C._autograd import _enable_profiler, _prepare_profiler
-        from torch._C._profiler import (ProfilerActivity, ProfilerConfig, ProfilerState, RecordScope,
-                                        _ExperimentalConfig)
-        from torch.autograd.profiler import _run_on_profiler_start
-
-        config = ProfilerConfig(ProfilerState.KINETO, self.record_shapes, False, False, False, False,
-                                _ExperimentalConfig())
-        _prepare_profiler(config, {ProfilerActivity.CPU})
-        _run_on_profiler_start()
-        _enable_profiler(config, {ProfilerActivity.CPU}, {getattr(RecordScope, s) for s in READ_SCOPES})
-
-    def stop(self) -> None:
-        from torch._C._autograd import _disable_profiler
-        from torch.autograd.profiler import _run_on_profiler_stop
-
-        self.results = _disable_profiler()
-        _run_on_profiler_stop()
-
-
-def kineto_events(prof) -> list:
-    """The profiler's own events of a finished `ScopedProfile` or `torch.profiler.profile`."""
-    results = prof.results if isinstance(prof, ScopedProfile) else prof.profiler.kineto_results
-    return results.events()
-
-
 def reduce_profile(events: Iterable, bucket_numels: list[int] | None = None) -> list[Event]:
-    """Rank side: of a finished CPU profile's events (`kineto_events`), those the record reads.
+    """Rank side: of a finished CPU profile's events (`torch_gate.kineto_events`), those the record reads.
 
     Times stay integer nanoseconds on the profiler's clock, which every rank on this machine
     shares; shapes (a TensorList's nested, as the chrome trace writes them) and dtypes are kept only
     where bytes are read: the collectives. A profile taken without shapes (`record_shapes=False`,
-    `dpviz.ddp_run.needs_shapes`) whose only collectives are the buckets' float32 all-reduces gets
+    `records_shapes`) whose only collectives are the buckets' float32 all-reduces gets
     them from `bucket_numels`, the sizes DDP handed over, in order: the k-th call and the k-th
     gloo work (in start order, as `dpviz.trace` numbers buckets) are the k-th bucket's. Where the
     counts differ, those events keep no shapes (their bytes unknown, as in any trace without).
@@ -106,7 +60,7 @@ def reduce_profile(events: Iterable, bucket_numels: list[int] | None = None) -> 
             continue
         out.append((name, "user_annotation" if ev.is_user_annotation() else "cpu_op",
                     ev.start_ns(), ev.duration_ns(), ev.start_thread_id(),
-                    ev.structured_input_shapes() if comm else [], ev.dtypes() if comm else []))
+                    input_shapes(ev) if comm else [], ev.dtypes() if comm else []))
     return _with_bucket_shapes(out, bucket_numels) if bucket_numels is not None else out
 
 
@@ -140,3 +94,74 @@ def scan_events(events: Iterable[Event], origin_ns: int) -> tuple[TraceScan, flo
         if name == CLOCK_MARK:
             mark = ts + dur_us / 2
     return scan, mark
+
+
+# --- the rank's profiler, and what it hands back ------------------------------------------
+
+def records_shapes(cfg, ddp, device: str, export_trace: bool, steady: bool = False) -> bool:
+    """Does the profile starting now record input shapes (`record_shapes`)?
+
+    The record reads shapes for one thing: the bytes of each collective. Where the profile is
+    read reduced (`reads_events`) and its only collectives are the buckets' float32
+    all-reduces, the hook's notes have their sizes (`reduce_profile` fills them in) and shapes
+    would only cost time: a built-in model (a user's forward may run its own collectives),
+    buckets already rebuilt (the rebuild broadcasts the bucket order) or steady from the start,
+    and no buffers broadcast in each forward (the CNN's BatchNorm statistics). A chrome trace
+    file (`profile_output`) keeps every shape."""
+    import torch
+
+    from .torch_gate import has_rebuilt_buckets
+    from .workloads.live import BUILTIN
+
+    sizes_from_hook = (not export_trace and reads_events(cfg, device) and cfg.model in BUILTIN
+                       and (has_rebuilt_buckets(ddp) or steady)
+                       and not (ddp.broadcast_buffers and ddp.modules_buffers)
+                       and all(p.dtype == torch.float32 for p in ddp.parameters()))
+    return not sizes_from_hook
+
+
+def profiler(ctx, record_shapes: bool):
+    """torch.profiler's profile of this rank's CPU (and GPU) activity."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if ctx.device != "cpu" else [])
+    return profile(activities=activities, record_shapes=record_shapes)
+
+
+def reads_events(cfg, device: str) -> bool:
+    """Are this run's spans read from its profile's events reduced on the rank, rather than
+    from a chrome trace's every event (GPU, checkpointing, a torch that hides them)?"""
+    from .torch_gate import reads_profiler_events
+
+    return device == "cpu" and not cfg.checkpoint_every and reads_profiler_events()
+
+
+def profile_output(ctx, cfg, prof, device, export_trace: bool, log) -> tuple[str | None, list | None]:
+    """(chrome trace path or None, the reduced events or None) of a finished profile; a
+    profile without shapes gets its all-reduces' sizes from the hook's notes (`log`)."""
+    from .torch_gate import has_list_shapes, kineto_events
+
+    if prof is None:
+        return None, None
+    events = None
+    if reads_events(cfg, str(device)):
+        # sizes from the hook's notes where the profile has none for a bucket's TensorList
+        shapes = prof.record_shapes and has_list_shapes()
+        numels = None if shapes else [n["numel"] for n in log.seen if n["step"] >= cfg.profile_from]
+        everything = kineto_events(prof)
+        events = reduce_profile(everything, numels)
+        if not cfg.checks:   # freed once the reply is sent; with checks, before they gather
+            ctx.free_after_reply(prof, everything)
+    trace_path = None
+    if export_trace or events is None:
+        trace_path = str(Path(ctx.workdir) / f"trace-rank{ctx.rank}.json")
+        prof.export_chrome_trace(trace_path)
+    return trace_path, events
+
+
+def clock_mark(annotate) -> float:
+    """perf_counter (s) at a `CLOCK_MARK` annotation: ties Python's clock to the trace's."""
+    before = time.perf_counter()
+    with annotate(CLOCK_MARK):
+        after = time.perf_counter()
+    return (before + after) / 2

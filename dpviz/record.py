@@ -250,7 +250,7 @@ class RunRecord:
     micro_steps: tuple[MicroStep, ...]
     losses: dict[int, tuple[float, ...]]          # rank → loss per optimizer step
     checks: tuple[StepCheck, ...]
-    ddp_logging: dict[int, dict]                   # rank → ddp._get_ddp_logging_data()
+    ddp_logging: dict[int, dict]                   # rank → DDP's logging data (torch_gate.ddp_logging_data)
     step_wall_ms: dict[int, tuple[float, ...]] = field(default_factory=dict)  # rank → per step
     param_names: tuple[str, ...] = ()
     param_bytes: tuple[int, ...] = ()

@@ -85,25 +85,6 @@ def sgd_bound(cfg: RunConfig, param_max: float, steps: int | None = None,
     return steps * sum_order_bound(mlp_sums(cfg) if sums is None else sums, param_max)
 
 
-def reference_sgd_bound(cfg: RunConfig) -> float:
-    """`sgd_bound` for `cfg`'s MLP workload, scaled by the largest parameter one process holds
-    on the way (its initial weights and every step's)."""
-    from .workloads.live import build_mlp, flat_params, single_process_params
-
-    return sgd_bound(cfg, max_abs([flat_params(build_mlp(cfg)), *single_process_params(cfg)]))
-
-
-def reference_gradient_max(cfg: RunConfig) -> float:
-    """Largest gradient entry of one process on `cfg`'s first whole batch (the scale of a
-    gradient comparison)."""
-    from .workloads.live import build_mlp, global_batch, loss_fn
-
-    model = build_mlp(cfg)
-    x, y = global_batch(cfg, 0, 0)
-    loss_fn(model(x), y).backward()
-    return max_abs(p.grad for p in model.parameters())
-
-
 def gradient_bound(cfg: RunConfig, grad_max: float) -> float:
     """Rounding bound on one gradient entry of the MLP: its chain of `mlp_sums(cfg)` additions,
     scaled by the largest gradient entry (the terms of one sum are no larger than that)."""

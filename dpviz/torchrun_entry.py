@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from .ddp_run import assemble_run, train_rank
+    from .assemble import assemble_run
+    from .ddp_run import train_rank
     from .overlap import describe
 
     args = parse_args(argv)

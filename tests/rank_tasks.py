@@ -100,18 +100,19 @@ def crash_loudly_on(ctx, bad_rank: int) -> int:
 def start_agreement(ctx, seed_by_rank: bool, bias_by_rank: bool = False) -> dict:
     """dpviz's MLP built from one seed (or one per rank, or one seed but a bias set per rank):
     does `same_on_every_rank` say they
-    match, and what does rank 1 hold after DDP's construction as a run does it?"""
-    from dpviz.config import RunConfig
-    from dpviz.ddp_run import _wrap_ddp, same_on_every_rank
+    match, and what does rank 1 hold after DDP's construction as a slider's light run does it?"""
+    from dpviz.config import RunConfig, for_slider
+    from dpviz.ddp_run import wrap_ddp
+    from dpviz.warm_ranks import same_on_every_rank
     from dpviz.workloads.live import build_mlp, flat_params
 
-    cfg = RunConfig(layers=2, width=16, seed=ctx.rank if seed_by_rank else 0)
+    cfg = for_slider(RunConfig(layers=2, width=16, seed=ctx.rank if seed_by_rank else 0))
     model = build_mlp(cfg)
     if bias_by_rank:   # one bias of 16 (even) elements: rank 0 all zeros, rank 1 all ones
         with __import__("torch").no_grad():
             model.blocks[0][0].bias.fill_(float(ctx.rank))
     same = same_on_every_rank(model, "cpu")
-    ddp = _wrap_ddp(ctx, cfg, model, __import__("torch").device("cpu"))[0]
+    ddp = wrap_ddp(ctx, cfg, model, __import__("torch").device("cpu")).ddp
     return {"same": same, "after": flat_params(ddp.module).tolist(),
             "rank0_seed_weights": flat_params(build_mlp(cfg.replace(seed=0))).tolist()}
 
@@ -122,10 +123,8 @@ def warm_workload_after_training(ctx, cfg) -> dict:
     object (kept) or not (a user's)?"""
     import torch
 
-    from dpviz.ddp_run import warm_workload
+    from dpviz.warm_ranks import fingerprint, warm_workload
     from dpviz.workloads.live import build_workload
-
-    from dpviz.ddp_run import fingerprint
 
     first, known = warm_workload(cfg, torch.device("cpu"))
     with torch.no_grad():
@@ -180,30 +179,51 @@ def averaging_gathered_step_by_step(ctx, cfg) -> bool:
 
 
 def train_rank_with_shapes(ctx, cfg) -> dict:
-    """`train_rank` with the profiler's shapes recorded whatever `needs_shapes` decides (the
+    """`train_rank` with the profiler's shapes recorded whatever `records_shapes` decides (the
     record a run made before shapes could be left out), for comparison with a run's own."""
     from dpviz import ddp_run
 
-    decide = ddp_run.needs_shapes
-    ddp_run.needs_shapes = lambda *args: True
+    decide = ddp_run.records_shapes
+    ddp_run.records_shapes = lambda *args: True
     try:
         return ddp_run.train_rank(ctx, cfg)
     finally:
-        ddp_run.needs_shapes = decide
+        ddp_run.records_shapes = decide
 
 
 def shapes_recorded(ctx, cfg) -> bool:
-    """Whether `train_rank`'s profile of `cfg` recorded shapes (`needs_shapes`' decision)."""
+    """Whether `train_rank`'s profile of `cfg` recorded shapes (`records_shapes`' decision)."""
     from dpviz import ddp_run
 
     seen = []
-    decide = ddp_run.needs_shapes
-    ddp_run.needs_shapes = lambda *args: seen.append(decide(*args)) or seen[-1]
+    decide = ddp_run.records_shapes
+    ddp_run.records_shapes = lambda *args: seen.append(decide(*args)) or seen[-1]
     try:
         ddp_run.train_rank(ctx, cfg)
     finally:
-        ddp_run.needs_shapes = decide
+        ddp_run.records_shapes = decide
     return seen == [True]
+
+
+def construction_broadcasts(ctx, cfg) -> int:
+    """How many broadcasts of module states DDP's construction made in `wrap_ddp` for `cfg`
+    (its start-up sync), on this rank's kept or fresh workload."""
+    import torch
+    import torch.distributed as dist
+
+    from dpviz.ddp_run import wrap_ddp
+    from dpviz.warm_ranks import warm_workload
+
+    calls, real = [], dist._broadcast_coalesced
+    dist._broadcast_coalesced = lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs)
+    try:
+        workload, kept = warm_workload(cfg, torch.device("cpu"))
+        wrapped = wrap_ddp(ctx, cfg, workload.model, torch.device("cpu"), kept)
+    finally:
+        dist._broadcast_coalesced = real
+    if wrapped.link is not None:
+        wrapped.link.close()
+    return len(calls)
 
 
 def steady_buckets_against_rebuilds(ctx, model: str, caps: list) -> list[tuple]:
@@ -213,8 +233,11 @@ def steady_buckets_against_rebuilds(ctx, model: str, caps: list) -> list[tuple]:
     import torch
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    import torch.distributed as dist
+
     from dpviz.config import RunConfig
-    from dpviz.rebuilt_buckets import ready_order, steady_assignment
+    from dpviz.torch_gate import ready_order
+    from dpviz.warm_ranks import steady_assignment
     from dpviz.workloads.live import build_workload, compute_loss, rank_batch
 
     cfg = RunConfig(model=model, world_size=ctx.world_size)
@@ -229,29 +252,10 @@ def steady_buckets_against_rebuilds(ctx, model: str, caps: list) -> list[tuple]:
         assert ddp.reducer._rebuild_buckets()
         ready = ready or ready_order(ddp)
         rebuilt = [[index[id(p)] for p in b.parameters()] for b in ddp.reducer._get_zeros_like_grad_buckets()]
-        out.append((rebuilt, steady_assignment(params, ready, cap)[0]))
+        out.append((rebuilt, steady_assignment(params, ready, cap, dist._compute_bucket_assignment_by_size)[0]))
         workload.model.zero_grad(set_to_none=True)
         del ddp
     return out
-
-
-def train_rank_counting_events(ctx, cfg, export_trace: bool) -> tuple[dict, str, int, int]:
-    """`train_rank`'s result, with its profiler's class, how many events it recorded and how
-    many of those were autograd nodes' own (`AddmmBackward0`, `...AccumulateGrad`, not
-    `autograd::engine::evaluate_function: ...`)."""
-    from dpviz import ddp_run
-    from dpviz.profile_events import kineto_events
-
-    made = []
-    make = ddp_run._profiler
-    ddp_run._profiler = lambda *args: made.append(make(*args)) or made[-1]
-    try:
-        result = ddp_run.train_rank(ctx, cfg, (), export_trace)
-    finally:
-        ddp_run._profiler = make
-    names = [ev.name() for ev in kineto_events(made[0])]
-    nodes = sum(n.endswith(("Backward0", "::AccumulateGrad")) and not n.startswith("autograd::") for n in names)
-    return result, type(made[0]).__name__, len(names), nodes
 
 
 class _Marked:

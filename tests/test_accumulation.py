@@ -13,7 +13,8 @@ from dpviz.accumulation.records import (AccumulationSweep, describe_scopes, desc
                                         micro_step_counts, run_lengths, accumulation_row, with_gradients)
 from dpviz.cli import main as cli
 from dpviz.config import RunConfig
-from dpviz.rounding import gradient_bound, reference_sgd_bound, relative_bound
+from dpviz.rounding import gradient_bound, relative_bound
+from dpviz.workloads.live import reference_sgd_bound
 from dpviz.overlap import steady_steps
 
 matplotlib.use("Agg")

@@ -17,7 +17,7 @@ from dpviz.recompute import BACKWARD_NODE, FORWARD_MARK, recompute_spans
 from dpviz.cli import main as cli_main
 from dpviz.config import RunConfig
 from dpviz.record import load
-from dpviz.rounding import reference_sgd_bound
+from dpviz.workloads.live import reference_sgd_bound
 from dpviz.trace import read_trace
 
 LAYERS, WIDTH, BATCH = 8, 128, 512

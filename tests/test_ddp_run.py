@@ -7,8 +7,9 @@ import statistics
 import pytest
 
 from dpviz import RunConfig, describe, load, run
-from dpviz.rounding import reference_sgd_bound
-from dpviz.overlap import ddp_overlap_fraction, ddp_style_overlap, steady_steps, summarize
+from dpviz.workloads.live import reference_sgd_bound
+from dpviz.overlap import analysed_steps, ddp_overlap_fraction, ddp_style_overlap, steady_steps, summarize
+from dpviz.trace import COMM_KINDS
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,22 @@ def test_parameters_equal_across_ranks_and_equal_one_process_on_the_whole_batch(
         # one process sums the same gradients in another order: float32 rounding, bounded
         assert check.max_diff_vs_single_process <= reference_sgd_bound(RunConfig.from_dict(record.config))
     assert len({tuple(losses) for losses in record.losses.values()}) == 4  # each rank its own shard
+
+
+def test_a_model_without_buffers_shows_only_all_reduces_per_analysed_step(record4):
+    """DDP's one-time work (the rebuild's broadcasts in step 1) is left out of the steps every
+    per-step figure averages, and the printed summary names it; the MLP has no buffers, so
+    nothing but gradient all-reduces runs in a steady step."""
+    record, _ = record4
+    steps = steady_steps(record)
+    assert steps and 0 not in steps and 1 not in steps
+    ops = {s.op or s.kind for s in record.spans if s.kind in COMM_KINDS and s.step in steps}
+    assert ops == {"all_reduce"}
+    assert all(set(row.comm_ms_by_op) == {"all_reduce"} for row in summarize(record, steps))
+    one_time = {s.op for s in record.spans if s.kind in COMM_KINDS and s.step == 1} - {"all_reduce"}
+    assert one_time == {"broadcast"}      # measured: the rebuild broadcasts, once
+    text = describe(record)
+    assert "broadcast" not in text.splitlines()[2] and str(analysed_steps(record)) in text
 
 
 def test_iteration_zero_has_one_bucket_then_ddp_rebuilds(record4):
@@ -167,6 +184,26 @@ def test_ddps_start_up_sync_is_skipped_only_where_every_rank_already_agrees(clus
     assert biased[0]["after"] == biased[1]["after"]
 
 
+def test_a_plain_run_builds_ddp_with_its_start_up_sync_and_only_a_sliders_skips_it(cluster2):
+    """`dpviz run`, torchrun's ranks and every notebook's plain `dpviz.run` build DDP as anyone
+    would: its construction broadcasts rank 0's weights. Only a slider's light run on a kept
+    workload whose ranks agree skips that."""
+    from rank_tasks import construction_broadcasts
+
+    from dpviz.config import for_slider
+
+    from dpviz.widgets.slider import light_run_note
+
+    cfg = RunConfig(seed=3001)
+    assert all(n >= 1 for n in cluster2.run_task(construction_broadcasts, cfg))
+    assert cluster2.run_task(construction_broadcasts, for_slider(cfg)) == [0, 0]
+    assert all(n >= 1 for n in cluster2.run_task(construction_broadcasts, cfg))
+    # and the slider's status line says so, a plain run's record says nothing of the kind
+    plain = run(cfg.replace(steps=2, checks=False), cluster=cluster2)
+    light = run(for_slider(cfg.replace(steps=2)), cluster=cluster2)
+    assert light_run_note(plain) == "" and "skips its start-up broadcast" in light_run_note(light)
+
+
 def test_a_model_built_differently_per_rank_still_trains_in_lockstep(cluster2):
     """A user's model whose ranks start from different weights: the run's checks see every
     rank equal after every step, because DDP broadcast rank 0's weights at construction."""
@@ -235,7 +272,7 @@ def test_a_light_run_draws_a_steady_state_step_whether_it_warms_up_or_starts_ste
 
 @pytest.mark.parametrize("model", ["mlp", "gpt", "cnn"])
 def test_steady_buckets_are_the_ones_ddps_rebuild_makes_at_every_cap(cluster2, model):
-    """`rebuilt_buckets.steady_assignment`, from the ready order one DDP's rebuild learned,
+    """`warm_ranks.steady_assignment`, from the ready order one DDP's rebuild learned,
     gives every other cap the buckets DDP's own rebuild makes there: DDP's default (None: a
     1 MiB first bucket, then 25 MiB), caps below one gradient's size, and one bucket for all."""
     from rank_tasks import steady_buckets_against_rebuilds

@@ -14,8 +14,8 @@ from dpviz.link.records import as_link
 from dpviz.buckets.live import sweep_config
 from dpviz.buckets.records import ONE_BUCKET_CAP_MB, BucketSweep, cap_row
 from dpviz.accumulation.plots import plot_schedule, plot_sweep_bytes, plot_sweep_time
-from dpviz.buckets.plots import plot_bucket_timeline, plot_contrast, plot_layout, plot_sweep
-from dpviz.plots.legibility import hidden_texts, overlapping_texts
+from dpviz.buckets.plots import plot_bucket_timeline, plot_contrast, plot_gradient_sizes, plot_layout, plot_sweep
+from dpviz.plots.legibility import hidden_texts, overlapping_texts, small_texts, texts_over_bars, title_missing_models
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +31,7 @@ def records(cluster2):
 def _check(fig):
     try:
         assert overlapping_texts(fig) == []
+        assert texts_over_bars(fig) == [] and small_texts(fig) == []
     finally:
         plt.close(fig)
 
@@ -40,6 +41,37 @@ def test_overlapping_texts_finds_a_collision():
     ax.text(0.5, 0.5, "#1: 0")
     ax.text(0.5, 0.5, "#2: 0")
     assert overlapping_texts(fig) == [("#1: 0", "#2: 0")]
+    plt.close(fig)
+
+
+def test_a_label_on_a_bar_reads_only_inside_it_in_a_contrasting_colour():
+    """Issue 30: 03's b0…bN "ready" labels landed on the backward bar, in the buckets' own hues."""
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.barh(0, 10, height=0.8, color="#E1812C")                # a backward bar (orange)
+    ax.set_xlim(0, 12)
+    ax.set_ylim(-1, 1)
+    ax.text(5, 0, "in-bar", ha="center", va="center", color="black")        # reads: contrast 7
+    ax.text(5, 0.2, "b2", ha="center", va="center", color="#CCB974")    # bucket yellow on orange
+    ax.text(10, 0, "edge", ha="center", va="center", color="black")     # half on, half off
+    ax.text(11, -0.8, "beside", ha="center", va="center", color="black")
+    assert texts_over_bars(fig) == [("b2", "contrast 1.5 on its bar (< 3)"), ("edge", "crosses a bar's edge")]
+    plt.close(fig)
+
+
+def test_small_type_and_a_title_naming_fewer_models_than_drawn_are_caught():
+    fig, ax = plt.subplots()
+    ax.bar([0, 1, 2], [1, 2, 3])
+    ax.set_xticks([0, 1, 2], ["model=mlp", "model=gpt", "model=cnn"])
+    ax.set_title("measured after one real step, mlp, 263,425 parameters")    # issue 30, notebook 09
+    ax.text(1, 1, "tiny", fontsize=6)
+    assert title_missing_models(fig) == [("measured after one real step, mlp, 263,425 parameters", ["cnn", "gpt"])]
+    assert small_texts(fig) == [("tiny", 6.0)]
+    wide, bx = plt.subplots(figsize=(15.4, 2))      # shown scaled to an 11-inch column: 7 pt reads as 5
+    bx.text(0.5, 0.5, "1.5", fontsize=7)
+    assert ("1.5", 5.0) in small_texts(wide)
+    plt.close(wide)
+    ax.set_title("measured after one real step: mlp 1, gpt 2, cnn 3 parameters")
+    assert title_missing_models(fig) == []
     plt.close(fig)
 
 
@@ -68,6 +100,7 @@ def test_bucket_figures_have_no_overlapping_labels(records):
     caps, raw, _ = records
     model = as_link(caps[1.0].config["link"]).model(2)
     for record in (caps[0.25], caps[1.0], raw):
+        _check(plot_gradient_sizes(record).figure)
         _check(plot_layout(record).figure)
         _check(plot_bucket_timeline(record, model=model).figure)
     _check(plot_contrast(caps[1.0], caps[ONE_BUCKET_CAP_MB], model=model)[0].figure)
@@ -92,7 +125,7 @@ def test_accumulation_figures_have_no_overlapping_labels(records):
 def test_a_slider_figure_redrawn_in_place_stays_legible_and_returns_to_the_same_pixels(records, figure):
     """The widgets' figure keeps its first layout, axes and limits across moves (faster): every
     move must still hide colliding labels, and moving back and forth must repeat its frames."""
-    from dpviz.widgets.slider import _Figure
+    from dpviz.widgets.slider import FigurePanel
 
     caps, _, ks = records
     if figure == "bucket timeline":
@@ -100,7 +133,7 @@ def test_a_slider_figure_redrawn_in_place_stays_legible_and_returns_to_the_same_
             [caps[0.25], caps[4.0], caps[ONE_BUCKET_CAP_MB]]
     else:
         draw, first, moves = (lambda ax, r: plot_schedule(r, ax=ax)), ks[4], [ks[1], ks[8], ks[2]]
-    fig = _Figure(draw, (11, 3.8), caption=True)   # as the re-run sliders draw it
+    fig = FigurePanel(draw, (11, 3.8), caption=True)   # as the re-run sliders draw it
     fig.show(first)
     for record in moves:
         fig.show(record)
@@ -115,7 +148,7 @@ def test_a_slider_figure_redrawn_in_place_stays_legible_and_returns_to_the_same_
     # freshly laid-out figure of the same record at the same limits hides
     for record in moves:
         fig.show(record)
-        fresh = _Figure(draw, (11, 3.8), caption=True)
+        fresh = FigurePanel(draw, (11, 3.8), caption=True)
         fresh.limits, fresh.scaled = fig.limits, fig.scaled
         fresh.show(record)
         assert hidden_texts(fig.figure) == hidden_texts(fresh.figure)
@@ -123,12 +156,12 @@ def test_a_slider_figure_redrawn_in_place_stays_legible_and_returns_to_the_same_
 
 @pytest.mark.parametrize("figure", ["bucket timeline", "accumulation schedule", "replica drift"])
 def test_a_move_on_the_kept_axes_draws_the_pixels_of_a_cleared_axes(records, cluster2, figure):
-    """Between moves `_Figure` takes the last frame's artists off its axes instead of
+    """Between moves `FigurePanel` takes the last frame's artists off its axes instead of
     `ax.clear()` (which rebuilds every tick): each move must still give exactly the pixels
     of a cleared axes drawn again, in the same layout."""
     from dpviz.averaging.live import compare_averaging
     from dpviz.averaging.plots import plot_drift
-    from dpviz.widgets.slider import _Figure
+    from dpviz.widgets.slider import FigurePanel
 
     caps, _, ks = records
     if figure == "bucket timeline":
@@ -140,7 +173,7 @@ def test_a_move_on_the_kept_axes_draws_the_pixels_of_a_cleared_axes(records, clu
         values = [first] + [compare_averaging(cluster=cluster2, periods=(h,), steps=6, gradient=first)
                             for h in (1, 4)]
         draw = lambda ax, r: plot_drift(r, ax)
-    kept, cleared = _Figure(draw, (11, 3.8), caption=True), _Figure(draw, (11, 3.8), caption=True)
+    kept, cleared = FigurePanel(draw, (11, 3.8), caption=True), FigurePanel(draw, (11, 3.8), caption=True)
     kept.show(values[0])
     cleared.show(values[0])
     for value in values[1:]:
@@ -161,7 +194,7 @@ def test_a_move_that_keeps_the_frame_draws_the_pixels_of_a_whole_draw(records, f
     changing artists over it: the pixels must be those of the whole figure drawn again. Bars,
     bucket and micro-step labels and the title change from move to move here, so an artist
     left out of the changing ones (or a frame change not redrawn) shows as a difference."""
-    from dpviz.widgets.slider import _Figure
+    from dpviz.widgets.slider import FigurePanel
 
     caps, _, ks = records
     if figure == "bucket timeline":
@@ -169,7 +202,7 @@ def test_a_move_that_keeps_the_frame_draws_the_pixels_of_a_whole_draw(records, f
             [caps[1.0], caps[0.25], caps[4.0], caps[ONE_BUCKET_CAP_MB]]
     else:
         draw, values = (lambda ax, r: plot_schedule(r, ax=ax)), [ks[4], ks[1], ks[8], ks[2]]
-    fig = _Figure(draw, (11, 3.8), caption=True)
+    fig = FigurePanel(draw, (11, 3.8), caption=True)
     reused = []
     for value in values * 2:
         fig.show(value)
@@ -189,10 +222,10 @@ def test_a_rerun_figure_shows_its_titles_as_a_caption_not_as_pixels(records):
     import html
 
     from dpviz.plots.style import tags_of
-    from dpviz.widgets.slider import _Figure
+    from dpviz.widgets.slider import FigurePanel
 
     draw = lambda ax, r: plot_bucket_timeline(r, ax=ax)
-    titled, captioned = _Figure(draw, (11, 3.8)), _Figure(draw, (11, 3.8), caption=True)
+    titled, captioned = FigurePanel(draw, (11, 3.8)), FigurePanel(draw, (11, 3.8), caption=True)
     for record in (records[0][1.0], records[0][0.25]):
         titled.show(record)
         captioned.show(record)
@@ -212,18 +245,18 @@ def test_a_rerun_figure_shows_its_titles_as_a_caption_not_as_pixels(records):
 def test_kept_limits_grow_to_fit_and_do_not_shrink(records):
     """Moves compare on one time scale: a longer step widens the kept x-limits to hold its
     data (with autoscale's margin and more), a shorter one after it is drawn at the wider limits."""
-    from dpviz.widgets.slider import _Figure
+    from dpviz.widgets.slider import FigurePanel
 
     draw = lambda ax, r: plot_schedule(r, ax=ax)
 
     def own_limits(record):
-        alone = _Figure(draw, (11, 3.8))
+        alone = FigurePanel(draw, (11, 3.8))
         alone.show(record)
         return alone.limits[0]
 
     by_end = sorted(records[2].values(), key=lambda r: own_limits(r)[1])   # live steps: any order
     short, long = by_end[0], by_end[-1]
-    fig = _Figure(draw, (11, 3.8))
+    fig = FigurePanel(draw, (11, 3.8))
     fig.show(short)
     first = fig.limits
     fig.show(long)
@@ -242,9 +275,9 @@ def test_a_frame_is_sent_as_the_pixels_drawn(records):
     import numpy as np
     from PIL import Image
 
-    from dpviz.widgets.slider import _Figure
+    from dpviz.widgets.slider import FigurePanel
 
-    fig = _Figure(lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8))
+    fig = FigurePanel(lambda ax, r: plot_bucket_timeline(r, ax=ax), (11, 3.8))
     fig.show(records[0][0.25])
     decoded = np.asarray(Image.open(io.BytesIO(fig.widget.value)).convert("RGBA"))
     assert np.array_equal(decoded, np.asarray(fig.figure.canvas.buffer_rgba()))
@@ -258,4 +291,13 @@ def test_place_labels_moves_a_colliding_label_before_hiding_one():
     hidden = place_labels(texts, "no room", shifts_pt=((0, 0), (0, 12)))
     assert hidden == [texts[2]] and texts[1].get_visible()   # b1 moved up, b2 had nowhere to go
     assert overlapping_texts(fig) == [] and hidden_texts(fig) == [("b2", "no room")]
+    plt.close(fig)
+
+
+def test_a_band_is_not_a_bar():
+    """The sweep's 25-75th percentile band (fill_between) carries its bucket counts: not bars."""
+    fig, ax = plt.subplots()
+    ax.fill_between([0, 1, 2], [0, 0.2, 0], [1, 1.5, 1], alpha=0.3)
+    ax.text(1, 1.2, "6 buckets", ha="center")
+    assert texts_over_bars(fig) == []
     plt.close(fig)

@@ -11,7 +11,7 @@ from dpviz.lifecycle import live as L
 from dpviz.lifecycle import records as LR
 from dpviz.config import RunConfig
 from dpviz.lifecycle.plots import sampler_grid
-from dpviz.rounding import reference_sgd_bound
+from dpviz.workloads.live import reference_sgd_bound
 
 
 @pytest.fixture(scope="module")

@@ -42,3 +42,29 @@ def test_a_strided_view_is_encoded_as_its_values():
 def test_pixels_it_cannot_encode_are_refused(bad):
     with pytest.raises(ValueError, match="uint8 RGBA"):
         encode_rgba(bad)
+
+
+def test_without_isal_zlib_deflates_the_same_pixels():
+    """isal is optional: without it the PNG is deflated by zlib and decodes the same."""
+    import subprocess
+    import sys
+
+    code = """
+import importlib.abc, sys
+class NoIsal(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "isal" or name.startswith("isal."):
+            raise ImportError("isal is blocked")
+sys.meta_path.insert(0, NoIsal())
+import io, zlib
+import numpy as np
+from PIL import Image
+from dpviz.widgets import png
+assert png._deflater is zlib
+rgba = np.random.default_rng(1).integers(0, 256, size=(20, 30, 4), dtype=np.uint8)
+rgba[..., 3] = 255
+assert (np.asarray(Image.open(io.BytesIO(png.encode_rgba(rgba)))) == rgba[..., :3]).all()
+print("zlib ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "zlib ok" in done.stdout, done.stderr[-2000:]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dpviz.ddp_run import assemble_run, rank_spans, train_rank
+from dpviz.assemble import assemble_run, rank_spans
+from dpviz.ddp_run import train_rank
 from dpviz.profile_events import first_start, scan_events
 from dpviz.trace import read_trace, shift, spans_from_trace
 from dpviz.accumulation.live import DEMO_CONFIG
@@ -102,21 +103,17 @@ def test_a_slider_run_records_shapes_only_where_its_record_needs_them(cluster2, 
 @pytest.mark.parametrize("cfg", [sweep_config(steps=2, bucket_cap_mb=1.0),
                                  DEMO_CONFIG.replace(steps=2, accum_steps=3)],
                          ids=["bucket cap", "accumulation"])
-def test_a_run_without_trace_file_records_only_the_scopes_its_record_reads(cluster2, cfg):
-    """A slider's run writes no trace file, so its profiler records only READ_SCOPES
-    (`ScopedProfile`: no autograd node's own events): its record has the same spans (kinds,
-    names, steps, buckets, ops, bytes) and buckets as the same run profiled whole by
-    torch.profiler.profile (as a run writing its trace file is), from fewer events."""
-    from rank_tasks import train_rank_counting_events
-
+def test_a_run_read_from_its_reduced_events_records_what_its_trace_file_holds(cluster2, cfg):
+    """A slider's run reads its profile's events on the rank (`reduce_profile`) instead of a
+    chrome trace: the same ranks' results read both ways give the same spans (kinds, names,
+    steps, buckets, ops, bytes) and buckets."""
     from dpviz.config import for_slider
 
     cfg = for_slider(cfg)
-    scoped = cluster2.run_task(train_rank_counting_events, cfg, False)
-    whole = cluster2.run_task(train_rank_counting_events, cfg, True)
-    assert [s[1] for s in scoped] == ["ScopedProfile"] * 2 and [w[1] for w in whole] == ["profile"] * 2
-    assert all(s[3] == 0 < w[3] and s[2] + w[3] == w[2] for s, w in zip(scoped, whole))
-    mine, full = (assemble_run(cfg, [r[0] for r in runs]) for runs in (scoped, whole))
+    results = cluster2.run_task(train_rank, cfg, (), True)   # reduced events, and the trace file
+    assert all(r["events"] and r["trace_path"] for r in results)
+    mine = assemble_run(cfg, [{**r, "trace_path": None} for r in results])
+    full = assemble_run(cfg, [{**r, "events": None} for r in results])
     content = lambda r: sorted((s.rank, s.kind, s.name, s.step, s.bucket, s.op, s.bytes) for s in r.spans)
     assert content(mine) == content(full) and [s for s in content(mine) if s[1] == "allreduce" and s[6]]
     strip = lambda r: [(b.rank, b.step, b.micro_step, b.index, b.bytes, b.params) for b in r.buckets]

@@ -16,7 +16,7 @@ import pytest
 
 from dpviz.config import RunConfig
 from dpviz.record import RunRecord, load
-from dpviz.rounding import reference_sgd_bound
+from dpviz.workloads.live import reference_sgd_bound
 from dpviz.torchrun_entry import config_for, parse_args, rank_env
 from dpviz.trace import read_trace, spans_from_trace, trace_rank
 from listening import beyond_loopback, listening

@@ -23,37 +23,40 @@ NOT_A_MODEL = "json:dumps"   # imports, but returns no dpviz.Workload
 # One bad argument per live verb ("module:verb" → keyword arguments): the one most likely to
 # be checked only on the ranks (a count, a name, a user's model or function).
 BAD = {
-    "accumulation:sweep_accumulation": dict(ks=(0,)),
-    "accumulation:check_gradients": dict(cfg=RunConfig(model=NOT_A_MODEL)),
-    "accumulation:compare_scopes": dict(scopes=("sideways",)),
-    "anatomy:measure_anatomy": dict(repeats=0),
-    "averaging:worked_example": dict(reduction="max"),
-    "averaging:uneven_shards": dict(sizes=(24, 0)),
-    "averaging:compare_averaging": dict(steps=0),
-    "averaging:compare_hooks": dict(steps=1),
-    "buckets:sweep_buckets": dict(cfg=RunConfig(steps=3, model=NOT_A_MODEL)),
-    "checkpointing:measure_checkpointing": dict(checkpoint_every=(99,)),
-    "cpu_sharing:measure_cpu_sharing": dict(repeats=0),
+    "accumulation.live:sweep_accumulation": dict(ks=(0,)),
+    "accumulation.live:check_gradients": dict(cfg=RunConfig(model=NOT_A_MODEL)),
+    "accumulation.live:compare_scopes": dict(scopes=("sideways",)),
+    "anatomy.live:measure_anatomy": dict(repeats=0),
+    "averaging.live:worked_example": dict(reduction="max"),
+    "averaging.live:uneven_shards": dict(sizes=(24, 0)),
+    "averaging.live:compare_averaging": dict(steps=0),
+    "averaging.live:compare_hooks": dict(steps=1),
+    "buckets.live:sweep_buckets": dict(cfg=RunConfig(steps=3, model=NOT_A_MODEL)),
+    "buckets.live:overlap_contrast": dict(repeats=0),
+    "checkpointing.live:measure_checkpointing": dict(checkpoint_every=(99,)),
+    "cpu_sharing.live:measure_cpu_sharing": dict(repeats=0),
     "ddp_run:run": dict(steps=0),
-    "dp_vs_ddp:dp_vs_ddp": dict(world_sizes=(1,)),
-    "experts:run_expert_layer": dict(tokens=0),
-    "experts:expert_parallel": dict(tokens=0),
-    "lifecycle:rank_identities": dict(world_size=0),
-    "link_sizing:size_link": dict(ratio=0.0),
-    "lifecycle:sampler_shards": dict(epochs=0),
-    "lifecycle:ddp_lifecycle": dict(steps=0),
-    "pipeline:run_pipeline": dict(schedule="zigzag"),
-    "pipeline:sweep_pipeline": dict(schedules=("zigzag",)),
-    "tensor_parallel:measure_tensor_parallel": dict(tp_sizes=(1, 2), d_model=0),
-    "zero:run_sharded": dict(cfg=RunConfig(model=NOT_A_MODEL)),
+    "dp_vs_ddp.live:dp_vs_ddp": dict(world_sizes=(1,)),
+    "experts.live:run_expert_layer": dict(tokens=0),
+    "experts.live:expert_parallel": dict(tokens=0),
+    "fsdp.live:record_fsdp": dict(units="layer"),
+    "lifecycle.live:rank_identities": dict(world_size=0),
+    "link.live:size_link": dict(ratio=0.0),
+    "lifecycle.live:sampler_shards": dict(epochs=0),
+    "lifecycle.live:ddp_lifecycle": dict(steps=0),
+    "pipeline.live:run_pipeline": dict(schedule="zigzag"),
+    "pipeline.live:sweep_pipeline": dict(schedules=("zigzag",)),
+    "predict.live:check_predictions": dict(repeats=0),
+    "tensor_parallel.live:measure_tensor_parallel": dict(tp_sizes=(1, 2), d_model=0),
+    "zero.live:run_sharded": dict(cfg=RunConfig(model=NOT_A_MODEL)),
     "collectives.execute:record_collective": dict(algorithm="zigzag"),
     "collectives.primitives:record_primitives": dict(elements=0),
     "collectives.timing:bench_collectives": dict(sizes=(0,)),
-    "exercises.accumulate:check_accumulation": dict(fn=42),
-    "exercises.assign_buckets:check_buckets": dict(fn=42),
-    "exercises.average_gradient:check_hook": dict(fn=42),
-    "exercises.ring_all_reduce:check_ring": dict(world_size=1),
-    "exercises.zero1_step:check_zero1": dict(fn=42),
+    "accumulation.exercise:check_accumulation": dict(fn=42),
+    "buckets.exercise:check_buckets": dict(fn=42),
+    "averaging.exercise:check_hook": dict(fn=42),
+    "collectives.exercise:check_ring": dict(world_size=1),
+    "zero.exercise:check_zero1": dict(fn=42),
 }
 
 
@@ -107,8 +110,8 @@ def test_bad_argument_fails_before_any_rank_starts(verb, no_ranks):
 
 # Verbs whose rank code trains the built-in MLP whatever `cfg.model` says: another model would
 # be ignored while the record names it, so they refuse it (config.validate_mlp_only).
-MLP_ONLY = ("averaging:uneven_shards", "averaging:compare_averaging", "averaging:compare_hooks",
-            "pipeline:run_pipeline", "pipeline:sweep_pipeline", "dp_vs_ddp:dp_vs_ddp")
+MLP_ONLY = ("averaging.live:uneven_shards", "averaging.live:compare_averaging", "averaging.live:compare_hooks",
+            "pipeline.live:run_pipeline", "pipeline.live:sweep_pipeline", "dp_vs_ddp.live:dp_vs_ddp")
 
 
 @pytest.mark.parametrize("verb", MLP_ONLY)

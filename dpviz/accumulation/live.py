@@ -40,7 +40,7 @@ FACADE = ("sweep_accumulation", "check_gradients", "compare_scopes", "k_slider",
 DEMO_CONFIG = RunConfig(world_size=2, steps=4, layers=4, width=256, batch_per_rank=16,
                         bucket_cap_mb=0.25)
 # A slider's first run has a light warm-up in which DDP rebuilds its buckets, later moves start
-# with those buckets (dpviz.rebuilt_buckets); then the one steady step the figure draws, no
+# with those buckets (dpviz.warm_ranks); then the one steady step the figure draws, no
 # more: a shorter wait per move (benchmarks/knob_latency.py).
 LIVE_STEPS = 2
 
@@ -146,7 +146,7 @@ def check_accum_values(ks: Iterable[int]) -> list[int]:
 
 # --- rank side ----------------------------------------------------------------------------
 
-class _KeepGradient:
+class KeepGradient:
     """Stands in for the optimizer in the run loop's train step: `step()` keeps a flat copy
     of the accumulated gradient instead of applying it, so the check runs the exact code
     `dpviz run` runs."""
@@ -207,7 +207,7 @@ def accumulated_gradient(ctx: RankContext, cfg: RunConfig, search_path: list[str
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb,
               device_ids=[device.index] if device.type == "cuda" else None)
     log = record_buckets(ddp, model, ctx.world_size)  # counts buckets per micro-step
-    keep = _KeepGradient(model)
+    keep = KeepGradient(model)
     train_step(ctx, cfg, ddp, keep, log, 0, lambda name: nullcontext(), workload)
 
     everyone = [torch.empty_like(keep.flat) for _ in range(ctx.world_size)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Sequence
 
-from .records import SLIDER_CAPS, BucketSweep, cap_row
+from .records import ONE_BUCKET_CAP_MB, SLIDER_CAPS, BucketSweep, cap_label, cap_row
 from ..config import for_slider
 from ..record import RunRecord
 
@@ -18,14 +18,15 @@ FACADE = ("sweep_buckets", "bucket_cap_slider", "link_bandwidth_slider")
 
 
 def torch_assignment(ctx, sizes: list[int], order: list[int], limits: list[int]) -> list[list[int]]:
-    """Rank task: torch's own `_compute_bucket_assignment_by_size` on float32 gradients of
-    `sizes` bytes taken in ready `order` (parameter indices), as DDP's rebuild calls it."""
+    """Rank task: torch's own bucket assignment (`torch_gate.bucket_assignment`) on float32
+    gradients of `sizes` bytes taken in ready `order` (parameter indices), as DDP's rebuild
+    calls it."""
     import torch
-    import torch.distributed as dist
+
+    from ..torch_gate import bucket_assignment
 
     tensors = [torch.empty(sizes[i] // 4) for i in order]  # float32: 4 bytes per element
-    buckets, _ = dist._compute_bucket_assignment_by_size(tensors, limits, [False] * len(order), order)
-    return [list(b) for b in buckets]
+    return bucket_assignment(tensors, limits, order)
 
 
 def sweep_config(**changes):
@@ -33,15 +34,10 @@ def sweep_config(**changes):
     0.25 to 25 MiB give 24 down to 1 buckets, and a step stays well under 0.1 s on 2 CPU ranks.
 
     Notebook 03's sliders run it too, at 128 samples per rank: fewer samples would shorten a
-    move, but on their own sized links issue 13's lessons held less often. In 20 trials per size
-    taken in turn (2 shared cores, load 1.6-5.4; each trial sized its link, then 3 repeats of
-    caps 0.25, 1 and one bucket, as tests/test_link.py asserts them), 128 kept all three every
-    time; at 64 the cap sweep's U failed 2 and the exposed-comm ordering 1 (its U's median
-    margin 11 % against 20 %), at 32 the U failed 3 of 19 (a hypothesis: per-step costs that do
-    not shrink with the batch, the real all-reduce and the optimizer, weigh more against a
-    shorter backward: the step at 1 MiB shrank less than the backward did). Nor would it reach
-    issue 19's ratio: side by side (load 2.9-4.5), a cap-slider move took a median 0.15-0.17 s
-    at 64 against 0.21-0.22 s at 128, and a cold re-run of the cell 3-4x that, at either size."""
+    move, but on their own sized links the timing lessons (the cap sweep's U, bucketed
+    communication hidden where one bucket exposes it, as tests/test_link.py asserts them) held
+    less often, and a smaller batch would not bring a move much closer to the slider's aim
+    against a cold re-run (benchmarks/README.md, link_physics.py, has the trials)."""
     from ..config import RunConfig
 
     return RunConfig(layers=24, width=256, batch_per_rank=128, steps=5).replace(**changes)
@@ -91,12 +87,28 @@ def _sweep_on(cluster, cfg, caps: list[float], repeats: int, progress: bool, war
     bar = tqdm(total=len(caps) * repeats, desc="bucket_cap_mb", disable=not progress)
     for _ in range(repeats):
         for cap in caps:
-            bar.set_postfix_str(f"{cap:g} MiB")
+            bar.set_postfix_str(cap_label(cap) + ("" if cap >= ONE_BUCKET_CAP_MB else " MiB"))   # as the plot
             records[cap].append(run(cfg.replace(bucket_cap_mb=cap), cluster=cluster))
             bar.update()
     bar.close()
     return BucketSweep(config={**cfg.to_dict(), "bucket_cap_mb": None}, world_size=cfg.world_size,
                        rows=tuple(cap_row(*records[cap]) for cap in caps))
+
+
+def overlap_contrast(cfg=None, *, cluster=None, cap: float = 1.0, repeats: int = 3
+                     ) -> tuple[list[RunRecord], list[RunRecord]]:
+    """Notebook 03 §3: `cfg` with `cap` MiB buckets and with one bucket, `repeats` runs each,
+    taken in turn so a burst of load hits both. Returns (bucketed runs, one-bucket runs)."""
+    from ..ddp_run import run
+    from ..launch import using_cluster
+
+    cfg, _ = check_sweep(cfg, [cap], repeats)
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
+        bucketed, one = [], []
+        for _ in range(repeats):
+            bucketed.append(run(cfg.replace(bucket_cap_mb=cap), cluster=ranks))
+            one.append(run(cfg.replace(bucket_cap_mb=ONE_BUCKET_CAP_MB), cluster=ranks))
+    return bucketed, one
 
 
 # --- live sliders: each release re-runs DDP on the warm cluster --------------------------------
@@ -122,7 +134,7 @@ def bucket_cap_slider(cluster, cfg=None, caps: Sequence[float] = SLIDER_CAPS, va
     The timeline draws the last step and no parameter check, so the slider's runs profile
     that step only, skip the checks and make step 0 a light warm-up that only rebuilds the
     buckets, the first time; later moves build DDP with the rebuilt buckets and skip it
-    (`config.for_slider`, `rebuilt_buckets`): a move does not wait for a profile, an
+    (`config.for_slider`, `dpviz.warm_ranks`): a move does not wait for a profile, an
     all_gather or a step nobody sees."""
     from .widgets import bucket_cap_panel
 

@@ -5,7 +5,7 @@ import ipywidgets as w
 
 from .records import CheckpointingRecord
 from .plots import plot_memory_curve
-from ..widgets.slider import _Figure
+from ..widgets.slider import FigurePanel
 
 
 def memory_slider(record: CheckpointingRecord, figsize: tuple[float, float] = (10, 3.6)) -> w.VBox:
@@ -14,7 +14,7 @@ def memory_slider(record: CheckpointingRecord, figsize: tuple[float, float] = (1
     No re-run: every k was measured on a live rank when the record was made.
     """
     ks = sorted(r.checkpoint_every for r in record.rows)
-    figure = _Figure(lambda ax, k: plot_memory_curve(record, k, ax=ax), figsize)
+    figure = FigurePanel(lambda ax, k: plot_memory_curve(record, k, ax=ax), figsize)
     slider = w.SelectionSlider(options=[("none" if k == 0 else str(k), k) for k in ks],
                                value=ks[-1] if len(ks) > 1 else ks[0],
                                description="k", continuous_update=True)

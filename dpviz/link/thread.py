@@ -4,6 +4,7 @@ Only `ddp_run` imports this module, on a rank; torch is imported inside it, ther
 """
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -37,6 +38,23 @@ class LinkThread:
         done = torch.futures.Future()
         self._queue.put((index, buf, done))
         return done
+
+    def trace_events(self, clock_s: float) -> list[dict]:
+        """The transfers and their all-reduces as chrome trace events, on perf_counter
+        microseconds relative to the clock mark `clock_s` (`assemble_run` moves them onto the
+        trace's clock). The profiler does not see annotations made on a Python thread, so the
+        link keeps its own times; those of steps run before the profiler started are left out."""
+        from ..trace import LINK_ALLREDUCE_PREFIX, LINK_PREFIX
+
+        transfers = [{"ph": "X", "cat": "user_annotation", "name": f"{LINK_PREFIX}{index}",
+                      "tid": "dpviz link", "ts": (start - clock_s) * 1e6, "dur": (end - start) * 1e6,
+                      "args": {"link": dataclasses.asdict(self.link)}}
+                     for index, start, end in self.spans if start >= clock_s]
+        reduces = [{"ph": "X", "cat": "user_annotation", "name": f"{LINK_ALLREDUCE_PREFIX}{index}",
+                    "tid": "dpviz link all-reduce", "ts": (start - clock_s) * 1e6,
+                    "dur": (end - start) * 1e6, "args": {"Input Dims": [[numel]], "Input type": ["float"]}}
+                   for index, numel, start, end in self.reduces if start >= clock_s]
+        return transfers + reduces
 
     def close(self) -> None:
         self._queue.put(None)

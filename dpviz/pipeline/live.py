@@ -194,7 +194,8 @@ def run_pipeline(cfg: RunConfig | None = None, *, cluster: Cluster | None = None
 def rounding_bound(cfg: RunConfig) -> float:
     """How far a stage's gradient may differ from one process's by float32 re-ordering alone:
     the micro-batches split the batch sums (dpviz.rounding.gradient_bound)."""
-    from ..rounding import gradient_bound, reference_gradient_max
+    from ..rounding import gradient_bound
+    from ..workloads.live import reference_gradient_max
 
     whole = cfg.replace(world_size=1)          # the pipeline's batch is one process's batch
     return gradient_bound(whole, reference_gradient_max(whole))

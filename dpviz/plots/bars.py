@@ -1,11 +1,11 @@
 """Horizontal bars as one collection, for figures a slider redraws on every move.
 
-`Axes.broken_barh` converts units range by range in Python (~0.4 ms for a lane of a hundred
-ops); `hbars` builds the same vertices with numpy and adds the same PolyCollection, so the
+`Axes.broken_barh` converts units range by range in Python, slow on a lane of a hundred ops;
+`hbars` builds the same vertices with numpy and adds the same PolyCollection, so the
 pixels are those of `broken_barh` (tests/test_bars.py compares them). The collection's data
 limits and colours come from numpy too (`_add_autoscaled`, `_rgba`): matplotlib measuring the
 paths it was just given, and converting a list of colour names name by name, were most of
-what a bar collection cost to add (~0.7 of ~0.9 ms for 150 bars).
+what a bar collection cost to add (benchmarks/README.md has the timings).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def hbars(ax, xranges: Iterable[tuple[float, float]], yrange, **kwargs) -> PolyC
     """`ax.broken_barh(xranges, yrange, **kwargs)` for plain float data: (start, width) ranges
     from y to y + height, one PolyCollection added with autoscaling. `yrange` is one
     (y, height) for every bar, or one per bar: the same mark on several ranks' lanes is one
-    collection (each costs ~0.2 ms to make and add, however few its bars)."""
+    collection (each has a fixed cost to make and add, however few its bars)."""
     ranges = np.asarray(list(xranges), dtype=float).reshape(-1, 2)
     x0, x1 = ranges[:, 0], ranges[:, 0] + ranges[:, 1]
     y0, height = _lanes(yrange, len(ranges))
@@ -55,7 +55,7 @@ _AUTOLIM_3_11 = tuple(int(p) for p in matplotlib.__version__.split(".")[:2]) >= 
 def _add_autoscaled(ax, collection: PolyCollection, vertices: np.ndarray) -> PolyCollection:
     """`ax.add_collection(collection)` for a collection of the polygons `vertices`, placed in
     data coordinates: the same data limits, from the vertices in one numpy pass instead of
-    matplotlib's path-by-path extents (~0.3 ms a collection). `get_datalim` takes the
+    matplotlib's path-by-path extents. `get_datalim` takes the
     vertices through the data transform and back (`_as_get_datalim_sees`), then their
     bounds and smallest positive values, non-finite ones skipped; `update_datalim` takes
     the same bounds of the same points."""
@@ -98,8 +98,8 @@ def link_bars(ax, xranges: Iterable[tuple[float, float]], yrange, colors,
     all), dotted inside in the same colours: a wire being waited on, no CPU at work.
     `yrange`: one (y, height) for all, or one per bar (as `hbars`).
 
-    Dotted lines, not a hatch: Agg renders a hatch's tile again for every bar (~0.7 ms a bar
-    even at "..", several times the bar itself); dashes cost what a line costs."""
+    Dotted lines, not a hatch: Agg renders a hatch's tile again for every bar (even at "..",
+    several times the bar itself); dashes cost what a line costs."""
     ranges = np.asarray(list(xranges), dtype=float).reshape(-1, 2)
     bars = hbars(ax, ranges, yrange, facecolors="white", edgecolor=colors, linewidth=linewidth)
     y0, height = _lanes(yrange, len(ranges))

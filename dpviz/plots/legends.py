@@ -2,10 +2,10 @@
 
 A slider's figure (`dpviz.widgets.slider`) empties its axes and calls the plot function again
 on every move; a timeline's legend (its kinds of bar) comes out the same entries move after
-move, and building it again (a handle artist, a text and their boxes per entry) was ~1.6 ms of
-a ~25 ms move. `kept_legend` puts the axes' previous legend back when it was made from equal
-handles and arguments, and the legend is the same object drawn from the same state: the same
-pixels (tests/test_legends.py). On a fresh axes it is `ax.legend`.
+move, and building it again (a handle artist, a text and their boxes per entry) was a
+noticeable part of a move. `kept_legend` puts the axes' previous legend back when it was made
+from equal handles and arguments, and the legend is the same object drawn from the same state:
+the same pixels (tests/test_legends.py). On a fresh axes it is `ax.legend`.
 """
 from __future__ import annotations
 

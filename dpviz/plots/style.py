@@ -78,17 +78,21 @@ SOURCE_GID = "dpviz-source"   # the gid of the stamp `tag` writes
 
 def source_of(record) -> str:
     """Where a record's data came from: "loaded trace" for one built from profiler trace files
-    (`dpviz.load_trace`), else "live" (recorded by dpviz on its own ranks)."""
+    (`dpviz.load_trace`), "model" for a predicted step (`dpviz.predict`), else "live"
+    (recorded by dpviz on its own ranks)."""
     config = getattr(record, "config", None)
-    return "loaded trace" if isinstance(config, dict) and config.get("source") == "trace" else "live"
+    source = config.get("source") if isinstance(config, dict) else None
+    return {"trace": "loaded trace", "model": "model"}.get(source, "live")
 
 
 def adjustment_of(record) -> str:
     """How a record's drawn spans differ from its raw trace: dpviz ends every all-reduce no later
-    than the micro-step that launched it (`dpviz.trace`), where the trace has micro-steps."""
+    than the micro-step that launched it (`dpviz.trace`); said only where that moved an end, which
+    then sits exactly on its micro-step's end (an all-reduce the trace ended in time ends before)."""
     spans = getattr(record, "spans", ())
+    ends = {(s.rank, s.end_us) for s in spans if s.kind == "micro_step"}
     return "all-reduce ends capped at their micro-step" if any(
-        s.kind == "micro_step" for s in spans) else ""
+        s.kind == "allreduce" and (s.rank, s.end_us) in ends for s in spans) else ""
 
 
 def tag(ax, *sources: str, note: str = ""):

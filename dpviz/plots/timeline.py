@@ -85,7 +85,7 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
         f"communication overlaps compute {mean([r.overlap_fraction for r in with_comm]):.0f}% of its "
         f"time, backward {mean([r.backward_overlap_fraction for r in with_comm]):.0f}%"
         if with_comm else "no communication in this step")
-        + (f"\n{note}" if (note := link_note(record.config)) else ""), loc="left")
+        + (f"\n{note}" if (note := getattr(record, "note", "") or link_note(record.config)) else ""), loc="left")
     if handles and own_figure:   # below the axes, in the figure's layout
         ax.figure.legend(handles=handles, loc="outside lower left", ncol=3, fontsize=8, frameon=False)
     elif handles:

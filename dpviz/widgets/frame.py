@@ -85,7 +85,7 @@ def touches(changing: list[Any], frame: list[Bbox], renderer) -> bool:
     the frame's boxes: there a whole draw would paint the frame over it, a blit under it. An
     artist whose box cannot be told counts as touching. The boxes are clipped, padded and
     tested all at once (as `place_labels` tests its labels): one at a time, as `Bbox`es, was
-    half of this test's ~2 ms a move."""
+    half of this test's cost."""
     boxes, clips = [], []
     for artist in changing:
         if not artist.get_visible() or (isinstance(artist, Text) and not artist.get_text()):
@@ -127,7 +127,7 @@ def _painted_box(artist, renderer) -> Bbox:
 def _collection_box(collection: Collection) -> Bbox:
     """A collection's data limits in pixels. Bars and lines (no offsets, no transform per
     path): the bounds of all their finite vertices through the collection's transform, in one
-    numpy pass, where `get_datalim` measured them path by path (~0.3 ms a collection, 8 a
+    numpy pass, where `get_datalim` measures them path by path (several collections a
     move). For a curve the control points' box holds the curve: a larger box can only make a
     move draw whole. Other collections (scatter's offsets): `get_datalim`."""
     data = collection.axes.transData

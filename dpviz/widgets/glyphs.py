@@ -1,7 +1,7 @@
 """Text drawn from kept layouts and glyph bitmaps, for a figure redrawn on every knob move.
 
-matplotlib's Agg renderer lays every string out again (~0.3 ms a string) and renders every
-glyph again (~0.04 ms a glyph) on every draw. A slider's figure draws the same labels move
+matplotlib's Agg renderer lays every string out again and renders every glyph again on
+every draw. A slider's figure draws the same labels move
 after move ("b0", "#3: 0", a legend's entries) at new places, so `CachingRendererAgg` keeps
 both: a string's layout by (string, font), and each glyph's bitmap by its font, size,
 transform and the sub-pixel part of where it lands. FreeType renders a glyph moved by whole

@@ -19,7 +19,7 @@ from .frame import changing_artists, frame_boxes, frame_key, touches
 DPI = 100
 
 
-class _Figure:
+class FigurePanel:
     """One matplotlib figure and one axes, redrawn in place by `draw(ax, value)` and shown
     as PNG bytes in an Image widget.
 
@@ -39,7 +39,7 @@ class _Figure:
                  caption: bool = False):
         """`caption`: show the axes' titles as text above the image (`caption`), not in its
         pixels. A re-run's title holds that run's numbers, so it changes on every move, and
-        rasterizing its glyphs was ~11 ms of a move's ~25 ms of drawing (the frame's texts
+        rasterizing its glyphs was a large share of a move's drawing (the frame's texts
         are kept pixels); the browser sets the same words as HTML for free."""
         from matplotlib.figure import Figure
 
@@ -122,7 +122,7 @@ class _Figure:
     def png(self) -> bytes:
         """The last rasterized frame as PNG bytes (no second draw, unlike savefig): RGB when
         opaque (every figure here has a white background), unfiltered rows deflated by ISA-L
-        (`dpviz.widgets.png`): ~1 ms of a move where PIL's encoder took ~9 (knob_latency.py)."""
+        (`dpviz.widgets.png`): a small part of a move, where PIL's encoder was a large one."""
         return png.encode_rgba(np.asarray(self.figure.canvas.buffer_rgba()))
 
     def show(self, value: Any) -> None:
@@ -141,9 +141,9 @@ def caption_html(ax) -> str:
 def _empty(ax) -> None:
     """Take off `ax` what a draw puts on it (artists, legend, titles, axis labels, limits, the
     colour cycle), keeping its axis objects and their ticks. `ax.clear()` rebuilds both
-    axes and every tick, which a move then lays out again: ~15 ms of a 24-bucket timeline's
-    move. A draw sets its own ticks, scales and limits on every call (tests/test_legibility.py
-    checks that a move's pixels are those of a cleared axes)."""
+    axes and every tick, which a move then lays out again, a large share of a 24-bucket
+    timeline's move. A draw sets its own ticks, scales and limits on every call
+    (tests/test_legibility.py checks that a move's pixels are those of a cleared axes)."""
     for artist in [*ax.collections, *ax.patches, *ax.lines, *ax.texts, *ax.images, *ax.artists,
                    *ax.tables, *([ax.legend_] if ax.legend_ is not None else [])]:
         artist.remove()
@@ -189,7 +189,7 @@ def stepper(n: int, draw: Callable[[Any, int], None], label: str = "step",
     """Play button + slider over `n` recorded steps; `draw(ax, i)` draws step i."""
     if n < 1:
         raise ValueError("nothing to step through: the record has no steps")
-    figure = _Figure(draw, figsize)
+    figure = FigurePanel(draw, figsize)
     play = w.Play(min=0, max=n - 1, interval=interval_ms, description="play")
     slider = w.IntSlider(min=0, max=n - 1, description=label, continuous_update=True)
     w.jslink((play, "value"), (slider, "value"))
@@ -208,13 +208,23 @@ def starts_note(cluster: Any, starts_before: int) -> str:
     return f"; {verb} {cluster.world_size} ranks in {cluster.start_seconds:.2f} s"
 
 
+def light_run_note(record: Any) -> str:
+    """What a slider's light run (`config.for_slider`) does that a plain run does not, for its
+    status line: a learner should know the drawn DDP skipped its start-up sync."""
+    config = getattr(record, "config", None)
+    if not isinstance(config, dict) or config.get("warmup") != "light":
+        return ""
+    return ("; a light run: only the drawn step is profiled, and DDP skips its start-up "
+            "broadcast where every rank already holds the same weights")
+
+
 def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any, Any], None],
           label: str, value: Any = None, figsize: tuple[float, float] = (9, 3.5),
           format_value: Callable[[Any], str] = str, cluster: Any = None) -> w.VBox:
     """A slider over `values`; each release re-runs `run(value)` live and draws its record.
     `format_value` names each value on the slider (e.g. 'one bucket' rather than 4096.0).
     `cluster`, the one `run` uses, lets the status line say when a move (re)started ranks."""
-    figure = _Figure(draw, figsize, caption=True)
+    figure = FigurePanel(draw, figsize, caption=True)
     slider = w.SelectionSlider(options=[(format_value(v), v) for v in values],
                                value=value if value is not None else values[0],
                                description=label, continuous_update=False,
@@ -233,7 +243,8 @@ def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any,
         t1 = time.perf_counter()
         figure.show(record)
         status.value = (f"{label}={format_value(choice)}: re-ran live in {t1 - t0:.2f} s"
-                        f"{starts_note(cluster, starts)}, drawn in {time.perf_counter() - t1:.2f} s")
+                        f"{starts_note(cluster, starts)}, drawn in {time.perf_counter() - t1:.2f} s"
+                        f"{light_run_note(record)}")
 
     slider.observe(lambda change: update(change["new"]), names="value")
     update(slider.value)

@@ -19,7 +19,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..config import BUILTIN_MODELS, RunConfig
-from ..rounding import mlp_sums, network_sums
+from ..rounding import max_abs, mlp_sums, network_sums, sgd_bound
 from .records import WorkloadInfo, describe_params
 
 FACADE = ("Workload",)  # what `dpviz.<name>` offers from here
@@ -476,3 +476,18 @@ def describe_workload(model: nn.Module, name: str) -> WorkloadInfo:
                                for n, p in model.named_parameters()),
         buffers=describe_params((n, tuple(b.shape), b.numel() * b.element_size())
                                 for n, b in model.named_buffers()))
+
+
+def reference_sgd_bound(cfg: RunConfig) -> float:
+    """`sgd_bound` for `cfg`'s MLP workload, scaled by the largest parameter one process holds
+    on the way (its initial weights and every step's)."""
+    return sgd_bound(cfg, max_abs([flat_params(build_mlp(cfg)), *single_process_params(cfg)]))
+
+
+def reference_gradient_max(cfg: RunConfig) -> float:
+    """Largest gradient entry of one process on `cfg`'s first whole batch (the scale of a
+    gradient comparison)."""
+    model = build_mlp(cfg)
+    x, y = global_batch(cfg, 0, 0)
+    loss_fn(model(x), y).backward()
+    return max_abs(p.grad for p in model.parameters())

@@ -19,8 +19,8 @@ from contextlib import nullcontext
 from typing import Callable
 
 from ..launch import Cluster, RankContext, using_cluster
-from .core import check_attempt, resolve, run_attempt
-from .records import AccumulationCheck, AccumulationRun, Verdict
+from ..exercises.core import check_attempt, resolve, run_attempt
+from ..exercises.records import AccumulationCheck, AccumulationRun, Verdict
 
 EXERCISE = "gradient accumulation"
 NAME = "accumulate"
@@ -75,7 +75,7 @@ def accumulation_rank(ctx: RankContext, spec: tuple) -> dict:
     import torch
     import torch.distributed as dist
 
-    from ..accumulation.live import DEMO_CONFIG, _KeepGradient
+    from .live import DEMO_CONFIG, KeepGradient
     from ..ddp_run import BucketLog, train_step
     from ..workloads.live import build_mlp, loss_fn, rank_batch
 
@@ -85,7 +85,7 @@ def accumulation_rank(ctx: RankContext, spec: tuple) -> dict:
     flat = lambda m: torch.cat([p.grad.reshape(-1) if p.grad is not None else torch.zeros(p.numel())
                                 for p in m.parameters()])
     model, ddp, state = _watched_ddp(ctx, cfg)  # 1) the reference: dpviz's own train step
-    keep = _KeepGradient(model)
+    keep = KeepGradient(model)
     train_step(ctx, cfg, ddp, keep, BucketLog({}, ctx.world_size), 0, lambda name: nullcontext())
     reference, ref_seen = keep.flat, list(state.seen)
 
@@ -150,7 +150,7 @@ def judge(r0: dict, results: list[dict], checked: str) -> Verdict:
 
 def check_accumulation(fn: Callable | None = None, *, cluster: Cluster | None = None,
                        world_size: int = 2) -> AccumulationCheck:
-    """Run `fn(ddp, micro_batches, loss_fn)` for K = 3 micro-steps on live ranks."""
+    """Run `fn(ddp, micro_batches, loss_fn)` for `K` micro-steps (this module's constant) on live ranks."""
     check_attempt(fn, NAME)
     with using_cluster(cluster, world_size) as ranks:
         return _check_accumulation_on(ranks, fn)
