@@ -4,7 +4,7 @@ PY := .venv/bin/python
 STAMP := .venv/.dpviz-installed
 NODE_STAMP := node_modules/.dpviz-installed
 
-.PHONY: setup lab tour book test test-kernels test-fast bench animations clean
+.PHONY: setup lab tour book test test-kernels test-fast bench animations gpu-check gpu-bundle versions clean
 
 setup: $(STAMP)
 $(STAMP): pyproject.toml scripts/setup.sh
@@ -24,9 +24,11 @@ book: $(STAMP) $(NODE_STAMP)  ## the course site: notebooks executed live + vide
 	$(PY) -m dpviz book --out out/book
 
 test: $(STAMP) $(NODE_STAMP)  ## every test: unit + live ranks + scenes + browser, every CPU kernel path, every notebook
-	$(PY) -m pytest tests
-	@$(MAKE) --no-print-directory test-kernels
-	$(PY) -m pytest --nbval-lax -p no:cacheprovider notebooks
+	@start=$$(date +%s); \
+	$(PY) -m pytest tests --durations=10 && \
+	$(MAKE) --no-print-directory test-kernels && \
+	$(PY) -m pytest --nbval-lax -p no:cacheprovider notebooks; \
+	status=$$?; echo "== make test: $$(( $$(date +%s) - start )) s after set-up"; exit $$status
 
 # ATen sums in another order on each CPU kernel path (default, AVX2, AVX-512), so the tests
 # that compare results with one process (`-m numeric`) run again under every other path the
@@ -43,6 +45,22 @@ test-fast: $(STAMP)  ## unit and live-rank tests only (no browser, no notebooks)
 
 bench: $(STAMP)  ## the benchmarks: ratios measured side by side
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+
+# The GPU check (scripts/gpu_check.py; tests/test_gpu_check.py runs it on CPU in `make test`).
+# On a GPU machine with no registry and no .venv it runs on the machine's python3 with the
+# wheels `make gpu-bundle` put in .whl/ here (carry .whl with the tree); elsewhere, in .venv.
+GPU_OUT ?= out/gpu-check
+gpu-check:  ## dpviz on CUDA end to end (NCCL, gloo on GPU tensors, the CUDA allocator) → $(GPU_OUT)/gpu-check.{json,txt}; CPU equivalents without CUDA
+	@if [ ! -x $(PY) ] && [ -d .whl ] && python3 -c "import torch" 2>/dev/null; then \
+	  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/dpviz-site .whl/*.whl && \
+	  PYTHONPATH=/tmp/dpviz-site python3 scripts/gpu_check.py --out $(GPU_OUT); \
+	else { [ -f $(STAMP) ] || bash scripts/setup.sh; } && $(PY) scripts/gpu_check.py --out $(GPU_OUT); fi
+
+gpu-bundle:  ## the Python 3.12 wheels the GPU machine lacks → .whl/ (git-ignored), for gpu-check there
+	bash scripts/gpu_bundle.sh
+
+versions:  ## the suite under other torch and Python versions, one venv each (multi-GB CUDA builds: not CI)
+	bash scripts/check_versions.sh
 
 animations: $(STAMP)  ## render every scene from fresh live runs into out/animations/
 	$(PY) -m dpviz animate all --out out/animations

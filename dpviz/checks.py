@@ -25,8 +25,8 @@ def step_checks(ctx, cfg: RunConfig, workload, initial, snapshots: list, device)
     if not cfg.checks:   # every rank skips the all_gather, or none does (the flag is in the config)
         return []
     mine = torch.stack(snapshots).cpu()
-    everyone = [torch.empty_like(mine, device=device) for _ in range(ctx.world_size)]  # NCCL gathers into GPU tensors
-    dist.all_gather(everyone, mine.to(device) if ctx.backend == "nccl" else mine)
+    everyone = [torch.empty_like(mine, device=device) for _ in range(ctx.world_size)]  # on the ranks' device
+    dist.all_gather(everyone, mine.to(device))
     if ctx.rank != 0:
         return []
     reference = _reference(cfg.replace(bucket_cap_mb=None, profile=True))

@@ -15,6 +15,9 @@ from .link.records import Link, as_link
 FACADE = ("RunConfig",)  # what `dpviz.<name>` offers from here
 
 BACKENDS = ("gloo", "nccl")
+# Where ranks compute: gloo ranks on CPU, or (device="cuda") on GPUs, several ranks sharing
+# one where there are fewer GPUs than ranks; NCCL ranks each own one GPU.
+DEVICES = ("cpu", "cuda")
 # Where no_sync() goes during accumulation: around forward and backward (right), around
 # backward only (the pitfall: forward already armed the all-reduce), or nowhere (forgotten).
 NO_SYNC_SCOPES = ("forward_backward", "backward_only", "off")
@@ -86,24 +89,27 @@ class RunConfig:
     # What to train: "mlp", "gpt", "cnn" or a user's "package.module:function" returning a
     # dpviz.Workload (checked by dpviz.workloads.live.validate_model_spec before ranks start).
     model: str = "mlp"
+    # "cpu" or "cuda"; None: the backend's own (gloo → cpu, nccl → cuda). gloo with "cuda"
+    # runs the ranks' tensors on GPUs and all-reduces them through gloo.
+    device: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "link", as_link(self.link))  # a bad link fails here, early
+        if self.device is None:
+            object.__setattr__(self, "device", default_device(self.backend))
         defaults = MODEL_DEFAULTS.get(self.model, MODEL_DEFAULTS["mlp"])
         for name in _SIZE_FIELDS:
             if getattr(self, name) is None:
                 object.__setattr__(self, name, defaults[name])
 
-    @property
-    def device(self) -> str:
-        """gloo ranks compute on CPU; nccl ranks each own one GPU."""
-        return "cuda" if self.backend == "nccl" else "cpu"
-
     def replace(self, **changes) -> "RunConfig":
         """A validated copy with some fields changed (the notebooks' knob). Changing the
-        model resets the sizes not given to the new model's own."""
+        model resets the sizes not given to the new model's own; changing the backend resets
+        the device, if not given, to the new backend's own."""
         if changes.get("model", self.model) != self.model:
             changes = {**{name: None for name in _SIZE_FIELDS}, **changes}
+        if changes.get("backend", self.backend) != self.backend:
+            changes = {"device": None, **changes}
         return validate(dataclasses.replace(self, **changes))
 
     def to_dict(self) -> dict:
@@ -145,28 +151,42 @@ def cuda_device_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def validate_world_size(world_size, backend: str = "gloo", minimum: int = 1) -> int:
-    """Check a rank count for this machine; returns it. NCCL needs one GPU per rank."""
+def default_device(backend: str) -> str:
+    """Where a backend's ranks compute unless told: NCCL on GPUs, gloo on CPU."""
+    return "cuda" if backend == "nccl" else "cpu"
+
+
+def validate_world_size(world_size, backend: str = "gloo", minimum: int = 1,
+                        device: str | None = None) -> int:
+    """Check a rank count for this machine; returns it. NCCL needs one GPU per rank; gloo
+    ranks on "cuda" share the GPUs round-robin, so they need one at least."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    device = default_device(backend) if device is None else device
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; choose one of {', '.join(DEVICES)}")
     if backend == "nccl":
+        if device != "cuda":
+            raise ValueError(f"backend nccl runs on GPUs: device must be cuda, got {device!r}")
         require_int("ranks", world_size, minimum)
-        gpus = cuda_device_count()
-        if world_size > gpus:
-            raise ValueError(
-                f"backend nccl needs one GPU per rank: asked for {world_size} ranks, "
-                f"this machine has {gpus} GPU(s). Use --backend gloo on CPU."
-            )
     else:
         cap = max_cpu_ranks()
         require_int("ranks", world_size, minimum, cap,
-                     f" (this machine has {os.cpu_count()} cores; at most {cap} CPU ranks)")
+                    f" (this machine has {os.cpu_count()} cores; at most {cap} CPU ranks)")
+    if device == "cuda":
+        gpus = cuda_device_count()
+        if backend == "nccl" and world_size > gpus:
+            raise ValueError(
+                f"backend nccl needs one GPU per rank: asked for {world_size} ranks, "
+                f"this machine has {gpus} GPU(s). Use --backend gloo on CPU.")
+        if not gpus:
+            raise ValueError("device cuda needs a GPU, and torch sees none here: use device cpu")
     return world_size
 
 
 def validate(cfg: RunConfig) -> RunConfig:
     """Reject a bad config with a message that says how to fix it; returns cfg."""
-    validate_world_size(cfg.world_size, cfg.backend)
+    validate_world_size(cfg.world_size, cfg.backend, device=cfg.device)
     validate_model_name(cfg.model)
     require_int("steps", cfg.steps, 1, 10_000)
     require_int("layers", cfg.layers, 1, 512)

@@ -260,7 +260,8 @@ def run(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
         cfg = cfg.replace(**changes)
     validate_model_spec(cfg.model, seed=cfg.seed)   # a user's model fails here, before any rank
     out_dir = writable_dir(out) if out is not None else None
-    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s, exact=True) as ranks:
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s, exact=True,
+                       device=cfg.device) as ranks:
         results = ranks.run_task(train_rank, cfg, import_path(), out_dir is not None, timeout_s=cfg.timeout_s)
         return assemble_run(cfg, results, out_dir)   # the traces live in the ranks' workdir
 

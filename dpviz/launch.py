@@ -30,7 +30,7 @@ from multiprocessing.connection import wait
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
-from .config import validate_world_size
+from .config import cuda_device_count, default_device, validate_world_size
 from .rank_stderr import Relay, attach_stderr
 
 FACADE = ("Cluster", "RankError", "RankTimeout")  # what `dpviz.<name>` offers from here
@@ -69,7 +69,7 @@ class RankContext:
     rank: int
     world_size: int
     backend: str
-    device: str      # "cpu", or "cuda:R" with nccl
+    device: str      # "cpu", or "cuda:I" (rank R on GPU R mod the GPU count)
     workdir: str     # a scratch folder shared by all ranks of the cluster
     held: list = field(default_factory=list, repr=False, compare=False)   # `free_after_reply`
 
@@ -123,8 +123,14 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _rank_main(rank: int, world_size: int, backend: str, store_port: int, workdir: str,
-               conn, parent_pid: int, timeout_s: float, stderr) -> None:
+def rank_device(rank: int, device: str, gpus: int) -> str:
+    """The torch device of `rank` on a `device` cluster: GPUs are dealt round-robin, so NCCL's
+    one rank per GPU gets GPU `rank`, and gloo ranks beyond the GPU count share them."""
+    return f"cuda:{rank % gpus}" if device == "cuda" else "cpu"
+
+
+def _rank_main(rank: int, world_size: int, backend: str, device: str, store_port: int,
+               workdir: str, conn, parent_pid: int, timeout_s: float, stderr) -> None:
     attach_stderr(stderr)  # the parent relays it, minus the profiler's USDT lines
     threading.Thread(target=_exit_when_orphaned, args=(parent_pid,), daemon=True).start()
     # Ctrl-C, and a Jupyter kernel's interrupt or shutdown, reach the whole process group. The
@@ -135,10 +141,9 @@ def _rank_main(rank: int, world_size: int, backend: str, store_port: int, workdi
         import torch.distributed as dist
 
         torch.set_num_threads(1)  # 2 cores shared by all ranks: one intra-op thread each
-        device = "cpu"
-        if backend == "nccl":
-            torch.cuda.set_device(rank)
-            device = f"cuda:{rank}"
+        device = rank_device(rank, device, cuda_device_count() if device == "cuda" else 0)
+        if device != "cpu":
+            torch.cuda.set_device(device)   # NCCL's communicator and the tensors' default GPU
         store = dist.TCPStore(LOOPBACK, store_port, world_size, is_master=False,
                               timeout=timedelta(seconds=timeout_s))
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
@@ -171,7 +176,8 @@ def _rank_main(rank: int, world_size: int, backend: str, store_port: int, workdi
 class _Ranks:
     """The live processes of one cluster start; a finalizer kills them if it is dropped."""
 
-    def __init__(self, world_size: int, backend: str, timeout_s: float, start_method: str):
+    def __init__(self, world_size: int, backend: str, timeout_s: float, start_method: str,
+                 device: str):
         import torch.distributed as dist  # the store lives here: a free port with no race
 
         self.workdir = tempfile.mkdtemp(prefix="dpviz-")
@@ -182,7 +188,7 @@ class _Ranks:
             parent_end, child_end = ctx.Pipe()
             stderr = self.stderr.add()
             proc = ctx.Process(target=_rank_main, name=f"dpviz-rank{rank}", daemon=True,
-                               args=(rank, world_size, backend, self.store.port, self.workdir,
+                               args=(rank, world_size, backend, device, self.store.port, self.workdir,
                                      child_end, os.getpid(), timeout_s, stderr))
             try:
                 proc.start()
@@ -282,12 +288,13 @@ class Cluster:
     _ids = itertools.count()
 
     def __init__(self, world_size: int = 2, backend: str = "gloo", timeout_s: float = 120.0,
-                 start_method: str = "forkserver"):
+                 start_method: str = "forkserver", device: str | None = None):
         if start_method not in START_METHODS:
             raise ValueError(f"start_method must be one of {START_METHODS}, got {start_method!r}")
         self.start_method = start_method
-        self.world_size = validate_world_size(world_size, backend)
+        self.world_size = validate_world_size(world_size, backend, device=device)
         self.backend = backend
+        self.device = default_device(backend) if device is None else device   # "cpu" or "cuda"
         self.timeout_s = float(timeout_s)
         self._ranks: _Ranks | None = None
         self._starts = 0
@@ -331,7 +338,8 @@ class Cluster:
                   file=sys.stderr)
         self._starts += 1
         began = time.perf_counter()
-        self._ranks = _Ranks(self.world_size, self.backend, self.timeout_s, self.start_method)
+        self._ranks = _Ranks(self.world_size, self.backend, self.timeout_s, self.start_method,
+                             self.device)
         self._collect("start-up", min(self.timeout_s, START_TIMEOUT_S) + 30)
         self.start_seconds = time.perf_counter() - began
 
@@ -407,18 +415,22 @@ class Cluster:
 
 @contextmanager
 def using_cluster(cluster: Cluster | None, world_size: int = 2, backend: str = "gloo",
-                  timeout_s: float = 120.0, *, exact: bool = False) -> Iterator[Cluster]:
+                  timeout_s: float = 120.0, *, exact: bool = False,
+                  device: str | None = None) -> Iterator[Cluster]:
     """Use this warm `cluster`, or start `world_size` ranks for the block and stop them after.
 
     Every live verb takes `cluster=None`: a notebook passes its warm ranks so a knob re-runs
     in a fraction of a cold start; a one-off call gets fresh ranks that leave nothing behind.
-    `exact` requires a given cluster to have exactly `world_size` `backend` ranks.
+    `exact` requires a given cluster to have exactly `world_size` `backend` ranks on `device`
+    (None: the backend's own).
     """
     if cluster is None:
-        with Cluster(world_size, backend, timeout_s) as fresh:
+        with Cluster(world_size, backend, timeout_s, device=device) as fresh:
             yield fresh
         return
-    if exact and (cluster.world_size, cluster.backend) != (world_size, backend):
-        raise ValueError(f"this cluster has {cluster.world_size} {cluster.backend} ranks but the "
-                         f"config asks for {world_size} {backend} ranks: start a new Cluster")
+    device = default_device(backend) if device is None else device
+    if exact and (cluster.world_size, cluster.backend, cluster.device) != (world_size, backend, device):
+        on = (f" on {cluster.device}", f" on {device}") if cluster.device != device else ("", "")
+        raise ValueError(f"this cluster has {cluster.world_size} {cluster.backend} ranks{on[0]} but "
+                         f"the config asks for {world_size} {backend} ranks{on[1]}: start a new Cluster")
     yield cluster

@@ -13,13 +13,15 @@ Two overlap figures, both per (rank, step) and both from the spans:
 """
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 from collections import Counter, defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from .record import RunRecord, Span
-from .trace import COMM_KINDS, PROFILER_STEP, STEP_PREFIX
+from .trace import COMM_KINDS, CPU_OPS, PROFILER_STEP, STEP_PREFIX
 
 FACADE = ("describe", "summarize")  # what `dpviz.<name>` offers from here
 
@@ -97,15 +99,98 @@ class StepSummary:
 
 def summarize_step(spans: list[Span], rank: int, step: int) -> StepSummary:
     """Step summary of one rank from its spans (any source: live run or loaded trace)."""
-    mine = [s for s in spans if s.rank == rank and s.step == step]
-    window = [s for s in mine if s.kind == "step"]
+    mine = [s for s in spans if s.rank == rank]
+    windows = step_windows(mine)
+    if step not in windows:
+        raise ValueError(f"rank {rank} has no step {step}")
+    return _summary(rank, step, windows[step], _in_windows(mine, windows)[step],
+                    [s for s in mine if s.step == step])
+
+
+def summarize(record: RunRecord, steps: list[int] | None = None) -> list[StepSummary]:
+    """Every (rank, step) summary; `steps` picks some (default: all). Linear in spans."""
+    chosen = record.steps if steps is None else steps
+    by_rank: dict[int, list[Span]] = defaultdict(list)
+    for s in record.spans:
+        by_rank[s.rank].append(s)
+    out = []
+    for rank in record_ranks(record):
+        windows = step_windows(by_rank[rank])
+        clipped = _in_windows(by_rank[rank], windows)
+        launched: dict[int, list[Span]] = defaultdict(list)
+        for s in by_rank[rank]:
+            launched[s.step].append(s)
+        out += [_summary(rank, step, windows[step], clipped[step], launched[step])
+                for step in chosen if step in windows]
+    return out
+
+
+def on_gpu(spans) -> bool:
+    """Whether these spans come from a GPU trace (kernels run on streams)."""
+    return any(s.tid.startswith("stream ") for s in spans)
+
+
+def step_windows(spans: list[Span]) -> dict[int, tuple[float, float]]:
+    """step → (start, end) µs of one rank's step on the timeline where its work runs.
+
+    CPU ranks: the step's annotation. GPU ranks: from the first GPU event launched in the
+    step to the first launched in the next (the last step: to the end of its last GPU
+    event), so a step's kernels are timed where the GPU runs them and consecutive windows
+    never overlap: compute, communication and idle fit inside the window. A step with no GPU
+    event keeps its annotation's window.
+    """
+    windows = {s.step: (s.start_us, s.end_us) for s in spans if s.kind == "step" and s.step is not None}
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    for s in spans:
+        if s.step is not None and s.tid.startswith("stream "):
+            first[s.step] = min(first.get(s.step, math.inf), s.start_us)
+            last[s.step] = max(last.get(s.step, -math.inf), s.end_us)
+    starts = sorted((t, k) for k, t in first.items())
+    for (start, step), after in zip(starts, [*starts[1:], None]):
+        windows[step] = (start, after[0] if after is not None else last[step])
+    return windows
+
+
+class _Cut(NamedTuple):
+    """A span cut to a window: what the interval maths reads, without copying the span."""
+
+    start_us: float
+    end_us: float
+    kind: str
+    op: str | None
+
+
+def _in_windows(spans: list[Span], windows: dict[int, tuple[float, float]]
+                ) -> dict[int, list[_Cut]]:
+    """step → the spans overlapping its window, cut to it (bisect: linear in spans). Spans
+    of no step (a GPU event launched before profiling started) count in none."""
+    order = sorted(windows.items(), key=lambda kv: kv[1])
+    starts = [w[0] for _, w in order]
+    out: dict[int, list[_Cut]] = {step: [] for step in windows}
+    for s in spans:
+        if s.kind == "step" or s.step is None:
+            continue
+        i = max(0, bisect.bisect_right(starts, s.start_us) - 1)
+        while i < len(order) and order[i][1][0] < max(s.end_us, s.start_us + 1e-9):
+            step, (a, b) = order[i]
+            lo, hi = max(a, s.start_us), min(b, s.end_us)
+            if hi > lo or (s.start_us == s.end_us and a <= s.start_us < b):
+                out[step].append(_Cut(lo, max(lo, hi), s.kind, s.op))
+            i += 1
+    return out
+
+
+def _summary(rank: int, step: int, window: tuple[float, float], mine: list[_Cut],
+             launched: list[Span]) -> StepSummary:
+    """One rank's step from the spans cut to its window (`mine`) and those launched in it."""
     collectives = [s for s in mine if s.kind in COMM_KINDS]
     # an emulated link's transfers (dpviz.link.records) are communication time too, not collectives
     comm = _iv(collectives + [s for s in mine if s.kind == "link"])
     backward = _iv([s for s in mine if s.kind in ("backward", "recompute")])
     compute = _iv([s for s in mine if s.kind in COMPUTE_KINDS])
     memory = _iv([s for s in mine if s.kind == "memcpy"])
-    step_us = window[0].dur_us if window else length(_iv(mine))
+    step_us = window[1] - window[0]
     ops = sorted({s.op or s.kind for s in collectives})
     return StepSummary(
         rank=rank, step=step,
@@ -116,17 +201,10 @@ def summarize_step(spans: list[Span], rank: int, step: int) -> StepSummary:
         overlapped_ms=intersection(comm, backward) / 1e3,
         exposed_comm_ms=(length(comm) - intersection(comm, compute)) / 1e3,
         idle_ms=max(0.0, step_us - length(comm + compute + memory)) / 1e3,
-        n_allreduces=sum(s.kind == "allreduce" for s in mine),
-        n_collectives=len(collectives),
+        n_allreduces=sum(s.kind == "allreduce" for s in launched),
+        n_collectives=sum(s.kind in COMM_KINDS for s in launched),
         comm_ms_by_op={op: length(_iv([s for s in collectives if (s.op or s.kind) == op])) / 1e3
                        for op in ops})
-
-
-def summarize(record: RunRecord, steps: list[int] | None = None) -> list[StepSummary]:
-    """Every (rank, step) summary; `steps` picks some (default: all)."""
-    chosen = record.steps if steps is None else steps
-    return [summarize_step(list(record.spans), r, s)
-            for r in record_ranks(record) for s in chosen]
 
 
 def record_ranks(record: RunRecord) -> list[int]:
@@ -270,18 +348,31 @@ def describe(record: RunRecord) -> str:
              else f"ranks {ranks} of {record.world_size}")
     lines = [
         f"{shown}, {len(record.steps)} steps; {analysed_steps(record)}",
-        f"step time        {mean([r.step_ms for r in rows]):8.2f} ms",
+        f"step time        {mean([r.step_ms for r in rows]):8.2f} ms"
+        + (" (on the GPU: from a step's first kernel to the next step's)" if on_gpu(record.spans) else ""),
         f"communication    {mean([r.comm_ms for r in rows]):8.2f} ms "
         f"({mean([r.n_collectives for r in rows]):.0f} collectives/step: {_by_op(rows)}), "
         f"exposed {mean([r.exposed_comm_ms for r in rows]):.2f} ms",
         f"overlap fraction {mean([r.overlap_fraction for r in rows]):8.2f} (communication under "
-        "any compute, as HTA defines it)",
-        f"  with backward  {mean([r.backward_overlap_fraction for r in rows]):8.2f} (from spans; "
-        f"DDP's own figure: {'n/a' if ddp is None else f'{ddp:.2f}'}{_recomputed(record)})",
+        f"any compute; {compute_definition(record)})",
+        (f"  with backward  {mean([r.backward_overlap_fraction for r in rows]):8.2f} (from spans; "
+         f"DDP's own figure: {'n/a' if ddp is None else f'{ddp:.2f}'}{_recomputed(record)})"
+         if any(r.backward_ms for r in rows) else
+         "  with backward       n/a (no backward op found in the analysed steps)"),
     ]
     if record.checks:   # a loaded trace has no checks: only a live run can compare parameters
         lines += describe_checks(record)
     return "\n".join(lines)
+
+
+def compute_definition(record: RunRecord) -> str:
+    """What counts as compute in this record, in words (HTA's definition only where it is)."""
+    if on_gpu(record.spans):
+        return "compute = every GPU kernel but communication, as HTA defines it"
+    if any(s.name == CPU_OPS for s in record.spans):
+        return ("CPU trace: compute = time some CPU op runs on a thread that runs no collective "
+                "(dpviz's definition; HTA has none for CPU traces)")
+    return "compute = forward, backward and optimizer ops"
 
 
 def _by_op(rows: list[StepSummary]) -> str:
@@ -315,7 +406,7 @@ def _recomputed(record: RunRecord) -> str:
 BUSY_KINDS = (*COMPUTE_KINDS, *COMM_KINDS, "memcpy")   # what keeps a GPU (or CPU rank) busy
 
 
-def _analysed(record: RunRecord, rank: int) -> list[Span]:
+def _analysed(record: RunRecord, rank: int) -> list[_Cut]:
     """The rank's busy spans in the analysed steps (a GPU kernel's step is its launch's),
     each cut inward to whole µs of the trace's own clock as HTA does (it rounds a
     ns-resolution event's start up and its end down, pytorch/pytorch#122425: otherwise
@@ -327,8 +418,7 @@ def _analysed(record: RunRecord, rank: int) -> list[Span]:
     for s in record.spans:
         if s.rank == rank and s.kind in BUSY_KINDS and (s.step in steps or not steps):
             start = math.ceil(s.start_us + origin) - origin
-            out.append(replace(s, start_us=start,
-                               end_us=max(start, math.floor(s.end_us + origin) - origin)))
+            out.append(_Cut(start, max(start, math.floor(s.end_us + origin) - origin), s.kind, s.op))
     return out
 
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from .torch_gate import input_shapes
 from .trace import CLOCK_MARK, COMM_KINDS, TraceScan, classify
 
 # (name, category, start ns, duration ns, thread, input shapes, input dtypes)
@@ -59,7 +60,7 @@ def reduce_profile(events: Iterable, bucket_numels: list[int] | None = None) -> 
             continue
         out.append((name, "user_annotation" if ev.is_user_annotation() else "cpu_op",
                     ev.start_ns(), ev.duration_ns(), ev.start_thread_id(),
-                    ev.structured_input_shapes() if comm else [], ev.dtypes() if comm else []))
+                    input_shapes(ev) if comm else [], ev.dtypes() if comm else []))
     return _with_bucket_shapes(out, bucket_numels) if bucket_numels is not None else out
 
 
@@ -138,13 +139,15 @@ def reads_events(cfg, device: str) -> bool:
 def profile_output(ctx, cfg, prof, device, export_trace: bool, log) -> tuple[str | None, list | None]:
     """(chrome trace path or None, the reduced events or None) of a finished profile; a
     profile without shapes gets its all-reduces' sizes from the hook's notes (`log`)."""
-    from .torch_gate import kineto_events
+    from .torch_gate import has_list_shapes, kineto_events
 
     if prof is None:
         return None, None
     events = None
     if reads_events(cfg, str(device)):
-        numels = None if prof.record_shapes else [n["numel"] for n in log.seen if n["step"] >= cfg.profile_from]
+        # sizes from the hook's notes where the profile has none for a bucket's TensorList
+        shapes = prof.record_shapes and has_list_shapes()
+        numels = None if shapes else [n["numel"] for n in log.seen if n["step"] >= cfg.profile_from]
         everything = kineto_events(prof)
         events = reduce_profile(everything, numels)
         if not cfg.checks:   # freed once the reply is sent; with checks, before they gather

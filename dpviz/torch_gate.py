@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import functools
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 # the private attributes this module uses, by the name `disable` takes
 INTERNALS = ("_compute_bucket_assignment_by_size", "_rebuild_buckets", "_has_rebuilt_buckets",
              "_get_zeros_like_grad_buckets", "_get_ddp_logging_data",
-             "_set_ddp_runtime_logging_sample_rate", "kineto_results")
+             "_set_ddp_runtime_logging_sample_rate", "kineto_results", "structured_input_shapes")
 _disabled: set[str] = set()
 
 
@@ -134,3 +134,31 @@ def kineto_events(prof) -> list:
     """The profiler's own events of a finished `torch.profiler.profile` (only where
     `reads_profiler_events()`)."""
     return prof.profiler.kineto_results.events()
+
+
+def input_shapes(event) -> list:
+    """A profiler event's input shapes as its chrome trace writes them (`Input Dims`): a
+    TensorList's as the list of its tensors' shapes.
+
+    `_KinetoEvent.structured_input_shapes` gives exactly that (torch 2.13 has it; 2.11 does
+    not). Without it, `shapes()` gives a TensorList as [], which would read as a 0-d tensor
+    of 4 bytes; `flat_input_shapes` gives None instead, so its bytes are unknown, as in any
+    profile taken without shapes."""
+    structured = _private(event, "structured_input_shapes")
+    if structured is not None:
+        return structured()
+    return flat_input_shapes(event.shapes(), event.dtypes())
+
+
+def flat_input_shapes(shapes: Sequence, dtypes: Sequence[str]) -> list:
+    """`input_shapes`' fallback: `shapes()` with each TensorList's entry None (unknown)."""
+    return [None if dtype == "TensorList" else shape for shape, dtype in zip(shapes, dtypes)]
+
+
+def has_list_shapes() -> bool:
+    """Does this torch's profiler give a TensorList's shapes per event (`input_shapes`)?
+    Where it does not, a bucket's all-reduce gets its size from the comm hook's notes
+    (`dpviz.profile_events.profile_output`), as a profile without shapes does."""
+    from torch._C._autograd import _KinetoEvent
+
+    return _private(_KinetoEvent, "structured_input_shapes") is not None

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from listening import beyond_loopback, listening
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -63,7 +64,7 @@ def lab(tmp_path_factory):
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_for(lambda: urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2), 60)
-        yield url, token
+        yield url, token, server.pid
     finally:
         server.terminate()
         try:
@@ -117,12 +118,24 @@ def _accept_kernel_dialog(page) -> None:
     select.click()
 
 
+def _kernel_ready(url: str, token: str) -> bool:
+    """Has the server a kernel that started and waits for work (its REST API says so)?"""
+    import json
+
+    with urllib.request.urlopen(f"{url}/api/kernels?token={token}", timeout=5) as reply:
+        kernels = json.load(reply)
+    if not any(k.get("execution_state") == "idle" for k in kernels):
+        raise RuntimeError(f"no idle kernel yet: {kernels}")
+    return True
+
+
 def _run_all(page, url: str, token: str, notebook: str, timeout_ms: int = 600_000) -> None:
     """Open `notebook` in JupyterLab, Run All Cells, wait until the last cell has run."""
     page.goto(f"{url}/lab/tree/{notebook}?reset&token={token}")   # reset: only this notebook open
     page.locator(".jp-Notebook").wait_for(timeout=90_000)
     _accept_kernel_dialog(page)
     page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
+    _wait_for(lambda: _kernel_ready(url, token), 120)   # the page can say idle before the kernel is up
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_text("Run All Cells", exact=True).click()
     _wait_until_all_ran(page, timeout_ms)
@@ -157,7 +170,7 @@ def _wait_until_all_ran(page, timeout_ms: int) -> None:
 def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab):
     from playwright.sync_api import sync_playwright
 
-    url, token = lab
+    url, token, server = lab
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -183,6 +196,10 @@ def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab):
             # any red stderr text reads as an error to a learner, not only a traceback
             errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
             assert errors.count() == 0, errors.all_inner_texts()
+            # JupyterLab as `make lab` starts it, its kernel and that kernel's warm ranks: all on loopback
+            sockets = listening(server)
+            assert len({pid for pid, _, _ in sockets}) >= 4, sockets   # server, kernel, 2 ranks
+            assert beyond_loopback(sockets) == set(), sockets
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "browser-failure.png"), full_page=True)
             raise
@@ -211,7 +228,7 @@ def test_cap_slider_key_press_to_new_figure_is_measured(lab):
     beside the kernel-side time the panel's status label reports."""
     from playwright.sync_api import sync_playwright
 
-    url, token = lab
+    url, token, _ = lab
     ARTIFACTS.mkdir(exist_ok=True)
     lines = []
     with sync_playwright() as p:
@@ -260,7 +277,7 @@ def test_timing_sections_run_in_jupyterlab_and_are_photographed(lab, section):
     name, cell_id = SECTIONS[section]
     cells = json.loads((ROOT / "notebooks" / name).read_text())["cells"]
     index = next(i for i, c in enumerate(cells) if c.get("id") == cell_id)
-    url, token = lab
+    url, token, _ = lab
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / f"{section}-{SCREENSHOT_TAG}.png"
     with sync_playwright() as p:

@@ -6,7 +6,8 @@ import os
 import pytest
 
 from dpviz import RunConfig
-from dpviz.config import max_cpu_ranks, validate, writable_dir
+from dpviz.config import cuda_device_count, max_cpu_ranks, validate, writable_dir
+from dpviz.launch import rank_device
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -25,6 +26,8 @@ from dpviz.config import max_cpu_ranks, validate, writable_dir
     (dict(checks=0), "checks must be True or False"),
     (dict(warmup="cheap"), "warmup must be one of full, light"),
     (dict(steps=2, profile_from=1, warmup="light"), "pass checks=False"),
+    (dict(device="tpu"), "unknown device 'tpu'"),
+    (dict(backend="nccl", device="cpu"), "device must be cuda"),
 ])
 def test_bad_configs_are_refused(changes, message):
     with pytest.raises(ValueError, match=message):
@@ -61,6 +64,20 @@ def test_output_paths_are_checked(tmp_path):
         (tmp_path / "ro").mkdir(mode=0o500)
         with pytest.raises(ValueError, match="not writable"):
             writable_dir(tmp_path / "ro")
+
+
+def test_the_device_follows_the_backend_unless_given():
+    assert RunConfig().device == "cpu" and RunConfig(backend="nccl").device == "cuda"
+    old = {k: v for k, v in RunConfig().to_dict().items() if k != "device"}   # a record from before
+    assert RunConfig.from_dict(old).device == "cpu"
+    assert rank_device(3, "cuda", 2) == "cuda:1" and rank_device(1, "cuda", 4) == "cuda:1"
+    assert rank_device(1, "cpu", 0) == "cpu"
+
+
+@pytest.mark.skipif(cuda_device_count() > 0, reason="this machine has a GPU")
+def test_cuda_without_a_gpu_is_refused():
+    with pytest.raises(ValueError, match="device cuda needs a GPU"):
+        validate(RunConfig(device="cuda"))
 
 
 def test_a_config_prints_as_one_line_of_what_differs():

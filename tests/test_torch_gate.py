@@ -1,20 +1,27 @@
 """Every private torch call dpviz makes is in `dpviz.torch_gate`, and each fallback really
 runs: with an internal turned off on the warm ranks, a slider's light run still draws the
-steady-state step a full run records (its buckets and spans)."""
+steady-state step a full run records (its buckets and spans); the profiler event's TensorList
+shapes, which torch 2.11 lacks, are also fed a real event stripped of them."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
 
 from dpviz import torch_gate
 from dpviz.config import RunConfig, for_slider
 from dpviz.ddp_run import run
+from dpviz.torch_gate import has_list_shapes, input_shapes
+from dpviz.trace import event_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
 PRIVATE = re.compile(r"torch\._C|\._reducer|_compute_bucket_assignment_by_size|_rebuild_buckets|"
-                     r"_get_zeros_like_grad_buckets|_ddp_logging|_ddp_runtime_logging|kineto_results")
+                     r"_get_zeros_like_grad_buckets|_ddp_logging|_ddp_runtime_logging|kineto_results|"
+                     r"structured_input_shapes")
 
 
 def test_private_torch_calls_live_in_the_gate_only():
@@ -44,3 +51,49 @@ def test_a_slider_run_without_the_internal_still_draws_a_full_runs_steady_step(c
     assert len({b.index for b in full.buckets if b.step == 2}) > 1
     assert notes(light[1], 1) == notes(full, 2)
     assert kinds(light[1], 1) == kinds(full, 2)
+
+
+OPS = ("aten::_foreach_add_", "aten::add_")
+
+
+class _WithoutListShapes:
+    """A profiler event as torch 2.11 gives it: no `structured_input_shapes`."""
+
+    def __init__(self, event):
+        self.shapes, self.dtypes = event.shapes, event.dtypes
+
+
+def _profiled(tmp_path):
+    """({op: its profiler event}, {op: its chrome trace args}) of one TensorList op and one
+    tensor op, recorded with shapes."""
+    tensors = [torch.ones(3, 4), torch.ones(5)]
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        torch._foreach_add_(tensors, 1.0)
+        torch.ones(2, 3).add_(1.0)
+    prof.export_chrome_trace(str(tmp_path / "trace.json"))
+    events = {ev.name(): ev for ev in torch_gate.kineto_events(prof) if ev.name() in OPS}
+    trace = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    args = {ev["name"]: ev["args"] for ev in trace if ev.get("name") in OPS}
+    return events, args
+
+
+@pytest.mark.skipif(not torch_gate.reads_profiler_events(), reason="this torch hides the profiler's events")
+def test_input_shapes_are_the_chrome_traces_or_unknown_for_a_tensor_list(tmp_path):
+    events, args = _profiled(tmp_path)
+    dims = args["aten::_foreach_add_"]["Input Dims"]
+    assert dims[0] == [[3, 4], [5]]
+    got = input_shapes(events["aten::_foreach_add_"])
+    assert got == (dims if has_list_shapes() else [None, *dims[1:]])
+    assert input_shapes(events["aten::add_"]) == args["aten::add_"]["Input Dims"]
+
+
+@pytest.mark.skipif(not torch_gate.reads_profiler_events(), reason="this torch hides the profiler's events")
+def test_the_fallback_keeps_tensor_shapes_and_leaves_a_tensor_lists_bytes_unknown(tmp_path):
+    events, args = _profiled(tmp_path)
+    listed = events["aten::_foreach_add_"]
+    flat = input_shapes(_WithoutListShapes(listed))
+    assert flat[0] is None      # not [], which would read as a 0-d tensor of 4 bytes
+    assert event_bytes({"Input Dims": flat, "Input type": listed.dtypes()}) is None
+    plain = input_shapes(_WithoutListShapes(events["aten::add_"]))
+    assert plain == args["aten::add_"]["Input Dims"]
+    assert event_bytes({"Input Dims": plain, "Input type": events["aten::add_"].dtypes()}) == 2 * 3 * 4

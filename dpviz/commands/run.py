@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import MODEL_DEFAULTS, NO_SYNC_SCOPES, RunConfig
+from ..config import DEVICES, MODEL_DEFAULTS, NO_SYNC_SCOPES, RunConfig
 from ..ddp_run import run
-from ..summary import write_summary
+from ..traces.summary import write_summary
 from ..overlap import describe
 from ._args import add_link_arguments, link_of, non_negative_int, positive_float, positive_int
 
@@ -40,6 +40,9 @@ def add_arguments(p) -> None:
                    help="hidden size of a built-in model: MLP features, GPT d_model, CNN channels")
     p.add_argument("--batch", type=positive_int, default=None, help="samples per rank per micro-step")
     p.add_argument("--backend", default=d.backend, help="gloo (CPU) or nccl (one GPU per rank)")
+    p.add_argument("--device", choices=DEVICES, default=None,
+                   help="where ranks compute (default: the backend's own, gloo on cpu, nccl on cuda); "
+                        "gloo on cuda deals the ranks round-robin over the GPUs")
     p.add_argument("--timeout", type=positive_float, default=d.timeout_s, help="seconds before a silent rank is an error")
     p.add_argument("--slow-rank", type=non_negative_int, default=None,
                    help="make this rank a straggler: it sleeps --delay-ms in every forward")
@@ -54,7 +57,7 @@ def main(args) -> int:
                     accum_steps=args.accum_steps, no_sync=args.no_sync,
                     scale_loss=not args.no_loss_scaling, checkpoint_every=args.checkpoint_every,
                     layers=args.layers, width=args.width,
-                    batch_per_rank=args.batch, backend=args.backend, timeout_s=args.timeout,
+                    batch_per_rank=args.batch, backend=args.backend, device=args.device, timeout_s=args.timeout,
                     slow_rank=args.slow_rank, delay_ms=args.delay_ms, link=link_of(args))
     record = run(cfg, out=args.out)
     write_summary(record, Path(args.out) / "summary.json")

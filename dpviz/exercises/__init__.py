@@ -1,6 +1,8 @@
 """Exercises: you write the function, live gloo ranks check it against a reference.
 
-Five exercises, one module each, in the notebook that teaches the subject:
+Five exercises, each in its subject's package (`dpviz/<subject>/exercise.py`) and in the
+notebook that teaches the subject; what they share (running and checking an attempt, the
+verdict records, the report and its figures) is here:
 
 =====================  ====================================================  ========
 exercise               you write                                             notebook
@@ -34,13 +36,13 @@ from ..discover import PACKAGE, facade_exports
 
 # Each exercise module declares what it offers in `EXERCISE_FACADE` (its `check_*`; `records`
 # offers Verdict, `show` report): a sixth exercise is one new module, found here.
-_EXPORTS = facade_exports(PACKAGE / "exercises", "EXERCISE_FACADE")
+_EXPORTS = facade_exports(PACKAGE, "EXERCISE_FACADE")
 __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str):
     if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    value = getattr(importlib.import_module(f"{PACKAGE.name}.{_EXPORTS[name]}"), name)
     globals()[name] = value
     return value

@@ -80,9 +80,11 @@ SOURCE_GID = "dpviz-source"   # the gid of the stamp `tag` writes
 
 def source_of(record) -> str:
     """Where a record's data came from: "loaded trace" for one built from profiler trace files
-    (`dpviz.load_trace`), else "live" (recorded by dpviz on its own ranks)."""
+    (`dpviz.load_trace`), "model" for a predicted step (`dpviz.predict`), else "live"
+    (recorded by dpviz on its own ranks)."""
     config = getattr(record, "config", None)
-    return "loaded trace" if isinstance(config, dict) and config.get("source") == "trace" else "live"
+    source = config.get("source") if isinstance(config, dict) else None
+    return {"trace": "loaded trace", "model": "model"}.get(source, "live")
 
 
 def adjustment_of(record) -> str:

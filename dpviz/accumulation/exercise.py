@@ -19,8 +19,8 @@ from contextlib import nullcontext
 from typing import Callable
 
 from ..launch import Cluster, RankContext, using_cluster
-from .core import check_attempt, resolve, run_attempt
-from .records import AccumulationCheck, AccumulationRun, Verdict
+from ..exercises.core import check_attempt, resolve, run_attempt
+from ..exercises.records import AccumulationCheck, AccumulationRun, Verdict
 
 EXERCISE = "gradient accumulation"
 NAME = "accumulate"
@@ -75,7 +75,7 @@ def accumulation_rank(ctx: RankContext, spec: tuple) -> dict:
     import torch
     import torch.distributed as dist
 
-    from ..accumulation.live import DEMO_CONFIG, KeepGradient
+    from .live import DEMO_CONFIG, KeepGradient
     from ..ddp_run import BucketLog, train_step
     from ..workloads.live import build_mlp, loss_fn, rank_batch
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..buckets.live import torch_assignment
-from ..buckets.records import MIB, assign_buckets as model_assign, cap_limits
+from .live import torch_assignment
+from .records import MIB, assign_buckets as model_assign, cap_limits
 from ..launch import Cluster, using_cluster
-from .core import choose, not_written, raised, require_callable
-from .records import BucketCase, BucketsCheck, Verdict
+from ..exercises.core import choose, not_written, raised, require_callable
+from ..exercises.records import BucketCase, BucketsCheck, Verdict
 
 EXERCISE = "bucket assignment"
 NAME = "assign_buckets"

@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Callable
 
 from ..launch import Cluster, RankContext, using_cluster
-from .core import Comm, check_attempt, resolve, run_attempt
-from .records import GradientRun, HookCheck, Verdict
+from ..exercises.core import Comm, check_attempt, resolve, run_attempt
+from ..exercises.records import GradientRun, HookCheck, Verdict
 
 EXERCISE = "gradient-averaging hook"
 NAME = "average_gradient"

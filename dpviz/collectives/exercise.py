@@ -20,8 +20,8 @@ from typing import Callable
 import numpy as np
 
 from ..launch import Cluster, RankContext, using_cluster
-from .core import Comm, check_attempt, resolve, run_attempt
-from .records import RingCheck, RingRun, RingSend, Verdict
+from ..exercises.core import Comm, check_attempt, resolve, run_attempt
+from ..exercises.records import RingCheck, RingRun, RingSend, Verdict
 
 EXERCISE = "ring all-reduce"
 NAME = "ring_all_reduce"
@@ -84,8 +84,8 @@ def ring_rank(ctx: RankContext, spec: tuple, inputs: list[list[float]]) -> dict:
 
 def reference_run(world_size: int, inputs: np.ndarray) -> RingRun:
     """dpviz's ring on the same inputs (numpy model), as frames like a live attempt's."""
-    from ..collectives.ring import ring_schedule
-    from ..collectives.schedule import holds_per_step, simulate
+    from .ring import ring_schedule
+    from .schedule import holds_per_step, simulate
 
     record = simulate(ring_schedule(world_size, inputs.shape[1]), inputs)
     frames = [record.inputs] + [tuple(tuple(v for c in rank for v in c) for rank in s.values)

@@ -23,9 +23,9 @@ import math
 from typing import Callable
 
 from ..launch import Cluster, RankContext, using_cluster
-from ..zero.records import ADAM_LR
-from .core import Comm, check_attempt, resolve, run_attempt
-from .records import Verdict, Zero1Check, Zero1Run
+from .records import ADAM_LR
+from ..exercises.core import Comm, check_attempt, resolve, run_attempt
+from ..exercises.records import Verdict, Zero1Check, Zero1Run
 
 EXERCISE = "ZeRO-1 step"
 NAME = "zero1_step"
