@@ -14,7 +14,7 @@ from manim import DOWN, RIGHT, UP, FadeIn, Rectangle, Text, VGroup
 from dpviz.overlap import steady_steps
 from dpviz.plots import style
 from dpviz.record import RunRecord
-from dpviz.scene import FONT_SIZE, RecordScene
+from dpviz.scene import FONT_SIZE, RecordScene, fit, link_box
 
 MAX_RANKS = 4          # rows that fit the frame
 WIDTH = 11.0           # scene units for the step's duration
@@ -72,9 +72,9 @@ class AccumulationSchedule(RecordScene):
         """Title, rank labels, the colour keys."""
         self.next_section("setup")
         cfg = self.record.config
-        title = Text(f"Gradient accumulation: K = {cfg['accum_steps']} micro-steps on "
-                     f"{self.record.world_size} ranks (no_sync {cfg['no_sync']})",
-                     font_size=FONT_SIZE, color=style.TEXT).to_edge(UP)
+        title = fit(Text(f"Gradient accumulation: K = {cfg['accum_steps']} micro-steps on "
+                         f"{self.record.world_size} ranks (no_sync {cfg['no_sync']})",
+                         font_size=FONT_SIZE, color=style.TEXT)).to_edge(UP)
         labels = VGroup(*[Text(f"rank {r}", font_size=20, color=style.rank_color(r))
                           .move_to([X0 - 1.0, self.row_y[r] - LANE / 2, 0]) for r in self.ranks])
         self.add(title, labels, self._legend(self.row_y[self.ranks[-1]] - 1.3))
@@ -95,6 +95,9 @@ class AccumulationSchedule(RecordScene):
                 found = extent(inside(self.record.spans_of(r, kind, self.step), span))
                 if found:
                     blocks.add(self.bar(*found, y, style.kind_color(kind)))
+            for s in inside(self.record.spans_of(r, "link", self.step), span):   # the emulated wire
+                reduces.add(link_box(self.x(s.start_us), self.x(s.end_us), y - LANE - 0.05,
+                                     LANE * 0.8, style.bucket_color(s.bucket)))
             for s in inside(self.record.spans_of(r, "allreduce", self.step), span):
                 reduces.add(self.bar(s.start_us, s.end_us, y - LANE - 0.05, style.bucket_color(s.bucket),
                                      height=LANE * 0.8))
@@ -136,7 +139,11 @@ class AccumulationSchedule(RecordScene):
                             ("optimizer", style.kind_color("optimizer"))):
             swatch = Rectangle(width=0.3, height=0.2, fill_color=color, fill_opacity=1, stroke_width=0)
             keys.add(VGroup(swatch, Text(name, font_size=16, color=style.TEXT).next_to(swatch, RIGHT, buff=0.1)))
-        return keys.arrange(RIGHT, buff=0.4).move_to([0, y, 0])
+        if self.record.spans_of(kind="link"):
+            swatch = link_box(0, 0.3, 0, 0.2, style.bucket_color(0))
+            keys.add(VGroup(swatch, Text("link transfer (emulated)", font_size=16, color=style.TEXT)
+                            .next_to(swatch, RIGHT, buff=0.1)))
+        return fit(keys.arrange(RIGHT, buff=0.4)).move_to([0, y, 0])
 
     def _counter(self, total: int) -> Text:
         return Text(f"all-reduces this step: {total}", font_size=20,

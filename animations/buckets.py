@@ -1,9 +1,11 @@
 """BucketOverlap: one recorded DDP step of rank 0, replayed on its real clock.
 
 Backward runs on the main thread; as its gradients become ready they fill DDP's buckets
-(left); a full bucket fires its all-reduce on the communication lane, beside the rest of
-backward; after backward the optimizer waits for the last bucket. Every time is from the
-record (`record.json` written by `dpviz run`).
+(left); a full bucket fires: on a run over the emulated link its transfer (dotted, as in the
+figures), then its all-reduce on the communication lane, beside the rest of backward where
+there is any; after backward the optimizer waits for the last bucket. Every time, and every
+caption, is from the record (`record.json` written by `dpviz run`): a one-bucket step is
+told as one (`dpviz.buckets.records.bucket_story`).
 
     dpviz run --layers 8 --width 512 --bucket-cap-mb 1 --out run/
     dpviz animate buckets --record run/record.json --out buckets.mp4
@@ -12,10 +14,11 @@ from __future__ import annotations
 
 from manim import DOWN, LEFT, UP, FadeIn, Line, Rectangle, Text, ValueTracker, VGroup, linear
 
-from dpviz.buckets.records import StepTimeline, step_timeline
+from dpviz.buckets.records import (StepTimeline, bucket_story, cap_label, step_end_ms, step_timeline,
+                                  story_summary)
 from dpviz.plots import style
 from dpviz.record import RunRecord
-from dpviz.scene import FONT_SIZE, RecordScene
+from dpviz.scene import FONT_SIZE, RecordScene, fit, link_box
 
 X0, X1 = -2.7, 6.6            # the timeline's left and right edge (scene units)
 MAIN_Y, COMM_Y, LANE_H = 1.2, -0.6, 0.7
@@ -36,8 +39,9 @@ def fill_fraction(tl: StepTimeline, k: int, t_ms: float) -> float:
     return min(1.0, max(0.0, (t_ms - start) / (end - start)))
 
 
-def step_end_ms(tl: StepTimeline) -> float:
-    return max([e for _, e in tl.optimizer] + [tl.comm_end_ms])
+def cap_text(cap: float | None) -> str:
+    label = cap_label(cap)
+    return "a cap that holds every gradient" if label == "one bucket" else f"bucket_cap_mb={label}"
 
 
 class BucketOverlap(RecordScene):
@@ -65,7 +69,7 @@ class BucketOverlap(RecordScene):
     def title(self) -> Text:
         n = len(self.tl.buckets)
         return Text(f"DDP step {self.tl.step}, rank 0: {n} bucket{'s' * (n > 1)} "
-                    f"(bucket_cap_mb={self.record.config['bucket_cap_mb']})",
+                    f"({cap_text(self.record.config['bucket_cap_mb'])})",
                     font_size=FONT_SIZE, color=style.TEXT).to_edge(UP)
 
     def lanes(self) -> VGroup:
@@ -99,8 +103,13 @@ class BucketOverlap(RecordScene):
         if tl.wait_ms > 0:  # backward done, the main thread waits on the last buckets
             drawn += self.bars([(tl.backward_end_ms, tl.comm_end_ms)], MAIN_Y + 0.25, style.MUTED, h=0.2)
         for b in tl.buckets:
+            if b.link_start_ms is not None:   # the emulated wire: waiting, no CPU (dotted, as in the figures)
+                drawn += self.link_bars([(b.link_start_ms, b.link_end_ms)], COMM_Y, style.bucket_color(b.index))
             drawn += self.bars([(b.start_ms, b.end_ms)], COMM_Y, style.bucket_color(b.index))
         return drawn + self.bars(tl.exposed, COMM_Y - 0.3, "#D62728", h=0.15)
+
+    def link_bars(self, intervals, y: float, color: str, h: float = LANE_H) -> list:
+        return [link_box(self.x_of(s), self.x_of(e), y + h / 2, h * 0.8, color) for s, e in intervals if e > s]
 
     def curtain(self) -> Rectangle:
         """A rectangle in the background colour hides what has not happened yet and slides
@@ -163,22 +172,12 @@ class BucketOverlap(RecordScene):
         self.play(self.clock.animate.set_value(to_ms), run_time=min(run_time, 6.0), rate_func=linear)
 
     def play_step(self) -> None:
-        tl = self.tl
-        self.advance(min(s for s, _ in tl.backward), "forward: activations are kept for backward", "forward")
-        # the last layers' gradients are ready first and fill bucket 0 first
-        self.advance(tl.buckets[-1].ready_ms, "backward: a bucket fires its all-reduce once its last "
-                     "gradient is ready", "buckets fire")
-        self.advance(tl.backward_end_ms, "all-reduce of early buckets runs beside the remaining backward",
-                     "overlap")
-        self.advance(self.end_ms, f"the optimizer waits {tl.wait_ms:.1f} ms for the last bucket, then "
-                     "updates", "optimizer waits")
+        for beat in bucket_story(self.tl):   # captions built from this step, one bucket or many
+            self.advance(beat.to_ms, beat.caption, beat.name)
 
     def show_summary(self) -> None:
         """What was left exposed."""
-        exposed = sum(e - s for s, e in self.tl.exposed)
-        comm = sum(b.comm_ms for b in self.tl.buckets)
         self.next_section("summary")
-        summary = Text(f"all-reduce {comm:.1f} ms in total; exposed (nothing computing beside it) "
-                       f"{exposed:.1f} ms", font_size=18, color=style.TEXT).next_to(self.shown_caption, UP)
+        summary = fit(Text(story_summary(self.tl), font_size=18, color=style.TEXT)).next_to(self.shown_caption, UP)
         self.play(FadeIn(summary, shift=0.2 * DOWN), run_time=0.8)
         self.wait(1.5)

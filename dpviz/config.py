@@ -115,6 +115,17 @@ class RunConfig:
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
+    def __str__(self) -> str:
+        """One line for a reader: the fields that differ from the defaults of its model (all
+        of them are in `repr`), the link by its label."""
+        base, default = RunConfig(model=self.model), RunConfig()
+        changed = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)
+                   if f.name != "link" and getattr(self, f.name) != getattr(base, f.name)
+                   or f.name == "model" and self.model != default.model]
+        link = as_link(self.link)
+        return (f"RunConfig({', '.join(changed)})" + (f"; {link.label()}" if link is not None else "")
+                + ("" if link is not None else "; raw loopback (no emulated link)"))
+
     @classmethod
     def from_dict(cls, data: dict) -> "RunConfig":
         known = {f.name for f in dataclasses.fields(cls)}

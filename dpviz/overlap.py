@@ -13,12 +13,15 @@ Two overlap figures, both per (rank, step) and both from the spans:
 """
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
-from dataclasses import dataclass, replace
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .record import RunRecord, Span
-from .trace import COMM_KINDS
+from .trace import COMM_KINDS, CPU_OPS, PROFILER_STEP, STEP_PREFIX
 
 FACADE = ("describe", "summarize")  # what `dpviz.<name>` offers from here
 
@@ -82,6 +85,7 @@ class StepSummary:
     n_allreduces: int
     n_collectives: int        # every collective, all-reduces included
     comm_ms_by_op: dict[str, float]   # op → wall time some collective of that op runs
+    n_by_op: dict[str, int] = field(default_factory=dict)   # op → collectives launched in the step
 
     @property
     def overlap_fraction(self) -> float:
@@ -96,15 +100,98 @@ class StepSummary:
 
 def summarize_step(spans: list[Span], rank: int, step: int) -> StepSummary:
     """Step summary of one rank from its spans (any source: live run or loaded trace)."""
-    mine = [s for s in spans if s.rank == rank and s.step == step]
-    window = [s for s in mine if s.kind == "step"]
+    mine = [s for s in spans if s.rank == rank]
+    windows = step_windows(mine)
+    if step not in windows:
+        raise ValueError(f"rank {rank} has no step {step}")
+    return _summary(rank, step, windows[step], _in_windows(mine, windows)[step],
+                    [s for s in mine if s.step == step])
+
+
+def summarize(record: RunRecord, steps: list[int] | None = None) -> list[StepSummary]:
+    """Every (rank, step) summary; `steps` picks some (default: all). Linear in spans."""
+    chosen = record.steps if steps is None else steps
+    by_rank: dict[int, list[Span]] = defaultdict(list)
+    for s in record.spans:
+        by_rank[s.rank].append(s)
+    out = []
+    for rank in record_ranks(record):
+        windows = step_windows(by_rank[rank])
+        clipped = _in_windows(by_rank[rank], windows)
+        launched: dict[int, list[Span]] = defaultdict(list)
+        for s in by_rank[rank]:
+            launched[s.step].append(s)
+        out += [_summary(rank, step, windows[step], clipped[step], launched[step])
+                for step in chosen if step in windows]
+    return out
+
+
+def on_gpu(spans) -> bool:
+    """Whether these spans come from a GPU trace (kernels run on streams)."""
+    return any(s.tid.startswith("stream ") for s in spans)
+
+
+def step_windows(spans: list[Span]) -> dict[int, tuple[float, float]]:
+    """step → (start, end) µs of one rank's step on the timeline where its work runs.
+
+    CPU ranks: the step's annotation. GPU ranks: from the first GPU event launched in the
+    step to the first launched in the next (the last step: to the end of its last GPU
+    event), so a step's kernels are timed where the GPU runs them and consecutive windows
+    never overlap: compute, communication and idle fit inside the window. A step with no GPU
+    event keeps its annotation's window.
+    """
+    windows = {s.step: (s.start_us, s.end_us) for s in spans if s.kind == "step" and s.step is not None}
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    for s in spans:
+        if s.step is not None and s.tid.startswith("stream "):
+            first[s.step] = min(first.get(s.step, math.inf), s.start_us)
+            last[s.step] = max(last.get(s.step, -math.inf), s.end_us)
+    starts = sorted((t, k) for k, t in first.items())
+    for (start, step), after in zip(starts, [*starts[1:], None]):
+        windows[step] = (start, after[0] if after is not None else last[step])
+    return windows
+
+
+class _Cut(NamedTuple):
+    """A span cut to a window: what the interval maths reads, without copying the span."""
+
+    start_us: float
+    end_us: float
+    kind: str
+    op: str | None
+
+
+def _in_windows(spans: list[Span], windows: dict[int, tuple[float, float]]
+                ) -> dict[int, list[_Cut]]:
+    """step → the spans overlapping its window, cut to it (bisect: linear in spans). Spans
+    of no step (a GPU event launched before profiling started) count in none."""
+    order = sorted(windows.items(), key=lambda kv: kv[1])
+    starts = [w[0] for _, w in order]
+    out: dict[int, list[_Cut]] = {step: [] for step in windows}
+    for s in spans:
+        if s.kind == "step" or s.step is None:
+            continue
+        i = max(0, bisect.bisect_right(starts, s.start_us) - 1)
+        while i < len(order) and order[i][1][0] < max(s.end_us, s.start_us + 1e-9):
+            step, (a, b) = order[i]
+            lo, hi = max(a, s.start_us), min(b, s.end_us)
+            if hi > lo or (s.start_us == s.end_us and a <= s.start_us < b):
+                out[step].append(_Cut(lo, max(lo, hi), s.kind, s.op))
+            i += 1
+    return out
+
+
+def _summary(rank: int, step: int, window: tuple[float, float], mine: list[_Cut],
+             launched: list[Span]) -> StepSummary:
+    """One rank's step from the spans cut to its window (`mine`) and those launched in it."""
     collectives = [s for s in mine if s.kind in COMM_KINDS]
     # an emulated link's transfers (dpviz.link.records) are communication time too, not collectives
     comm = _iv(collectives + [s for s in mine if s.kind == "link"])
     backward = _iv([s for s in mine if s.kind in ("backward", "recompute")])
     compute = _iv([s for s in mine if s.kind in COMPUTE_KINDS])
     memory = _iv([s for s in mine if s.kind == "memcpy"])
-    step_us = window[0].dur_us if window else length(_iv(mine))
+    step_us = window[1] - window[0]
     ops = sorted({s.op or s.kind for s in collectives})
     return StepSummary(
         rank=rank, step=step,
@@ -115,17 +202,11 @@ def summarize_step(spans: list[Span], rank: int, step: int) -> StepSummary:
         overlapped_ms=intersection(comm, backward) / 1e3,
         exposed_comm_ms=(length(comm) - intersection(comm, compute)) / 1e3,
         idle_ms=max(0.0, step_us - length(comm + compute + memory)) / 1e3,
-        n_allreduces=sum(s.kind == "allreduce" for s in mine),
-        n_collectives=len(collectives),
+        n_allreduces=sum(s.kind == "allreduce" for s in launched),
+        n_collectives=sum(s.kind in COMM_KINDS for s in launched),
         comm_ms_by_op={op: length(_iv([s for s in collectives if (s.op or s.kind) == op])) / 1e3
-                       for op in ops})
-
-
-def summarize(record: RunRecord, steps: list[int] | None = None) -> list[StepSummary]:
-    """Every (rank, step) summary; `steps` picks some (default: all)."""
-    chosen = record.steps if steps is None else steps
-    return [summarize_step(list(record.spans), r, s)
-            for r in record_ranks(record) for s in chosen]
+                       for op in ops},
+        n_by_op=dict(Counter(s.op or s.kind for s in launched if s.kind in COMM_KINDS)))
 
 
 def record_ranks(record: RunRecord) -> list[int]:
@@ -133,9 +214,101 @@ def record_ranks(record: RunRecord) -> list[int]:
     return sorted({s.rank for s in record.spans})
 
 
+@dataclass(frozen=True)
+class AnalysedSteps:
+    """The steps every per-step figure averages, and each left-out step with the reason.
+
+    `str()` is the line to print beside those figures, e.g. "analysed steps 4-5 (6 dropped:
+    the last ProfilerStep may be cut short)". `caveats` name what a kept step still holds
+    when too few steps were recorded to leave it out.
+    """
+
+    steps: tuple[int, ...]
+    dropped: tuple[tuple[int, str], ...] = ()
+    caveats: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        why = "; ".join(f"{step} dropped: {reason}" for step, reason in self.dropped)
+        line = f"analysed steps {_step_list(self.steps)}" + (f" ({why})" if why else "")
+        return "; ".join([line, *self.caveats])
+
+
+def analysed_steps(record: RunRecord) -> AnalysedSteps:
+    """The one rule for which steps per-step figures (CLI headlines, summary.json, reports,
+    notebooks, HTA-style figures) cover, so one-time work is never reported as per-step cost.
+
+    In order, while at least one step is left:
+    1. A last step that is a profiler step (`ProfilerStep#N`) is dropped: the profiler may
+       stop inside it, so it can be cut short (HTA drops it too). dpviz's own step
+       annotations close when the step ends, so a live run keeps its last step.
+    2. Leading steps that are not steady are dropped: dpviz's own step 0 (DDP's first
+       iteration, run with the buckets built in parameter order before DDP rebuilds them),
+       and every leading step whose collectives (count per op, all ranks) differ from the
+       last kept step's, e.g. step 1 of a live run, which holds the broadcasts of DDP's
+       bucket rebuild. The first step that matches ends the drop.
+    When only one step is left and it is dpviz's own step 0 or 1, it is kept with a caveat.
+    """
+    steps = record.steps
+    if not steps:
+        return AnalysedSteps(steps=())
+    names = {s.step: s.name for s in record.spans if s.kind == "step"}
+    dropped: list[tuple[int, str]] = []
+    if len(steps) >= 2 and names.get(steps[-1], "").startswith(PROFILER_STEP):
+        dropped.append((steps[-1], "the last ProfilerStep may be cut short (HTA drops it too)"))
+        steps = steps[:-1]
+    counts = _collective_counts(record)
+    reference = counts.get(steps[-1], Counter())
+    while len(steps) >= 2:
+        reason = _not_steady(steps[0], names.get(steps[0], ""), counts.get(steps[0], Counter()),
+                             reference, steps[-1])
+        if reason is None:
+            break
+        dropped.append((steps[0], reason))
+        steps = steps[1:]
+    caveats = tuple(f"step {s} is DDP's {what} (record more steps to leave it out)"
+                    for s, what in ((0, "first iteration"), (1, "bucket rebuild, if DDP rebuilt"))
+                    if steps == [s] and names.get(s, "").startswith(STEP_PREFIX))
+    return AnalysedSteps(steps=tuple(steps), dropped=tuple(sorted(dropped)), caveats=caveats)
+
+
+def _not_steady(step: int, name: str, mine: Counter, reference: Counter, ref_step: int) -> str | None:
+    """Why a leading step is not a steady one, or None if it is."""
+    if name == f"{STEP_PREFIX}0":
+        return "DDP's first iteration (buckets in parameter order, before DDP rebuilds them)"
+    if mine == reference:
+        return None
+    more = ", ".join(f"{mine[op] - reference[op]} more {op}" for op in sorted(mine)
+                     if mine[op] > reference[op])
+    fewer = ", ".join(f"{reference[op] - mine[op]} fewer {op}" for op in sorted(reference)
+                      if mine[op] < reference[op])
+    return (f"one-time work: {', '.join(x for x in (more, fewer) if x)} than step {ref_step}"
+            + (" (DDP's bucket-rebuild broadcasts)" if name == f"{STEP_PREFIX}1" and
+               mine["broadcast"] > reference["broadcast"] else ""))
+
+
+def _collective_counts(record: RunRecord) -> dict[int, Counter]:
+    """step → collectives run in it, per op, summed over ranks."""
+    counts: dict[int, Counter] = defaultdict(Counter)
+    for s in record.spans:
+        if s.kind in COMM_KINDS and s.step is not None:
+            counts[s.step][s.op or s.kind] += 1
+    return counts
+
+
+def _step_list(steps: tuple[int, ...]) -> str:
+    """(2, 3, 4, 7) → '2-4, 7'; () → 'none'."""
+    runs: list[list[int]] = []
+    for s in steps:
+        if runs and s == runs[-1][-1] + 1:
+            runs[-1].append(s)
+        else:
+            runs.append([s])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs) or "none"
+
+
 def steady_steps(record: RunRecord) -> list[int]:
-    """Steps after the first: DDP rebuilds its buckets after iteration 0, so step 0 differs."""
-    return record.steps[1:] or record.steps
+    """`analysed_steps(record).steps` as a list, for callers that need only the numbers."""
+    return list(analysed_steps(record).steps)
 
 
 def ddp_overlap_fraction(record: RunRecord, rank: int = 0) -> float | None:
@@ -176,25 +349,40 @@ def describe(record: RunRecord) -> str:
     shown = (f"{record.world_size} ranks" if len(ranks) == record.world_size
              else f"ranks {ranks} of {record.world_size}")
     lines = [
-        f"{shown}, {len(record.steps)} steps (steady steps: {steady_steps(record)})",
-        f"step time        {mean([r.step_ms for r in rows]):8.2f} ms",
+        f"{shown}, {len(record.steps)} steps; {analysed_steps(record)}",
+        f"step time        {mean([r.step_ms for r in rows]):8.2f} ms"
+        + (" (on the GPU: from a step's first kernel to the next step's)" if on_gpu(record.spans) else ""),
         f"communication    {mean([r.comm_ms for r in rows]):8.2f} ms "
         f"({mean([r.n_collectives for r in rows]):.0f} collectives/step: {_by_op(rows)}), "
         f"exposed {mean([r.exposed_comm_ms for r in rows]):.2f} ms",
         f"overlap fraction {mean([r.overlap_fraction for r in rows]):8.2f} (communication under "
-        "any compute, as HTA defines it)",
-        f"  with backward  {mean([r.backward_overlap_fraction for r in rows]):8.2f} (from spans; "
-        f"DDP's own figure: {'n/a' if ddp is None else f'{ddp:.2f}'}{_recomputed(record)})",
+        f"any compute; {compute_definition(record)})",
+        (f"  with backward  {mean([r.backward_overlap_fraction for r in rows]):8.2f} (from spans; "
+         f"DDP's own figure: {'n/a' if ddp is None else f'{ddp:.2f}'}{_recomputed(record)})"
+         if any(r.backward_ms for r in rows) else
+         "  with backward       n/a (no backward op found in the analysed steps)"),
     ]
     if record.checks:   # a loaded trace has no checks: only a live run can compare parameters
         lines += describe_checks(record)
     return "\n".join(lines)
 
 
+def compute_definition(record: RunRecord) -> str:
+    """What counts as compute in this record, in words (HTA's definition only where it is)."""
+    if on_gpu(record.spans):
+        return "compute = every GPU kernel but communication, as HTA defines it"
+    if any(s.name == CPU_OPS for s in record.spans):
+        return ("CPU trace: compute = time some CPU op runs on a thread that runs no collective "
+                "(dpviz's definition; HTA has none for CPU traces)")
+    return "compute = forward, backward and optimizer ops"
+
+
 def _by_op(rows: list[StepSummary]) -> str:
-    """'all_reduce 3.10 ms, broadcast 0.20 ms' (means per step), or 'none'."""
-    ops = sorted({op for r in rows for op in r.comm_ms_by_op})
-    return ", ".join(f"{op} {sum(r.comm_ms_by_op.get(op, 0.0) for r in rows) / len(rows):.2f} ms"
+    """'all_reduce 4× 3.10 ms, broadcast 1× 0.20 ms' (means per step), or 'none'."""
+    ops = sorted({op for r in rows for op in (*r.comm_ms_by_op, *r.n_by_op)})
+    mean = lambda values: sum(values) / len(rows)
+    return ", ".join(f"{op} {mean([r.n_by_op.get(op, 0) for r in rows]):.3g}× "
+                     f"{mean([r.comm_ms_by_op.get(op, 0.0) for r in rows]):.2f} ms"
                      for op in ops) or "none"
 
 
@@ -222,26 +410,19 @@ def _recomputed(record: RunRecord) -> str:
 BUSY_KINDS = (*COMPUTE_KINDS, *COMM_KINDS, "memcpy")   # what keeps a GPU (or CPU rank) busy
 
 
-def analysed_steps(record: RunRecord) -> list[int]:
-    """The steps HTA analyses: every one but the last, when there are two or more (the
-    profiler may stop inside the last one, so HTA drops the kernels launched in it)."""
-    return record.steps[:-1] if len(record.steps) >= 2 else record.steps
-
-
-def _analysed(record: RunRecord, rank: int) -> list[Span]:
+def _analysed(record: RunRecord, rank: int) -> list[_Cut]:
     """The rank's busy spans in the analysed steps (a GPU kernel's step is its launch's),
     each cut inward to whole µs of the trace's own clock as HTA does (it rounds a
     ns-resolution event's start up and its end down, pytorch/pytorch#122425: otherwise
     back-to-back kernels overlap by a few ns); a record that does not know its clock's
     origin (`config["clock_origin_us"]`) is rounded on its own clock."""
-    steps = set(analysed_steps(record))
+    steps = set(analysed_steps(record).steps)
     origin = record.config.get("clock_origin_us", 0.0)
     out = []
     for s in record.spans:
         if s.rank == rank and s.kind in BUSY_KINDS and (s.step in steps or not steps):
             start = math.ceil(s.start_us + origin) - origin
-            out.append(replace(s, start_us=start,
-                               end_us=max(start, math.floor(s.end_us + origin) - origin)))
+            out.append(_Cut(start, max(start, math.floor(s.end_us + origin) - origin), s.kind, s.op))
     return out
 
 

@@ -12,7 +12,8 @@ that is running), dropping exactly those records and passing everything else thr
 came: warnings, tracebacks, a rank's last words before it dies.
 
 `Relay` is the parent's side (used by `launch`); `filter_stream` is the same filter as a tiny
-process of its own, for ranks that dpviz does not spawn (torchrun's).
+process of its own, for ranks that dpviz does not spawn (torchrun's); `quiet_profiler` is the
+same for a profiler run in this very process (a notebook cell's own `torch.profiler.profile`).
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ import re
 import select
 import subprocess
 import sys
+import tempfile
+from contextlib import contextmanager
 from typing import BinaryIO, Callable
 
 # one kineto profiler_start/stop record, wherever it sits in a line
@@ -142,6 +145,26 @@ def filter_own_stderr() -> None:
                             stdout=2)        # the filter writes where our stderr went so far
     os.dup2(proc.stdin.fileno(), 2)
     proc.stdin.close()
+
+
+@contextmanager
+def quiet_profiler():
+    """While the block runs, this process's fd 2 goes to a scratch file; afterwards everything
+    it received but the profiler's records is written to `sys.stderr`, in order. For a profiler
+    started in this process (ranks have their own pipes already)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as scratch:
+        os.dup2(scratch.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            scratch.seek(0)
+            lines = LineFilter(_to_sys_stderr)
+            lines.feed(scratch.read())
+            lines.close()
 
 
 def filter_stream(src: BinaryIO, dst: BinaryIO) -> None:

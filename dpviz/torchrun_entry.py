@@ -38,8 +38,8 @@ from .commands._args import positive_float, positive_int
 from .config import BACKENDS, RunConfig, validate, writable_dir
 from .launch import RankContext
 from .record import save
-from .summary import write_summary
-from .trace_files import NODE_FIELD, node_label
+from .traces.summary import write_summary
+from .traces.files import NODE_FIELD, node_label
 
 ENV_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")
 STORE_PORT_VAR = "DPVIZ_STORE_PORT"   # set by launch_on_loopback: the ranks join its store

@@ -44,12 +44,18 @@ GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
 # event of any other category is kept as an "other" span (a newer profiler, not an error).
 KNOWN_CATEGORIES = frozenset({
     "cpu_op", "user_annotation", "gpu_user_annotation", "cuda_runtime", "cuda_driver",
-    "python_function", "Trace", "ac2g", "fwdbwd", "cpu_instant_event", "overhead",
+    "python_function", "Trace", "ac2g", "async_cpu_to_gpu", "fwdbwd", "cpu_instant_event", "overhead",
     "cuda_profiler_range", "Runtime", "Operator", "Kernel", "Memcpy", "Memset",
     *GPU_CATEGORIES})
-# Known categories that never become spans (launch timing comes from the ac2g flows).
+# Known categories that never become spans (launch timing comes from the ac2g flows, or from
+# the runtime call with the kernel's correlation id).
 SKIPPED_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "python_function", "Trace",
                                 "gpu_user_annotation", "overhead", "Runtime"})
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})   # launch calls (CUDA, HIP)
+FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu"})   # CPU launch → GPU event flows
+# CPU ops that launch collectives: PyTorch's c10d calls, their NCCL/gloo annotations, and
+# record_param_comms (which names its collective in newer PyTorch): a kernel's op is theirs.
+COMM_CALL_PREFIXES = ("c10d::", "nccl:", "record_param_comms")
 PHASES = ("optimizer", "backward", "forward")   # a launch inside two phases takes the first
 COMM_KINDS = ("allreduce", "collective")       # span kinds that are communication
 # Collective op kinds, and the words naming them in kernel names (`ncclKernel_AllGather_…`,
@@ -157,6 +163,8 @@ def event_bytes(args: dict) -> int | None:
     first = dims[0]
     while isinstance(first, list) and first and isinstance(first[0], list):  # a TensorList
         first = first[0]
+    if types[0] == "TensorList" and first == []:
+        return None    # a c10d call's TensorList: its shapes are not recorded
     size = DTYPE_BYTES.get(types[0]) if isinstance(types[0], str) else None
     if size is None and types[0] == "TensorList":
         size = 4
@@ -192,8 +200,12 @@ class TraceScan:
         self.cpu: list[Span] = []                    # classified CPU spans, rank filled later
         self.kernels: list[tuple[Span, int | None]] = []   # GPU spans and their correlation id
         self.launch_at: dict[int, tuple[str, float]] = {}  # flow id → (CPU thread, launch ts)
+        self.runtime_at: dict[int, tuple[str, float]] = {}  # correlation id → (thread, ts) of the launch call
         self.c10d: list[tuple[float, str]] = []      # (ts, op) of every c10d::* collective call
+        self.comm_calls: list[tuple[str, float, float, str, int | None]] = []  # (thread, start, end, op, bytes)
+        self.cpu_ops: list[tuple[str, float, float]] = []  # (thread, start, end) of other CPU operators
         self.events = 0
+        self.phased = 0          # events with a chrome-trace phase ('ph'): none means not a trace
         self.malformed = 0
         self.unknown: Counter[str] = Counter()       # unknown categories kept as "other"
         self.phases_skipped: Counter[str] = Counter()  # ph values dpviz does not read
@@ -211,9 +223,16 @@ class TraceScan:
         """Read one event given as its fields (the fast reader decodes only these); `args`
         is a dict, or an object whose `to_dict()` gives the args dpviz reads."""
         self.events += 1
+        if type(ph) is str:
+            self.phased += 1
         if ph == "X" and type(cat) is str and cat in SKIPPED_CATEGORIES:   # most of a GPU trace
+            if cat in RUNTIME_CATEGORIES and args is not None:
+                corr = args.get("correlation") if type(args) is dict else getattr(args, "correlation", None)
+                ts = _number(ts)
+                if type(corr) is int and ts is not None:
+                    self.runtime_at[corr] = (str(tid), ts)
             return
-        if ph == "s" and cat == "ac2g":     # CPU end of a launch → kernel flow
+        if ph == "s" and type(cat) is str and cat in FLOW_CATEGORIES:     # CPU end of a launch → kernel flow
             ts = _number(ts)
             if ts is not None and isinstance(flow, int):
                 self.launch_at[flow] = (str(tid), ts)
@@ -228,10 +247,16 @@ class TraceScan:
         kind = classify(name, cat)
         if name.startswith("c10d::") and _number(ts) is not None:   # what PyTorch asked for
             self.c10d.append((_number(ts), comm_op(name)))
+        if name.startswith(COMM_CALL_PREFIXES):
+            self._comm_call(name, cat, ts, dur, tid, args)
         if kind is None and cat not in KNOWN_CATEGORIES:
             kind = "other"
             self.unknown[cat] += 1
         if kind is None:
+            if cat == "cpu_op" and not name.startswith(COMM_CALL_PREFIXES):
+                start, dur = _number(ts), _number(dur)
+                if start is not None and dur is not None and dur >= 0:
+                    self.cpu_ops.append((str(tid), start, start + dur))
             return
         start, dur = _number(ts), _number(dur)
         if start is None or dur is None or dur < 0:
@@ -258,6 +283,21 @@ class TraceScan:
             self.cpu.append(_span(rank=-1, tid=str(tid), name=name, kind=kind, start_us=start,
                                   end_us=start + dur, bytes=nbytes, op=op, group=group))
 
+    def _comm_call(self, name: str, cat: str, ts, dur, tid, args) -> None:
+        """Keep a CPU op that launches a collective, with the op it names (else skip it) and
+        the message size its recorded shapes give (`nccl:*` and record_param_comms record
+        the tensor; a c10d call's TensorList shapes are empty)."""
+        args = args if isinstance(args, dict) else args.to_dict() if hasattr(args, "to_dict") else {}
+        if name == "record_param_comms":
+            collective = args.get("Collective name")
+            op = comm_op(collective) if isinstance(collective, str) else "other"
+        else:
+            op = comm_op(name)
+        nbytes = None if name.startswith("c10d::") else event_bytes(args)
+        start, dur = _number(ts), _number(dur)
+        if start is not None and dur is not None and dur >= 0 and (op != "other" or nbytes):
+            self.comm_calls.append((str(tid), start, start + dur, op, nbytes))
+
     @property
     def on_gpu(self) -> bool:
         return bool(self.kernels)
@@ -267,9 +307,51 @@ class TraceScan:
         cpu = _dedupe_launches(_prefer_dpviz_steps(self.cpu)) + self._whole_trace_step()
         steps = _step_windows(cpu)
         if self.on_gpu:
-            return _number_buckets(_gpu_spans(cpu, self.kernels, self.launch_at, steps), rank)
+            return _number_buckets(_gpu_spans(cpu, self.kernels, self._launches(), steps,
+                                              _CallIndex(self.comm_calls)), rank)
         cpu, _ = _ops_asked_for(cpu, self.c10d)
-        return _number_buckets(_end_by_micro_step(cpu), rank, steps)
+        own = any(s.kind == "step" and s.name.startswith(STEP_PREFIX) for s in cpu)
+        compute = [] if own else _cpu_op_compute(self.cpu_ops, cpu)   # dpviz's: as recorded live
+        return _number_buckets(_end_by_micro_step(cpu + compute), rank, steps)
+
+    def _launches(self) -> dict[int, tuple[str, float]]:
+        """Correlation id → (CPU thread, launch time): flow events where the trace has them,
+        else the runtime call carrying the kernel's correlation id (how HTA links them)."""
+        return {**self.runtime_at, **self.launch_at}
+
+    def _gpu_notes(self, rank: int) -> list[str]:
+        comm = sorted({s.tid for s, _ in self.kernels if s.kind in COMM_KINDS})
+        compute = sorted({s.tid for s, _ in self.kernels if s.kind == "compute"} - set(comm))
+        by_flow = sum(c in self.launch_at for _, c in self.kernels)
+        by_corr = sum(c not in self.launch_at and c in self.runtime_at for _, c in self.kernels)
+        linked, n = by_flow + by_corr, len(self.kernels)
+        calls = _CallIndex(self.comm_calls)
+        launches = self._launches()
+        comm_kernels = [c for s, c in self.kernels if s.kind in COMM_KINDS]
+        labelled = sum(c in launches and calls.find(*launches[c]) is not None for c in comm_kernels)
+        out = [f"rank {rank}: GPU trace: communication kernels on {', '.join(comm) or 'no stream'}, "
+               f"compute kernels on {', '.join(compute) or 'no stream'}; overlap is measured on the "
+               "GPU timeline",
+               f"rank {rank}: {linked} of {n} GPU events ({100 * linked / n:.0f}%) linked to their "
+               f"CPU launch: {by_flow} by flow events, {by_corr} by correlation id (forward/backward/"
+               "optimizer from the launching CPU op, the rest 'compute')"
+               + (f"; the other {n - linked} have no launch in the trace (launched before "
+                  "profiling started, or their launch was not recorded): left out of every "
+                  "step, as HTA leaves them out" if 0 < linked < n
+                  else "; none linked: each counts in the step it starts in, and forward/backward/"
+                  "optimizer cannot be told apart (figures about them read n/a)" if not linked
+                  else "")]
+        if comm_kernels:
+            out.append(f"rank {rank}: {labelled} of {len(comm_kernels)} communication kernels take "
+                       "their op from the c10d call that launched them; the rest from the kernel's name")
+        steps = _step_windows(_prefer_dpviz_steps(self.cpu))
+        first = steps.starts[0] if steps.starts else None
+        early = sum(c in launches and first is not None and launches[c][1] < first
+                    for _, c in self.kernels)
+        if early:
+            out.append(f"rank {rank}: {early} GPU events were launched before the first step: in no "
+                       "step here, while HTA's breakdown counts them (its idle share can differ)")
+        return out
 
     def _whole_trace_step(self) -> list[Span]:
         """A trace without step annotations is one step (figures need steps), or none if empty."""
@@ -278,6 +360,8 @@ class TraceScan:
         times = [t for s in self.cpu for t in (s.start_us, s.end_us)]
         times += [t for k, _ in self.kernels for t in (k.start_us, k.end_us)]
         times += [ts for _, ts in self.launch_at.values()]
+        times += [ts for _, ts in self.runtime_at.values()]
+        times += [t for _, start, end in self.cpu_ops for t in (start, end)]
         if not times:
             return []
         return [Span(rank=-1, tid="", name="whole trace", kind="step", start_us=min(times),
@@ -290,14 +374,7 @@ class TraceScan:
             out.append(f"rank {rank}: no ProfilerStep#N annotations (profile with a schedule and "
                        "call prof.step() every iteration): the whole trace is step 0")
         if self.on_gpu:
-            comm = sorted({s.tid for s, _ in self.kernels if s.kind in COMM_KINDS})
-            compute = sorted({s.tid for s, _ in self.kernels if s.kind == "compute"} - set(comm))
-            linked = sum(c in self.launch_at for _, c in self.kernels)
-            out.append(f"rank {rank}: GPU trace: communication kernels on {', '.join(comm) or 'no stream'}, "
-                       f"compute kernels on {', '.join(compute) or 'no stream'}; {linked} of "
-                       f"{len(self.kernels)} GPU events linked to their CPU launch by ac2g flow events "
-                       "(forward/backward/optimizer from the launching CPU op, the rest 'compute'); "
-                       "overlap is measured on the GPU timeline")
+            out += self._gpu_notes(rank)
         ran_as = [] if self.on_gpu else _ops_asked_for(self.cpu, self.c10d)[1]
         if ran_as:
             out.append(f"rank {rank}: {len(ran_as)} collectives ran as another gloo op: "
@@ -335,6 +412,36 @@ def _number(value) -> float | None:
     except OverflowError:   # an integer past float's range: as malformed as an infinite time
         return None
     return value if math.isfinite(value) else None
+
+
+CPU_OPS = "CPU ops"   # the name of a CPU-only trace's compute spans (dpviz's definition)
+
+
+def _cpu_op_compute(ops: list[tuple[str, float, float]], cpu: list[Span]) -> list[Span]:
+    """A CPU-only trace's compute: the time some CPU operator runs on a thread that runs no
+    collective (gloo's worker threads run the communication), as merged "compute" spans.
+
+    This is dpviz's definition (HTA defines compute by GPU kernels only and has no figure
+    for a CPU trace); forward/backward/optimizer annotations keep their own spans beside it.
+    dpviz's own traces (its step annotations) keep the live record's definition instead,
+    forward/backward/optimizer only, so a run loaded back reads as it did live.
+    """
+    comm_threads = {s.tid for s in cpu if s.kind in COMM_KINDS}
+    by_thread: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for tid, start, end in ops:
+        if tid not in comm_threads:
+            by_thread[tid].append((start, end))
+    out = []
+    for tid, intervals in by_thread.items():
+        merged: list[list[float]] = []
+        for start, end in sorted(intervals):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        out += [_span(rank=-1, tid=tid, name=CPU_OPS, kind="compute", start_us=a, end_us=b)
+                for a, b in merged]
+    return out
 
 
 def _ops_asked_for(cpu: list[Span], c10d: list[tuple[float, str]]
@@ -398,11 +505,17 @@ def _step_number(name: str) -> int | None:
 
 
 def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
-               launch_at: dict[int, tuple[str, float]], steps: _Steps) -> list[Span]:
-    """Kernels typed by the CPU op that launched them; steps and launches linked by flows.
+               launch_at: dict[int, tuple[str, float]], steps: _Steps, calls: "_CallIndex"
+               ) -> list[Span]:
+    """Kernels typed by the CPU op that launched them; steps and launches linked by
+    correlation id (flow events, or the launch call's own id).
 
     A kernel belongs to the step its launch happened in (the GPU runs behind the CPU, so
-    its own start may fall in the next ProfilerStep); an unlinked kernel goes by its start.
+    its own start may fall in the next ProfilerStep). A kernel whose launch is not in a trace
+    that links the others was launched before profiling started: it belongs to no step (HTA
+    drops it too). In a trace that links none, kernels go by their start.
+    A communication kernel's op is the one its launching c10d call asked for (NCCL runs
+    all-to-all, all-gather and more as `SendRecv` kernels); its name is the fallback.
     """
     phases = _phase_index(cpu)
     launches = [s for s in cpu if s.kind == "allreduce_launch"]
@@ -412,24 +525,61 @@ def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
     out = [_with(s, step=steps.find(s.start_us)) for s in cpu
            if s.kind in ("step", "micro_step", "bucket_hook", "link", "other", *COMM_KINDS)]
     launch_bytes: dict[Span, int] = {}
+    any_linked = any(corr in launch_at for _, corr in kernels)
     for kernel, corr in kernels:
         where = launch_at.get(corr) if corr is not None else None
         if where is None:
-            out.append(_with(kernel, step=steps.find(kernel.start_us)))
+            out.append(_with(kernel, step=None if any_linked else steps.find(kernel.start_us)))
             continue
         tid, ts = where
         kind = kernel.kind
         if kind == "compute":
             kind = next((p for p in PHASES if phases.covers((tid, p), ts)), "compute")
-        elif kind in COMM_KINDS and kernel.bytes is not None:
-            hit = launch_index.find((tid, "launch"), ts)
-            if hit is not None:
-                launch_bytes[hit] = kernel.bytes
+        elif kind in COMM_KINDS:
+            if kernel.bytes is not None:
+                hit = launch_index.find((tid, "launch"), ts)
+                if hit is not None:
+                    launch_bytes[hit] = kernel.bytes
+            asked = calls.find(tid, ts)
+            if asked is not None:
+                op, nbytes = asked
+                out.append(_with(kernel, op=op, step=steps.find(ts),
+                                 bytes=kernel.bytes if kernel.bytes is not None else nbytes,
+                                 kind="allreduce" if op == "all_reduce" else "collective"))
+                continue
         out.append(_with(kernel, kind=kind, step=steps.find(ts)))
     for s in launches:
         out.append(_with(s, step=steps.find(s.start_us),
                          bytes=s.bytes if s.bytes is not None else launch_bytes.get(s)))
     return out
+
+
+class _CallIndex:
+    """The outermost collective-launching CPU op per thread: which op a launch at (thread,
+    ts) was made for (c10d calls nest their annotations: the outer one asked), and the
+    message size the first nested annotation recorded."""
+
+    def __init__(self, calls: list[tuple[str, float, float, str, int | None]]):
+        groups: dict[str, list[list]] = defaultdict(list)
+        for tid, start, end, op, nbytes in sorted(calls, key=lambda c: (c[1], -c[2])):
+            mine = groups[tid]
+            if mine and end <= mine[-1][1]:    # nested in the previous outermost call
+                outer = mine[-1]
+                outer[2] = outer[2] if outer[2] != "other" else op
+                outer[3] = outer[3] if outer[3] is not None else nbytes
+            else:
+                mine.append([start, end, op, nbytes])
+        self.calls = {tid: [c for c in v if c[2] != "other"] for tid, v in groups.items()}
+        self.starts = {tid: [c[0] for c in v] for tid, v in self.calls.items()}
+
+    def find(self, tid: str, ts: float) -> tuple[str, int | None] | None:
+        """(op, bytes) of the call that launched at (tid, ts), or None."""
+        starts = self.starts.get(tid)
+        if not starts:
+            return None
+        i = bisect.bisect_right(starts, ts) - 1
+        call = self.calls[tid][i] if i >= 0 else None
+        return (call[2], call[3]) if call is not None and ts < call[1] else None
 
 
 class _PhaseIndex:

@@ -196,3 +196,9 @@ def zero1_with_lr_1e_2(params, grad, state, comm):
     state["shard"].grad = torch.tensor_split(grad, comm.world_size)[comm.rank].clone()
     state["adam"].step()
     comm.all_gather(shards, state["shard"].detach())
+
+
+def packing_none_cap(param_bytes, bucket_cap_mb):
+    """Forgets that bucket_cap_mb may be None (DDP's default): None * 2**20 raises."""
+    limit = bucket_cap_mb * 2**20
+    return [[i] for i in reversed(range(len(param_bytes))) if limit]

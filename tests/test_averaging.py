@@ -172,3 +172,15 @@ def test_no_reading_of_the_shard_loss_gives_the_seeds_13():
     assert readings["Σ (z − y)²"] == 25 and readings["mean (z − y)²"] == 12.5
     assert 13 not in readings.values()
     assert R.loss_readings((1, 2), (2, 4), 1.0)["Σ (z − y)²"] == 5     # rank 0's printed 5 holds
+
+
+def test_the_13_argument_states_its_assumption():
+    """Issue 30: "data giving 13 would not give −14" holds assuming y = 2x (then x = 2, 3),
+    not for free targets: y = 6.50, 3.13 at x = 3, 4 give a loss of 13 and a gradient of −14."""
+    on_the_line = R.loss_readings((2, 3), (4, 6), 1.0)["Σ (z − y)²"]
+    grad = lambda xs, ys: sum(2 * (x - y) * x for x, y in zip(xs, ys))   # at w = 1
+    assert on_the_line == 13 and grad((2, 3), (4, 6)) == -26
+    assert R.grad_without_chain_factor((2, 3), (4, 6), 1.0) == -10
+    free = (6.50, 3.13)
+    # rounding the targets to 2 decimals moves the loss and gradient by < 0.1
+    assert abs(R.loss_readings((3, 4), free, 1.0)["Σ (z − y)²"] - 13) < 0.1 and abs(grad((3, 4), free) + 14) < 0.1

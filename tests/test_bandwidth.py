@@ -171,3 +171,20 @@ def test_cli_bench_refuses_a_link_for_other_ops_with_one_line_exit_2(tmp_path, c
     err = capsys.readouterr().err.strip().splitlines()
     assert stop.value.code == 2 and len(err) == 1 and "carries all_reduce only" in err[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_the_shape_is_read_from_the_data_not_assumed():
+    """Issue 30: 02 said raw loopback has "the same shape" while its 64 KiB point took 1.88 ms
+    against 0.26 ms at 16 KiB. An ideal alpha-beta curve reads as one; that curve does not."""
+    from dpviz.collectives.bandwidth import describe_shape
+
+    sizes = tuple(1 << k for k in range(10, 23, 2))
+    assert describe_shape(synthetic(0.3, 1e-5, sizes)).endswith("verdict: the alpha-beta shape (flat, then rising toward slope one)")
+    times = (0.21, 0.24, 0.26, 1.88, 0.9, 2.1, 7.9)
+    measured = BenchRecord(rows=tuple(make_row("all_reduce", 2, s, [t]) for s, t in zip(sizes, times)),
+                           warmup=0, repeats=1)
+    text = describe_shape(measured)
+    assert "64 KiB 1.88 ms → 256 KiB 0.90 ms" in text
+    assert text.splitlines()[-1].startswith("verdict: not the alpha-beta shape on this run") and "not monotonic" in text
+    with pytest.raises(ValueError, match="six sizes"):
+        describe_shape(synthetic(0.3, 1e-7))

@@ -273,3 +273,85 @@ def test_bucket_overlap_scene_builds_from_a_real_record(small_cap_run, tmp_path)
 
     path = save(small_cap_run, tmp_path / "record.json")
     assert render("buckets", path, dry_run=True) is None
+
+
+# --- verdicts weigh effects against the spread ---------------------------------------------
+
+def _row(cap, step, iqr, exposed=0.0, exposed_iqr=0.0):
+    """A CapRow whose step times spread `iqr` ms around `step` (exposed likewise)."""
+    return CapRow(bucket_cap_mb=cap, n_buckets=1, step_ms=step, comm_ms=exposed, exposed_comm_ms=exposed,
+                  overlap_fraction=0.0, samples=8, step_ms_quartiles=(step - iqr / 2, step + iqr / 2),
+                  exposed_ms_quartiles=(exposed - exposed_iqr / 2, exposed + exposed_iqr / 2))
+
+
+def test_the_sweep_names_a_u_only_when_both_ends_beat_the_spread():
+    from dpviz.buckets.records import sweep_verdict
+
+    sweep = lambda *rows: BucketSweep(config={}, world_size=2, rows=rows)
+    # issue 30: one bucket +4.7 ms against a spread of 8.4 ms is no U
+    text = sweep_verdict(sweep(_row(0.25, 40.0, 2.0), _row(1, 30.0, 8.4), _row(4096, 34.7, 3.0)))
+    assert "only tiny caps slower beyond the spread, so this run shows no U" in text and "a U" not in text
+    text = sweep_verdict(sweep(_row(0.25, 40.0, 2.0), _row(1, 30.0, 3.0), _row(4096, 38.0, 3.0)))
+    assert text.endswith("both ends slower beyond the spread, a U")
+    text = sweep_verdict(sweep(_row(0.25, 31.0, 5.0), _row(1, 30.0, 5.0), _row(4096, 32.0, 5.0)))
+    assert "neither end slower beyond the spread, so this run shows no shape" in text
+
+
+def test_the_overlap_verdict_never_prints_a_negative_share():
+    from dpviz.buckets.records import hidden_verdict
+
+    # raw loopback in issue 30: the buckets exposed 1.1 ms more than one bucket
+    text = hidden_verdict(_row(1, 30, 1, exposed=8.1, exposed_iqr=0.5), _row(4096, 30, 1, exposed=7.0, exposed_iqr=0.5))
+    assert text.startswith("overlap hid nothing measurable") and "-" not in text.split("(")[0]
+    assert "%" not in text
+    text = hidden_verdict(_row(1, 30, 1, exposed=6.0, exposed_iqr=2.0), _row(4096, 30, 1, exposed=7.0, exposed_iqr=1.0))
+    assert "within the spread" in text and "%" not in text
+    text = hidden_verdict(_row(1, 30, 1, exposed=3.0, exposed_iqr=1.0), _row(4096, 30, 1, exposed=7.0, exposed_iqr=1.0))
+    assert text.startswith("overlap hid 4.0 of 7.0 ms") and "(57%;" in text
+
+
+def test_the_sweep_table_names_one_bucket_as_the_plot_does():
+    """Issue 30: the progress bar and the table said "4096 MiB" where the plot said "one bucket"."""
+    from dpviz.buckets.records import cap_label
+
+    assert cap_label(ONE_BUCKET_CAP_MB) == "one bucket" and cap_label(1.0) == "1" and cap_label(None) == "default"
+    text = format_sweep(BucketSweep(config={}, world_size=2, rows=(_row(1, 30.0, 3.0), _row(ONE_BUCKET_CAP_MB, 38.0, 3.0))))
+    assert "one bucket" in text and "4096" not in text
+
+
+# --- the scenes tell what the record holds: one bucket or many, link or none --------------------
+
+@pytest.fixture(scope="module")
+def linked_runs(cluster2) -> dict[str, RunRecord]:
+    """The same small workload over a link, as one bucket and as many (issue 30: the scene drew no
+    transfer and captioned a one-bucket step as overlapping)."""
+    cfg = RunConfig(link="classroom", **SMALL)
+    return {"many": run(cfg.replace(bucket_cap_mb=0.06), cluster=cluster2),
+            "one": run(cfg.replace(bucket_cap_mb=ONE_BUCKET_CAP_MB), cluster=cluster2),
+            "accumulated": run(cfg.replace(bucket_cap_mb=0.06, accum_steps=2), cluster=cluster2)}
+
+
+def test_the_overlap_story_is_built_from_the_step_it_replays(linked_runs):
+    from dpviz.buckets.records import bucket_story, story_summary
+
+    many, one = (step_timeline(linked_runs[k]) for k in ("many", "one"))
+    fire = bucket_story(many)[1].caption
+    early = sum(b.ready_ms < many.backward_end_ms for b in many.buckets)
+    assert f"{early} of {len(many.buckets)} buckets fire before backward ends" in fire and early >= 2
+    assert "one bucket fires only when its last gradient" in bucket_story(one)[1].caption
+    overlap = bucket_story(one)[2].caption
+    assert overlap.startswith("almost nothing ran beside backward") or overlap.startswith("0.")
+    assert "beside the remaining backward" not in overlap
+    for tl in (many, one):
+        assert "link transfers" in story_summary(tl)         # drawn and counted, not left out
+        assert [b.name for b in bucket_story(tl)] == ["forward", "buckets fire", "overlap", "optimizer waits"]
+
+
+@pytest.mark.manim
+@pytest.mark.parametrize("scene,key", [("buckets", "many"), ("buckets", "one"), ("accumulation", "accumulated"),
+                                       ("accumulation", "one")])
+def test_the_scenes_build_from_a_one_bucket_and_a_many_bucket_record(linked_runs, tmp_path, scene, key):
+    from dpviz.animate import render
+
+    path = save(linked_runs[key], tmp_path / "record.json")
+    assert render(scene, path, dry_run=True) is None

@@ -78,3 +78,12 @@ def test_the_device_follows_the_backend_unless_given():
 def test_cuda_without_a_gpu_is_refused():
     with pytest.raises(ValueError, match="device cuda needs a GPU"):
         validate(RunConfig(device="cuda"))
+
+
+def test_a_config_prints_as_one_line_of_what_differs():
+    """Issue 30: `print(cfg)` dumped four lines of defaults in 03 and 04."""
+    cfg = RunConfig(steps=4, layers=24, bucket_cap_mb=1.0, link="classroom")
+    assert str(cfg) == ("RunConfig(steps=4, layers=24, bucket_cap_mb=1.0); "
+                        "emulated link classroom: 0.5 Gb/s, α 2000 µs")
+    assert str(RunConfig(model="gpt")) == "RunConfig(model='gpt'); raw loopback (no emulated link)"
+    assert "\n" not in str(RunConfig(slow_rank=1, delay_ms=5.0)) and repr(cfg).startswith("RunConfig(world_size=")

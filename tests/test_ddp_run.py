@@ -8,7 +8,8 @@ import pytest
 
 from dpviz import RunConfig, describe, load, run
 from dpviz.workloads.live import reference_sgd_bound
-from dpviz.overlap import ddp_overlap_fraction, ddp_style_overlap, steady_steps, summarize
+from dpviz.overlap import analysed_steps, ddp_overlap_fraction, ddp_style_overlap, steady_steps, summarize
+from dpviz.trace import COMM_KINDS
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,22 @@ def test_parameters_equal_across_ranks_and_equal_one_process_on_the_whole_batch(
         # one process sums the same gradients in another order: float32 rounding, bounded
         assert check.max_diff_vs_single_process <= reference_sgd_bound(RunConfig.from_dict(record.config))
     assert len({tuple(losses) for losses in record.losses.values()}) == 4  # each rank its own shard
+
+
+def test_a_model_without_buffers_shows_only_all_reduces_per_analysed_step(record4):
+    """DDP's one-time work (the rebuild's broadcasts in step 1) is left out of the steps every
+    per-step figure averages, and the printed summary names it; the MLP has no buffers, so
+    nothing but gradient all-reduces runs in a steady step."""
+    record, _ = record4
+    steps = steady_steps(record)
+    assert steps and 0 not in steps and 1 not in steps
+    ops = {s.op or s.kind for s in record.spans if s.kind in COMM_KINDS and s.step in steps}
+    assert ops == {"all_reduce"}
+    assert all(set(row.comm_ms_by_op) == {"all_reduce"} for row in summarize(record, steps))
+    one_time = {s.op for s in record.spans if s.kind in COMM_KINDS and s.step == 1} - {"all_reduce"}
+    assert one_time == {"broadcast"}      # measured: the rebuild broadcasts, once
+    text = describe(record)
+    assert "broadcast" not in text.splitlines()[2] and str(analysed_steps(record)) in text
 
 
 def test_iteration_zero_has_one_bucket_then_ddp_rebuilds(record4):

@@ -99,7 +99,7 @@ def test_the_tree_registers_every_kind_verb_and_scene():
     assert {"run", "Cluster", "load", "sweep_buckets", "sweep_accumulation", "measure_checkpointing",
             "run_pipeline", "measure_tensor_parallel", "expert_parallel"} <= set(exports)
     assert sorted(exports) == dpviz.__all__
-    assert set(SCENES) == {"ring", "buckets", "accumulation", "checkpointing"}
+    assert set(SCENES) == {"ring", "buckets", "accumulation", "checkpointing", "fsdp"}
 
 
 @pytest.mark.parametrize("name", sorted(SCENES))

@@ -13,6 +13,7 @@ import exercise_mistakes as wrong
 from dpviz import Cluster, load, save
 from dpviz.exercises import check_accumulation, check_buckets, check_hook, check_ring, check_zero1, report
 from dpviz.exercises.core import choose, is_starter, portable
+from dpviz.exercises.records import FORCED, NO_FUNCTION, NOTHING, STARTER, YOURS, Verdict
 from dpviz.exercises.plots import plot_check
 
 matplotlib.use("Agg")
@@ -45,7 +46,8 @@ def test_the_shipped_solutions_pass(cluster3):
     for check in (check_ring(None, cluster=cluster3), check_hook(None, cluster=cluster3), check_buckets(None, cluster=cluster3),
                   check_accumulation(None, cluster=cluster3), check_zero1(None, cluster=cluster3)):
         assert check.verdict.passed, check.verdict.text()
-        assert check.verdict.checked == "the shipped solution"
+        assert check.verdict.checked == NO_FUNCTION
+        assert check.verdict.text().startswith(f"{check.verdict.exercise}: NOT CHECKED — no function given")
 
 
 def test_ring_names_the_tutorials_unchunked_ring(cluster3, tmp_path):
@@ -118,12 +120,31 @@ def test_starter_and_environment_pick_the_shipped_solution(monkeypatch):
         raise NotImplementedError
 
     assert is_starter(starter) and not is_starter(wrong.unchunked_ring)
-    assert choose(starter, "ring_all_reduce")[1] == "the shipped solution"
-    assert choose(wrong.unchunked_ring, "ring_all_reduce")[1] == "your code"
+    assert choose(starter, "ring_all_reduce")[1] == STARTER
+    assert choose(wrong.unchunked_ring, "ring_all_reduce")[1] == YOURS
     monkeypatch.setenv("DPVIZ_SOLUTIONS", "1")
-    assert choose(wrong.unchunked_ring, "ring_all_reduce")[1] == "the shipped solution"
-    assert choose(starter, "no_such_exercise") == (None, "nothing yet")   # solutions removed
+    assert choose(wrong.unchunked_ring, "ring_all_reduce")[1] == FORCED
+    assert choose(starter, "ring_all_reduce")[1] == STARTER     # CI: the learner still reads "starter"
+    assert choose(starter, "no_such_exercise") == (None, NOTHING)   # solutions removed
     assert portable(as_notebook_function(wrong.unchunked_ring))[0] == "source"
+
+
+def test_an_untouched_starter_never_reads_pass():
+    """The shipped solution passing in place of a starter says NOT CHECKED, never PASS."""
+    ran = Verdict("ring all-reduce", True, STARTER, message="same sums as the reference")
+    assert ran.status == "NOT CHECKED" and "PASS" not in ran.text()
+    assert ran.text().splitlines()[0] == "ring all-reduce: NOT CHECKED — still the starter (the shipped solution passes)"
+    assert Verdict("x", True, YOURS).text() == "x (your code): PASS"
+    assert Verdict("x", False, YOURS).status == "NOT YET"
+    assert "PASS" not in Verdict("x", True, FORCED).text()
+
+
+def test_a_crash_in_the_learners_packing_quotes_their_line_and_the_call(cluster3):
+    """The `None * 2**20` crash: the exception, the learner's line, and what the call was given
+    (bucket_cap_mb=None), not a guess about param_bytes."""
+    check = rejected(check_buckets(as_notebook_function(wrong.packing_none_cap), cluster=cluster3), "error",
+                     "TypeError", "at line 3 of your packing_none_cap: limit = bucket_cap_mb * 2**20")
+    assert "bucket_cap_mb=None" in check.verdict.hint and "param_bytes is a list" not in check.verdict.hint
 
 
 def test_records_and_figures_load_without_torch():
@@ -133,7 +154,8 @@ def test_records_and_figures_load_without_torch():
 
 
 def test_a_crashing_or_hanging_attempt_names_the_rank_and_the_fix(cluster3, monkeypatch):
-    check = rejected(check_ring(as_notebook_function(wrong.ring_that_raises), cluster=cluster3), "error", "NameError")
+    check = rejected(check_ring(as_notebook_function(wrong.ring_that_raises), cluster=cluster3), "error", "NameError",
+                     "raised NameError", "at line 2 of your ring_that_raises: return buf.numel() / undefined_name")
     assert "import anything else inside the function" in check.verdict.hint
     assert check.yours is None and report(check) is None
     monkeypatch.setattr("dpviz.exercises.core.EXERCISE_TIMEOUT_S", 3.0)
@@ -146,3 +168,13 @@ def test_the_other_mistakes_get_their_own_messages(cluster3):
     rejected(check_hook(wrong.hook_keeping_the_local_gradient, cluster=cluster3), "no_communication", "nothing went")
     rejected(check_accumulation(wrong.accumulate_never_syncing, cluster=cluster3), "never_synced", "never averaged")
     rejected(check_zero1(wrong.zero1_with_lr_1e_2, cluster=cluster3), "wrong_update", "differs from plain Adam")
+
+
+def test_a_verdict_wraps_at_spaces_never_mid_word():
+    """Issue 30: a notebook's output broke a long verdict line mid-word."""
+    message = "MLP 24×256, cap = one layer exactly: bucket 3 held exactly its cap (263168 B) and DDP closed it; yours took one more gradient"
+    text = Verdict("bucket assignment", False, YOURS, "off_by_one", message, "close a bucket as soon as it holds at least the cap").text()
+    words = message.split()
+    assert all(len(line) <= 100 for line in text.splitlines())
+    assert text.split() == ["bucket", "assignment", "(your", "code):", "NOT", "YET"] + words + \
+        ["hint:", "close", "a", "bucket", "as", "soon", "as", "it", "holds", "at", "least", "the", "cap"]

@@ -18,7 +18,7 @@ import pytest
 
 from dpviz.cli import main as cli
 from dpviz.overlap import comm_compute_overlap, temporal_breakdown
-from dpviz.trace_files import load_trace
+from dpviz.traces.files import load_trace
 
 DATA = Path(__file__).parent / "data"
 A100 = DATA / "a100-nccl-ddp-rank0.json.gz"

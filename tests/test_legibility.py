@@ -14,8 +14,8 @@ from dpviz.link.records import as_link
 from dpviz.buckets.live import sweep_config
 from dpviz.buckets.records import ONE_BUCKET_CAP_MB, BucketSweep, cap_row
 from dpviz.accumulation.plots import plot_schedule, plot_sweep_bytes, plot_sweep_time
-from dpviz.buckets.plots import plot_bucket_timeline, plot_contrast, plot_layout, plot_sweep
-from dpviz.plots.legibility import hidden_texts, overlapping_texts
+from dpviz.buckets.plots import plot_bucket_timeline, plot_contrast, plot_gradient_sizes, plot_layout, plot_sweep
+from dpviz.plots.legibility import hidden_texts, overlapping_texts, small_texts, texts_over_bars, title_missing_models
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +31,7 @@ def records(cluster2):
 def _check(fig):
     try:
         assert overlapping_texts(fig) == []
+        assert texts_over_bars(fig) == [] and small_texts(fig) == []
     finally:
         plt.close(fig)
 
@@ -40,6 +41,37 @@ def test_overlapping_texts_finds_a_collision():
     ax.text(0.5, 0.5, "#1: 0")
     ax.text(0.5, 0.5, "#2: 0")
     assert overlapping_texts(fig) == [("#1: 0", "#2: 0")]
+    plt.close(fig)
+
+
+def test_a_label_on_a_bar_reads_only_inside_it_in_a_contrasting_colour():
+    """Issue 30: 03's b0…bN "ready" labels landed on the backward bar, in the buckets' own hues."""
+    fig, ax = plt.subplots(figsize=(6, 2))
+    ax.barh(0, 10, height=0.8, color="#E1812C")                # a backward bar (orange)
+    ax.set_xlim(0, 12)
+    ax.set_ylim(-1, 1)
+    ax.text(5, 0, "in-bar", ha="center", va="center", color="black")        # reads: contrast 7
+    ax.text(5, 0.2, "b2", ha="center", va="center", color="#CCB974")    # bucket yellow on orange
+    ax.text(10, 0, "edge", ha="center", va="center", color="black")     # half on, half off
+    ax.text(11, -0.8, "beside", ha="center", va="center", color="black")
+    assert texts_over_bars(fig) == [("b2", "contrast 1.5 on its bar (< 3)"), ("edge", "crosses a bar's edge")]
+    plt.close(fig)
+
+
+def test_small_type_and_a_title_naming_fewer_models_than_drawn_are_caught():
+    fig, ax = plt.subplots()
+    ax.bar([0, 1, 2], [1, 2, 3])
+    ax.set_xticks([0, 1, 2], ["model=mlp", "model=gpt", "model=cnn"])
+    ax.set_title("measured after one real step, mlp, 263,425 parameters")    # issue 30, notebook 09
+    ax.text(1, 1, "tiny", fontsize=6)
+    assert title_missing_models(fig) == [("measured after one real step, mlp, 263,425 parameters", ["cnn", "gpt"])]
+    assert small_texts(fig) == [("tiny", 6.0)]
+    wide, bx = plt.subplots(figsize=(15.4, 2))      # shown scaled to an 11-inch column: 7 pt reads as 5
+    bx.text(0.5, 0.5, "1.5", fontsize=7)
+    assert ("1.5", 5.0) in small_texts(wide)
+    plt.close(wide)
+    ax.set_title("measured after one real step: mlp 1, gpt 2, cnn 3 parameters")
+    assert title_missing_models(fig) == []
     plt.close(fig)
 
 
@@ -68,6 +100,7 @@ def test_bucket_figures_have_no_overlapping_labels(records):
     caps, raw, _ = records
     model = as_link(caps[1.0].config["link"]).model(2)
     for record in (caps[0.25], caps[1.0], raw):
+        _check(plot_gradient_sizes(record).figure)
         _check(plot_layout(record).figure)
         _check(plot_bucket_timeline(record, model=model).figure)
     _check(plot_contrast(caps[1.0], caps[ONE_BUCKET_CAP_MB], model=model)[0].figure)
@@ -258,4 +291,32 @@ def test_place_labels_moves_a_colliding_label_before_hiding_one():
     hidden = place_labels(texts, "no room", shifts_pt=((0, 0), (0, 12)))
     assert hidden == [texts[2]] and texts[1].get_visible()   # b1 moved up, b2 had nowhere to go
     assert overlapping_texts(fig) == [] and hidden_texts(fig) == [("b2", "no room")]
+    plt.close(fig)
+
+
+def test_a_band_is_not_a_bar():
+    """The sweep's 25-75th percentile band (fill_between) carries its bucket counts: not bars."""
+    fig, ax = plt.subplots()
+    ax.fill_between([0, 1, 2], [0, 0.2, 0], [1, 1.5, 1], alpha=0.3)
+    ax.text(1, 1.2, "6 buckets", ha="center")
+    assert texts_over_bars(fig) == []
+    plt.close(fig)
+
+
+def test_a_label_on_its_own_background_reads_over_a_bar():
+    fig, ax = plt.subplots()
+    ax.bar([0], [2.0])
+    ax.text(0, 1.97, " 2(N−1)/N", va="bottom", bbox=dict(fc="white", ec="none"))   # across the top edge
+    assert texts_over_bars(fig) == []
+    ax.texts[0].set_bbox(None)
+    assert [t for t, _ in texts_over_bars(fig)] == [" 2(N−1)/N"]
+    plt.close(fig)
+
+
+def test_the_source_stamp_reads_at_7_pt_on_a_figure_wider_than_the_column():
+    from dpviz.plots import style
+
+    fig, ax = plt.subplots(figsize=(13, 3))
+    style.tag(ax, "live")
+    assert small_texts(fig) == []
     plt.close(fig)

@@ -15,7 +15,7 @@ from dpviz.cli import main as cli_main
 from dpviz.config import RunConfig
 from dpviz.link.records import (PRESETS, RATIO, Link, as_link, describe_sizing, link_from_options, preset,
                                 sized_link, slider_gbps)
-from dpviz.link.live import size_link
+from dpviz.link.live import run_backward_ms, size_link
 from dpviz.record import RunRecord, from_dict, to_dict
 
 LINK = "classroom"       # 04's link: its per-step transfers dwarf the tiny micro-steps
@@ -134,7 +134,7 @@ def sized_cfg(cluster2) -> RunConfig:
     """The sweep's workload at the demo's own size (128 samples per rank) on a link sized
     to its backward as measured here, as notebook 03 does."""
     cfg = sweep_config(steps=5)
-    return cfg.replace(link=size_link(cfg, cluster=cluster2))
+    return cfg.replace(link=size_link(cfg.replace(bucket_cap_mb=1.0), cluster=cluster2))
 
 
 @pytest.fixture(scope="module")
@@ -153,17 +153,17 @@ def cap_runs(cluster2, sized_cfg) -> dict[float, list[RunRecord]]:
     return runs
 
 
-def test_size_link_measures_a_backward_without_communication(sized_cfg, cap_runs):
+def test_size_link_measures_the_backward_of_the_lessons_own_runs(sized_cfg, cap_runs):
     link = sized_cfg.link
     assert link.sized_to_ms is not None and link.latency_us == round(0.05 * link.sized_to_ms * 1e3)
     # all 6 MiB cross in RATIO backwards (3 significant digits of Gb/s: 0.5 %)
     gradients = sum(cap_runs[1.0][0].param_bytes)
     assert link.transfer_ms(gradients, 2) - link.latency_us / 1e3 == pytest.approx(RATIO * link.sized_to_ms, rel=0.005)
-    # the same workload's backward in the one-bucket runs (whose only all-reduce comes after
-    # backward) is the same order. A factor 4 either way: the measurement and these runs are
-    # seconds apart, and under two busy loops a load burst moved their ratio to 0.46 in testing
-    one = cap_row(*cap_runs[ONE_BUCKET_CAP_MB]).backward_ms
-    assert 0.25 < link.sized_to_ms / one < 4.0, (link.sized_to_ms, one)
+    # sized to 1 MiB runs on the link, so the same runs later measure the same backward up to
+    # load: a factor 2 either way (the measurement and these runs are seconds apart on shared
+    # cores; benchmarks/overlap_run_to_run.py measures how close they stay)
+    bucketed = run_backward_ms(*cap_runs[1.0])
+    assert 0.5 < link.sized_to_ms / bucketed < 2.0, (link.sized_to_ms, bucketed)
 
 
 def test_record_holds_link_and_real_allreduce_spans_in_order(cap_runs):
@@ -232,3 +232,16 @@ def test_cli_run_records_link_spans_with_the_preset_numbers(tmp_path, capsys):
     assert record.config["link"] == {"gbps": 10.0, "latency_us": 300.0, "name": "", "sized_to_ms": None}
     assert any(s.kind == "link" for s in record.spans)
     assert "dpviz:link#" in (tmp_path / "trace-merged.json").read_text()   # Perfetto shows them too
+
+
+def test_a_section_checks_its_backward_against_the_one_the_link_was_sized_to():
+    """Issue 30: 03 sized its link to a 32.6 ms backward, then measured 13.9 ms and printed an
+    overlap lesson on a link 2.3× too slow for it, silently."""
+    from dpviz.link.records import describe_sizing_check, sizing_factor
+
+    link = sized_link(32.6, 6 << 20, 2)
+    assert sizing_factor(link, 13.9) == pytest.approx(13.9 / 32.6)
+    off = describe_sizing_check(link, 13.9)
+    assert "0.43× the 32.6 ms" in off and "beyond 1.5×" in off and "re-size" in off
+    assert describe_sizing_check(link, 40.0).endswith("within 1.5×, the sizing holds")
+    assert "not sized" in describe_sizing_check(Link(1.0, 5.0), 10.0)

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpviz import trace_files
+from dpviz.traces import files as trace_files
 from dpviz.cli import main as cli
-from dpviz.trace_files import load_trace, stream_events
-from dpviz.plots.allreduce_sizes import allreduce_sizes, plot_allreduce_sizes
+from dpviz.traces.files import load_trace, stream_events
+from dpviz.traces.plots import allreduce_sizes, plot_allreduce_sizes
 from dpviz.plots.timeline import plot_timeline
 from dpviz.record import RunRecord, load, save
 from dpviz.overlap import describe, summarize_step
@@ -102,7 +102,7 @@ def test_gloo_rank34_keeps_its_rank_and_its_two_threads():
     done = record.spans_of(kind="allreduce", step=551)
     # two gloo threads each all-reduce one tensor (Input Dims, float) inside ProfilerStep#551
     assert sorted((s.bytes, s.tid) for s in done) == [(321_271 * 4, "3553"), (2_082_411 * 4, "3554")]
-    assert "8 spans lie outside every step" in "\n".join(record.notes)
+    assert "12 spans lie outside every step (before the first ProfilerStep" in "\n".join(record.notes)
     assert describe(record).startswith("ranks [34] of 300, 1 steps")
 
 
@@ -170,8 +170,10 @@ def test_fields_after_the_events_and_the_bare_array_form(tmp_path):
     ('{"traceEvents": 3}', "traceEvents list"),
     ('{"schemaVersion": 1}', "no 'traceEvents' list"),
     ('{"traceEvents": []} trailing', "unexpected data after the trace"),
-    ('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 1}]}',
+    ('{"traceEvents": [{"ph": "X", "cat": "python_function", "name": "f", "ts": 1, "dur": 1}]}',
      "holds no event dpviz can draw"),
+    ("[1, 2, 3]", "is not a chrome trace"),
+    ('[{"name": "x"}]', "is not a chrome trace"),
 ])
 def test_broken_files_say_what_is_wrong(tmp_path, text, message):
     with pytest.raises(TraceError, match=message):
@@ -260,7 +262,7 @@ def test_fuzz_random_bytes(tmp_path, data):
 # --- the command ----------------------------------------------------------------------------
 
 def test_cli_load_trace_prints_buckets_and_writes_record_and_figures(tmp_path, capsys):
-    assert cli(["load-trace", str(GLOO34), "--out", str(tmp_path)]) == 0
+    assert cli(["load-trace", str(GLOO34), "--out", str(tmp_path), "--formats", "png,svg,pdf"]) == 0
     out = capsys.readouterr().out
     assert "step 551 rank 34 all_reduce bucket 1:    7.94 MiB" in out
     figures = {f"{stem}.{fmt}" for stem in ("timeline", "allreduce-sizes") for fmt in ("png", "svg", "pdf")}
@@ -268,6 +270,41 @@ def test_cli_load_trace_prints_buckets_and_writes_record_and_figures(tmp_path, c
     assert (tmp_path / "timeline.svg").read_text().lstrip().startswith("<?xml")   # vector, for slides
     assert (tmp_path / "timeline.pdf").read_bytes()[:5] == b"%PDF-"
     assert load(tmp_path / "record.json").config["ranks"] == [34]
+
+
+def test_cli_load_trace_writes_png_by_default(tmp_path, capsys):
+    assert cli(["load-trace", str(GLOO34), "--out", str(tmp_path / "new" / "out")]) == 0
+    assert {p.name for p in (tmp_path / "new" / "out").iterdir()} == {
+        "record.json", "summary.json", "timeline.png", "allreduce-sizes.png"}
+    assert [p.name for p in (tmp_path / "new").iterdir()] == ["out"]   # no staging left
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda d: _write(d, "rank0.json", '{"traceEvents": [{"ph": "X",'), "truncated or corrupt"),
+    (lambda d: _write(d, "rank0.json", "[1, 2]"), "is not a chrome trace"),
+    (lambda d: _write(d, "list.json", '[{"name": "a"}]'), "is not a chrome trace"),
+    (lambda d: d / "nope.json", "no such trace file"),
+    (lambda d: (d / "empty").mkdir() or d / "empty", "holds no trace files"),
+])
+def test_every_bad_input_is_one_line_exit_2_and_leaves_no_out_folder(tmp_path, capsys, make, message):
+    """Bad traces, for load-trace and report alike: one line, exit 2, nothing written."""
+    bad = make(tmp_path)
+    for argv in (["load-trace", str(bad), "--out", str(tmp_path / "out")],
+                 ["report", str(bad), "--out", str(tmp_path / "page.html")]):
+        with pytest.raises(SystemExit) as stop:
+            cli(argv)
+        assert stop.value.code == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"dpviz {argv[0]}: error:") and message in err and err.count("\n") == 1
+    assert not (tmp_path / "out").exists() and not (tmp_path / "page.html").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".dpviz")]
+
+
+def test_load_trace_and_report_take_a_folder_of_traces(tmp_path, capsys):
+    folder = Path(__file__).parent / "data" / "nccl-sampled-ranks"   # also holds hta-0.5.0.json
+    assert cli(["load-trace", str(folder)]) == 0
+    assert "ranks [0, 1] of 128" in capsys.readouterr().out
+    assert cli(["report", str(folder), "--out", str(tmp_path / "r.html")]) == 0
 
 
 def test_cli_load_trace_rejects_a_corrupt_file_in_one_line(tmp_path, capsys):
@@ -283,22 +320,22 @@ def test_the_typed_batch_reader_reads_what_the_event_by_event_reader_reads(tmp_p
     """Batches (msgspec, only the fields dpviz reads) and single events (json) agree, also
     around an odd event that makes its batch fall back to one event at a time."""
     from dpviz.trace import TraceScan
-    from dpviz.trace_files import scan_file, stream_events
+    from dpviz.traces.files import scan_file, stream_events
 
     def both(path):
         one_by_one = TraceScan()
         stream_events(path, one_by_one.add)
-        return scan_file(path).scan, one_by_one
+        return scan_file(path), one_by_one
 
     batched, single = both(A100)
-    assert batched.spans(0) == single.spans(0) and batched.events == single.events == 40_573
+    assert batched.spans == single.spans(0) and batched.events == single.events == 40_573
     events = json.loads(gzip.decompress(A100.read_bytes()))["traceEvents"]
     odd = tmp_path / "odd-rank0.json"
     odd.write_text(json.dumps({"traceEvents": events[:500] + [7, {"ph": "X", "args": [1]}]
                                + events[500:]}))
     batched, single = both(odd)
-    assert batched.spans(0) == single.spans(0)
-    assert batched.malformed == single.malformed == 2
+    assert batched.spans == single.spans(0) and batched.notes == single.notes(0)
+    assert single.malformed == 2
 
 
 def test_a_live_fsdp2_jobs_traces_show_all_gathers_and_reduce_scatters(tmp_path, capsys):
@@ -306,7 +343,7 @@ def test_a_live_fsdp2_jobs_traces_show_all_gathers_and_reduce_scatters(tmp_path,
     per step 5 all-gathers in forward (one per Linear) and 5 more in backward (resharded
     after forward), and 5 reduce-scatters — which gloo runs as all-reduces, as the notes say."""
     from dpviz.launch import Cluster
-    from dpviz.stragglers import straggler_ranking
+    from dpviz.traces.stragglers import straggler_ranking
     from rank_tasks import fsdp2_trace
 
     with Cluster(2, "gloo", 120) as cluster:

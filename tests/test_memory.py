@@ -33,9 +33,29 @@ def test_optimizer_state_counts_moments(by_optimizer):
 
 @pytest.mark.numeric
 def test_adam_state_is_the_papers_m_and_v():
+    from dpviz.memory.records import describe_adam_check
+
     diffs = adam_moments_check(CFG, steps=3)
     for key in ("exp_avg", "exp_avg_sq", "params"):    # the formula's own rounding, nothing more
         assert diffs[key] <= diffs[f"bound {key}"], key
+    text = describe_adam_check(diffs)       # what 09 prints: a verdict, not a dict of 17-digit floats
+    assert text.splitlines()[-1].startswith("verdict: exp_avg is m and exp_avg_sq is v")
+    worse = {**diffs, "exp_avg": 2 * diffs["bound exp_avg"]}
+    assert "NOT the paper's formula" in describe_adam_check(worse)
+
+
+def test_a_chart_of_several_models_names_them_all_in_its_title():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from dpviz.memory.plots import plot_breakdown
+
+    by_model = [measure_breakdown(RunConfig(model=m, layers=2, width=32, batch_per_rank=4), "adam")
+                for m in ("mlp", "cnn")]
+    title = plot_breakdown(by_model, label="model").get_title(loc="left")
+    assert all(f"{b.workload.name} {b.n_params:,}" in title for b in by_model), title
+    one = plot_breakdown(by_model[:1]).get_title(loc="left")
+    assert one == f"measured after one real step, mlp, {by_model[0].n_params:,} parameters"
 
 
 def test_activations_are_input_plus_every_relu_output(by_optimizer):

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dpviz.record import Span
-from dpviz.overlap import intersection, length, summarize_step, union
+from dpviz.overlap import analysed_steps, intersection, length, steady_steps, summarize_step, union
 
 
 def test_union_and_intersection():
@@ -28,3 +28,66 @@ def test_summary_of_a_hand_made_step():
     assert s.exposed_comm_ms == 6   # 10–16 ms: nothing computes
     assert s.overlap_fraction == 0.4
     assert s.n_allreduces == 2
+
+
+# --- the analysed-steps rule ---------------------------------------------------------------
+
+def _steps_record(names: list[str], ops_per_step: dict[int, list[str]]):
+    """Steps named `names` (numbered by their '#N'), 10 ms apart, each with the given ops."""
+    from dpviz.record import RunRecord
+    spans = []
+    for name in names:
+        n = int(name.rsplit("#", 1)[1])
+        spans.append(Span(rank=0, tid="main", name=name, kind="step", start_us=n * 10_000,
+                          end_us=n * 10_000 + 9_000, step=n))
+        for i, op in enumerate(ops_per_step.get(n, [])):
+            spans.append(Span(rank=0, tid="gloo", name=f"gloo:{op}", kind="collective",
+                              start_us=n * 10_000 + 100 * i, end_us=n * 10_000 + 100 * i + 50,
+                              step=n, op=op))
+    return RunRecord(config={}, world_size=1, spans=tuple(spans), buckets=(), micro_steps=(),
+                     losses={}, checks=(), ddp_logging={})
+
+
+def test_a_live_run_leaves_out_ddps_first_iteration_and_its_rebuild_broadcasts():
+    """dpviz's step 0 is DDP's first iteration; step 1 holds 2 extra broadcasts (the rebuild)."""
+    steady = ["all_reduce", "all_reduce"]
+    record = _steps_record([f"dpviz:step#{n}" for n in range(4)],
+                           {0: ["all_reduce"], 1: ["broadcast", "broadcast", *steady], 2: steady, 3: steady})
+    chosen = analysed_steps(record)
+    assert chosen.steps == (2, 3) and steady_steps(record) == [2, 3]
+    assert [s for s, _ in chosen.dropped] == [0, 1]
+    assert str(chosen).startswith("analysed steps 2-3 (0 dropped: DDP's first iteration")
+    assert "1 dropped: one-time work: 2 more broadcast than step 3 (DDP's bucket-rebuild broadcasts)" \
+        in str(chosen)
+
+
+def test_a_live_runs_last_step_stays_and_a_short_run_keeps_a_caveat():
+    record = _steps_record(["dpviz:step#0", "dpviz:step#1"], {0: ["all_reduce"], 1: ["all_reduce"]})
+    chosen = analysed_steps(record)
+    assert chosen.steps == (1,)
+    assert "step 1 is DDP's bucket rebuild, if DDP rebuilt (record more steps" in str(chosen)
+    one = _steps_record(["dpviz:step#0"], {0: ["all_reduce"]})
+    assert analysed_steps(one).steps == (0,) and "first iteration" in str(analysed_steps(one))
+
+
+def test_a_traces_last_profiler_step_is_dropped_as_hta_does():
+    same = ["all_reduce", "broadcast"]
+    record = _steps_record([f"ProfilerStep#{n}" for n in (551, 552)], {551: same, 552: same[:1]})
+    chosen = analysed_steps(record)
+    assert chosen.steps == (551,)
+    assert str(chosen) == "analysed steps 551 (552 dropped: the last ProfilerStep may be cut short (HTA drops it too))"
+    steady = _steps_record([f"ProfilerStep#{n}" for n in (4, 5, 6)], {4: same, 5: same, 6: same})
+    assert analysed_steps(steady).steps == (4, 5)   # profiler steps are not DDP's iterations
+
+
+def test_a_leading_trace_step_with_extra_collectives_is_one_time_work():
+    record = _steps_record([f"ProfilerStep#{n}" for n in (1, 2, 3, 4)],
+                           {1: ["broadcast", "all_reduce"], 2: ["all_reduce"], 3: ["all_reduce"], 4: []})
+    chosen = analysed_steps(record)
+    assert chosen.steps == (2, 3)
+    assert dict(chosen.dropped)[1] == "one-time work: 1 more broadcast than step 3"
+
+
+def test_no_steps_no_analysed_steps():
+    assert analysed_steps(_steps_record([], {})).steps == ()
+    assert str(analysed_steps(_steps_record([], {}))) == "analysed steps none"

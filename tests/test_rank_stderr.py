@@ -102,3 +102,19 @@ def _cell_text(cell) -> str:
         parts += [out.get("text", ""), out.get("evalue", ""), "\n".join(out.get("traceback", []))]
         parts += [str(v) for v in out.get("data", {}).values()]
     return "\n".join(parts)
+
+
+def test_a_profiler_in_this_process_prints_no_usdt_lines_and_keeps_the_rest():
+    """Issue 30: notebook 12's own torch.profiler printed red `USDT … profiler_start/stop` lines."""
+    code = ("import os, sys, torch\n"
+            "from torch.profiler import ProfilerActivity, profile\n"
+            "from dpviz.rank_stderr import quiet_profiler\n"
+            "with quiet_profiler():\n"
+            "    with profile(activities=[ProfilerActivity.CPU]):\n"
+            "        torch.ones(4).sum()\n"
+            "    os.write(2, b'a real warning\\n')\n"
+            "print('done')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=TESTS.parent)
+    assert done.returncode == 0, done.stderr
+    assert "profiler_st" not in done.stderr and "a real warning" in done.stderr and done.stdout == "done\n"

@@ -65,3 +65,57 @@ def test_report_renders_offline_in_a_browser(reports, which):
             assert asked == []
         finally:
             browser.close()
+
+
+@pytest.fixture(scope="module")
+def trace_reports(tmp_path_factory):
+    """Reports of real traces at 2 ranks and at ~400 collectives per step, and of 16
+    hand-built ranks."""
+    from handmade_traces import ddp_gpu_rank
+
+    tmp = tmp_path_factory.mktemp("trace-reports")
+    sixteen = [str(ddp_gpu_rank(r, world_size=16).write(tmp / "sixteen" / f"rank{r}.json.gz"))
+               for r in range(16)]
+    inputs = {"2-ranks": [str(DATA / "nccl-sampled-ranks")],
+              "400-collectives": [str(DATA / "nccl-400-allreduces")], "16-ranks": sixteen}
+    for name, args in inputs.items():
+        assert cli(["report", *args, "--out", str(tmp / f"{name}.html")]) == 0
+    return {name: tmp / f"{name}.html" for name in inputs}
+
+
+def test_trace_reports_say_the_step_rule_and_what_is_not_measured(trace_reports):
+    page = trace_reports["2-ranks"].read_text()
+    assert "analysed steps 551 (552 dropped: the last ProfilerStep may be cut short" in page
+    assert "collectives ran on one loaded rank with no loaded peer" in page   # sampled ranks
+    big = trace_reports["400-collectives"].read_text()
+    assert "No message size recorded for the 404 collectives" in big and big.count("data:image/png") == 1
+
+
+@pytest.mark.browser
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian chromium")
+@pytest.mark.parametrize("which", ["2-ranks", "400-collectives", "16-ranks"])
+def test_trace_reports_read_in_a_browser(trace_reports, which):
+    """Every figure loads, none is taller than a screen or two, nothing is fetched; the
+    full page is photographed into tests/artifacts/report-<which>.png."""
+    from playwright.sync_api import sync_playwright
+
+    from test_browser import ARTIFACTS
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            asked = []
+            page.route(re.compile(r"^(?!file:|data:).*"),
+                       lambda route: (asked.append(route.request.url), route.abort()))
+            page.goto(trace_reports[which].resolve().as_uri())
+            sizes = page.eval_on_selector_all(
+                "img", "imgs => imgs.map(i => [i.complete, i.naturalWidth, i.naturalHeight, i.width, i.height])")
+            assert sizes and all(done and w > 300 and 100 < h for done, w, h, _, _ in sizes)
+            assert all(shown_h <= 2000 for *_, shown_h in sizes)      # 16 ranks: about two screens
+            assert page.evaluate("document.documentElement.scrollWidth") <= 1280   # wide tables scroll
+            assert asked == []
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"report-{which}.png"), full_page=True)
+        finally:
+            browser.close()

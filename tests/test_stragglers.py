@@ -8,10 +8,11 @@ import pytest
 
 from dpviz.cli import main as cli
 from dpviz.config import RunConfig
-from dpviz.stragglers import collective_instances, straggler_ranking
-from dpviz.trace_files import load_trace
+from dpviz.traces.stragglers import collective_instances, match_collectives, straggler_ranking
+from dpviz.traces.files import load_trace
 
-GLOO2 = sorted((Path(__file__).parent / "data" / "dpviz-gloo-2rank").glob("rank-*.json.gz"))
+DATA = Path(__file__).parent / "data"
+GLOO2 = sorted((DATA / "dpviz-gloo-2rank").glob("rank-*.json.gz"))
 
 
 def test_loaded_ranks_match_collective_by_collective():
@@ -53,25 +54,76 @@ def test_live_slow_rank_is_the_straggler_and_the_others_wait_for_it(tmp_path, ca
             assert c.last_rank == 1 and c.wait_ms[0] > delay / 2
 
 
-def test_collectives_are_matched_per_process_group():
-    """Two groups' collectives interleave differently on two ranks (NCCL names the group):
-    matched per group they line up; without the names they would pair the wrong ones."""
+def _record(spans_by_rank: dict[int, list[tuple]], steps=((0, 0, 1000),)) -> "RunRecord":
+    """Ranks' collectives as (start µs, end µs, op, communicator) on stream sub-lanes."""
     from dpviz.record import RunRecord, Span
 
-    def comm(rank, start, op, group):
-        return Span(rank=rank, tid="s", name=op, kind="collective", start_us=start,
-                    end_us=start + 10, step=0, op=op, group=group)
+    spans = [Span(rank=r, tid="m", name=f"ProfilerStep#{n}", kind="step", start_us=a, end_us=b, step=n)
+             for r in spans_by_rank for n, a, b in steps]
+    for rank, comms in spans_by_rank.items():
+        for start, end, op, group in comms:
+            step = next(n for n, a, b in steps if a <= start < b)
+            spans.append(Span(rank=rank, tid=f"stream {group}", name=op, kind="collective",
+                              start_us=start, end_us=end, step=step, op=op))
+    return RunRecord(config={}, world_size=len(spans_by_rank), spans=tuple(spans), buckets=(),
+                     micro_steps=(), losses={}, checks=(), ddp_logging={})
 
-    spans = [Span(rank=r, tid="m", name="step", kind="step", start_us=0, end_us=100, step=0)
-             for r in (0, 1)]
-    spans += [comm(0, 10, "all_gather", "dp"), comm(0, 20, "all_to_all", "ep"),
-              comm(1, 5, "all_to_all", "ep"), comm(1, 30, "all_gather", "dp")]
-    record = RunRecord(config={}, world_size=2, spans=tuple(spans), buckets=(), micro_steps=(),
-                       losses={}, checks=(), ddp_logging={})
+
+def _check_physics(record):
+    """No rank waits longer than its own collective, nor, per step, than its communication."""
+    from dpviz.overlap import summarize
+
+    for c in collective_instances(record):
+        for r in c.wait_ms:
+            assert 0 <= c.wait_ms[r] and c.move_ms[r] >= 0   # last arrival before its end
+    comm = {(row.rank, row.step): row.comm_ms for row in summarize(record)}
+    for s in straggler_ranking(record):
+        for r, waited in s.waited_ms.items():
+            assert waited <= comm[(r, s.step)] + 1e-9, (s.step, r, waited, comm[(r, s.step)])
+
+
+def test_two_communicators_interleaved_differently_are_matched_per_stream():
+    """Rank 0 runs the all-gather (stream 7) before the all-to-all (stream 9), rank 1 the
+    other way round: matched per communicator, each pairs with its own op."""
+    record = _record({0: [(10, 50, "all_gather", 7), (60, 90, "all_to_all", 9)],
+                      1: [(5, 90, "all_to_all", 9), (40, 50, "all_gather", 7)]})
     by_op = {c.op: c for c in collective_instances(record)}
-    assert {c.group for c in by_op.values()} == {"dp", "ep"}
-    # rank 0 arrived at 10 µs, rank 1 at 30 (µs → ms divisions: equal to ~1e-15)
-    assert by_op["all_gather"].wait_ms == pytest.approx({0: 0.02, 1: 0.0}, abs=1e-12)
+    assert {c.group for c in by_op.values()} == {"stream 7", "stream 9"}
+    assert by_op["all_gather"].wait_ms == pytest.approx({0: 0.030, 1: 0.0}, abs=1e-12)
     assert by_op["all_to_all"].last_rank == 0
-    (step,) = straggler_ranking(record)
-    assert step.late_ms == pytest.approx({0: 0.015, 1: 0.02}, abs=1e-12) and step.straggler == 1
+    assert match_collectives(record)[1] == []
+    _check_physics(record)
+
+
+def test_a_sampled_rank_keeps_its_unpartnered_collectives_unmatched_not_shifted():
+    """Rank 0's first all-to-all has no partner among the loaded ranks (its peers were not
+    loaded): pairing in issue order would pair it with rank 1's first and shift every pair
+    after it; matched by time, the true pairs end together and the extra one is unmatched."""
+    record = _record({0: [(100, 300, "all_to_all", 84), (310, 900, "all_to_all", 84),
+                          (950, 990, "all_reduce", 84)],
+                      1: [(500, 900, "all_to_all", 84), (960, 990, "all_reduce", 84)]})
+    instances, unmatched = match_collectives(record)
+    assert [(c.op, c.wait_ms[0], c.wait_ms[1]) for c in instances] == [
+        ("all_to_all", pytest.approx(0.19), 0.0), ("all_reduce", pytest.approx(0.01), 0.0)]
+    assert [(u.rank, u.op, u.count) for u in unmatched] == [(0, "all_to_all", 1)]
+    _check_physics(record)
+
+
+def test_a_missing_instance_and_a_different_op_are_unmatched():
+    record = _record({0: [(10, 20, "all_reduce", 1), (30, 40, "all_reduce", 1), (50, 60, "broadcast", 1)],
+                      1: [(12, 20, "all_reduce", 1), (50, 60, "all_gather", 1)]})
+    instances, unmatched = match_collectives(record)
+    assert [c.op for c in instances] == ["all_reduce"]
+    assert sorted((u.rank, u.op) for u in unmatched) == [(0, "all_reduce"), (0, "broadcast"), (1, "all_gather")]
+
+
+def test_real_sampled_ranks_obey_the_physics():
+    """Two sampled ranks of a 128-rank job (tests/data/nccl-sampled-ranks): what pairs has
+    kernels ending within a few µs of each other; what has no partner is unmatched."""
+    record = load_trace(sorted((DATA / "nccl-sampled-ranks").glob("*.json.gz")))
+    instances, unmatched = match_collectives(record)
+    assert len(instances) == 5 and sum(u.count for u in unmatched) == 10
+    for c in instances:   # one instance ends on all ranks at about the same moment
+        ends = [c.arrive_ms[r] + c.wait_ms[r] + c.move_ms[r] for r in c.arrive_ms]
+        assert max(ends) - min(ends) < 0.5
+    _check_physics(record)

@@ -36,7 +36,15 @@ def _record(config, kinds=()):
 def test_source_and_adjustment_come_from_the_record():
     assert style.source_of(_record({"source": "trace"})) == "loaded trace"
     assert style.source_of(_record({"world_size": 2})) == "live"
-    assert style.adjustment_of(_record({}, ["micro_step"])) == "all-reduce ends capped at their micro-step"
+    # said only where an all-reduce's end was moved onto its micro-step's end (issue 30: the
+    # badge stood on every figure with micro-steps, capped or not)
+    assert style.adjustment_of(_record({}, ["micro_step", "allreduce"])) == "all-reduce ends capped at their micro-step"
+    assert style.adjustment_of(_record({}, ["micro_step"])) == ""
+    inside = RunRecord(config={}, world_size=1, buckets=(), micro_steps=(), losses={}, checks=(),
+                       ddp_logging={}, notes=(),
+                       spans=(Span(rank=0, kind="micro_step", name="m", start_us=0.0, end_us=9.0, tid="0"),
+                              Span(rank=0, kind="allreduce", name="a", start_us=2.0, end_us=5.0, tid="g")))
+    assert style.adjustment_of(inside) == ""
     assert style.adjustment_of(_record({}, ["forward"])) == ""
 
 

@@ -134,7 +134,7 @@ def two_nodes(tmp_path_factory):
 
 def test_two_nodes_on_one_host_label_ranks_node_local(two_nodes, tmp_path):
     from dpviz.cli import main as cli
-    from dpviz.trace_files import load_trace
+    from dpviz.traces.files import load_trace
 
     record = load(two_nodes / "record.json", RunRecord)
     labels = record.rank_labels

@@ -146,13 +146,13 @@ def test_unknown_categories_are_kept_as_other_and_junk_is_counted():
         {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#7", "ts": 0, "dur": 100},
         {"ph": "X", "cat": "mtia_kernel", "name": "new_thing", "ts": 10, "dur": 5, "tid": 3},
         {"ph": "X", "cat": "cpu_op", "name": "DistributedDataParallel.forward", "ts": "x"},
-        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 1},   # known, not drawn
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 1},   # a CPU trace's compute
         {"ph": "C", "name": "counter", "ts": 1},
         [1, 2], None,
     ])
     spans = scan.spans(rank=2)
     assert [(s.kind, s.name, s.step, s.rank) for s in spans] == [
-        ("step", "ProfilerStep#7", 7, 2), ("other", "new_thing", 7, 2)]
+        ("step", "ProfilerStep#7", 7, 2), ("compute", "CPU ops", 7, 2), ("other", "new_thing", 7, 2)]
     notes = " ".join(scan.notes(2))
     assert "'mtia_kernel'" in notes and "3 malformed" in notes and "'C'" in notes
 

@@ -150,7 +150,7 @@ def judge(r0: dict, results: list[dict], checked: str) -> Verdict:
 
 def check_accumulation(fn: Callable | None = None, *, cluster: Cluster | None = None,
                        world_size: int = 2) -> AccumulationCheck:
-    """Run `fn(ddp, micro_batches, loss_fn)` for K = 3 micro-steps on live ranks."""
+    """Run `fn(ddp, micro_batches, loss_fn)` for `K` micro-steps (this module's constant) on live ranks."""
     check_attempt(fn, NAME)
     with using_cluster(cluster, world_size) as ranks:
         return _check_accumulation_on(ranks, fn)

@@ -86,9 +86,10 @@ def loss_readings(xs, ys, w: float) -> dict[str, float]:
     """Every plain reading of "the loss on this shard", to hold the seed's printed value against.
 
     For rank 1's shard (x = 3, 4; y = 6, 8) at w = 1 none gives the seed's 13: the sum of
-    squared errors is 25, their mean 12.5, half the sum 12.5, the sum of |errors| 7. The seed's
-    −14 (errors −3, −4) rules out data that would give 13 (errors of 2 and 3): the 13 cannot be
-    derived from the example's numbers.
+    squared errors is 25, their mean 12.5, half the sum 12.5, the sum of |errors| 7. Assuming
+    the example's y = 2x, data giving 13 has x = 2, 3, whose gradient is −26, not −14 (free
+    targets can give both, e.g. y = 6.50, 3.13 at x = 3, 4): the 13 cannot be derived from the
+    example's numbers.
     """
     errors = [w * x - y for x, y in zip(xs, ys)]
     sq = [e * e for e in errors]

@@ -26,9 +26,9 @@ def add_arguments(p) -> None:
     p.add_argument("--batch", type=positive_int, default=d.batch_per_rank, help="samples per rank per step (default %(default)s)")
     add_link_arguments(p)
     p.add_argument("--size-link", action="store_true",
-                   help="first measure this workload's backward on the ranks and size an emulated link "
-                        "to it (all gradients cross in one backward, alpha 5%% of it), as notebook 03 "
-                        "does; not with the --link options")
+                   help="first measure this workload's backward in runs with 1 MiB buckets on the ranks "
+                        "and size an emulated link to it (all gradients cross in 1.5 backwards, alpha 5%% "
+                        "of it: a teaching setting), as notebook 03 does; not with the --link options")
     p.add_argument("--out", required=True, help="folder for sweep.json and sweep.png|svg|pdf")
 
 
@@ -45,7 +45,7 @@ def main(args) -> int:
     out = writable_dir(args.out)  # fail before any rank starts
     with using_cluster(None, cfg.world_size, cfg.backend, cfg.timeout_s) as cluster:   # as sweep_buckets starts them
         if args.size_link:
-            cfg = cfg.replace(link=size_link(cfg, cluster=cluster))
+            cfg = cfg.replace(link=size_link(cfg.replace(bucket_cap_mb=1.0), cluster=cluster))   # as 03
             print(describe_link(cfg.link))
         result = sweep_buckets(cfg, cluster=cluster, caps=args.caps, repeats=args.repeats)
     save(result, out / "sweep.json")

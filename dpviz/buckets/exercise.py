@@ -23,7 +23,7 @@ from typing import Callable
 from .live import torch_assignment
 from .records import MIB, assign_buckets as model_assign, cap_limits
 from ..launch import Cluster, using_cluster
-from ..exercises.core import choose, not_written, require_callable
+from ..exercises.core import choose, not_written, raised, require_callable
 from ..exercises.records import BucketCase, BucketsCheck, Verdict
 
 EXERCISE = "bucket assignment"
@@ -109,6 +109,13 @@ def judge(case: BucketCase, yours: list[list[int]], checked: str) -> Verdict:
                    "the figure shows both packings, bytes to scale")
 
 
+def called_with(case: BucketCase) -> str:
+    """What the crashing call was given: the one thing a hint can state for certain."""
+    return (f"this case called it with {len(case.param_bytes)} ints in param_bytes and "
+            f"bucket_cap_mb={case.bucket_cap_mb!r}"
+            + (" (DDP's default: None means 25 MiB, the first bucket 1 MiB)" if case.bucket_cap_mb is None else ""))
+
+
 def check_buckets(fn: Callable | None = None, *, cluster: Cluster | None = None) -> BucketsCheck:
     """Run `fn(param_bytes, bucket_cap_mb)` on every case and compare with torch's packing."""
     if fn is not None:
@@ -127,8 +134,7 @@ def _check_buckets_on(cluster: Cluster, fn: Callable | None) -> BucketsCheck:
             yours = [tuple(int(p) for p in b) for b in fn(list(case.param_bytes), case.bucket_cap_mb)]
         except Exception as err:  # the learner's code, run here: report, do not crash the notebook
             return BucketsCheck(Verdict(EXERCISE, False, checked, "error",
-                                        f"{case.model}: {type(err).__name__}: {err}",
-                                        "read the error; param_bytes is a list of ints"), tuple(cases))
+                                        f"{case.model}: {raised(err, fn)}", called_with(case)), tuple(cases))
         cases[i] = BucketCase(case.model, case.bucket_cap_mb, case.param_bytes, case.torch, tuple(yours))
         if list(yours) != list(case.torch):
             return BucketsCheck(judge(cases[i], yours, checked), tuple(cases), i)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Sequence
 
-from .records import SLIDER_CAPS, BucketSweep, cap_row
+from .records import ONE_BUCKET_CAP_MB, SLIDER_CAPS, BucketSweep, cap_label, cap_row
 from ..config import for_slider
 from ..record import RunRecord
 
@@ -87,12 +87,28 @@ def _sweep_on(cluster, cfg, caps: list[float], repeats: int, progress: bool, war
     bar = tqdm(total=len(caps) * repeats, desc="bucket_cap_mb", disable=not progress)
     for _ in range(repeats):
         for cap in caps:
-            bar.set_postfix_str(f"{cap:g} MiB")
+            bar.set_postfix_str(cap_label(cap) + ("" if cap >= ONE_BUCKET_CAP_MB else " MiB"))   # as the plot
             records[cap].append(run(cfg.replace(bucket_cap_mb=cap), cluster=cluster))
             bar.update()
     bar.close()
     return BucketSweep(config={**cfg.to_dict(), "bucket_cap_mb": None}, world_size=cfg.world_size,
                        rows=tuple(cap_row(*records[cap]) for cap in caps))
+
+
+def overlap_contrast(cfg=None, *, cluster=None, cap: float = 1.0, repeats: int = 3
+                     ) -> tuple[list[RunRecord], list[RunRecord]]:
+    """Notebook 03 §3: `cfg` with `cap` MiB buckets and with one bucket, `repeats` runs each,
+    taken in turn so a burst of load hits both. Returns (bucketed runs, one-bucket runs)."""
+    from ..ddp_run import run
+    from ..launch import using_cluster
+
+    cfg, _ = check_sweep(cfg, [cap], repeats)
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
+        bucketed, one = [], []
+        for _ in range(repeats):
+            bucketed.append(run(cfg.replace(bucket_cap_mb=cap), cluster=ranks))
+            one.append(run(cfg.replace(bucket_cap_mb=ONE_BUCKET_CAP_MB), cluster=ranks))
+    return bucketed, one
 
 
 # --- live sliders: each release re-runs DDP on the warm cluster --------------------------------

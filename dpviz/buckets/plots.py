@@ -5,9 +5,10 @@ Data comes from `dpviz.buckets.records` (pure functions of records); these funct
 from __future__ import annotations
 
 from matplotlib.patches import Patch
+from matplotlib.transforms import offset_copy
 
-from .records import (ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap_limits, gradients, step_buckets,
-                      step_timeline)
+from .records import (ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap_label, cap_limits, gradients,
+                      notable_gradients, step_buckets, step_timeline)
 from ..link.records import link_note
 from ..plots.bars import hbars, link_bars
 from ..plots.legends import kept_legend
@@ -66,7 +67,7 @@ def plot_layout(record: RunRecord, ax=None, rank: int = 0):
 
 # Bucket-ready labels close in time are stacked upwards (into the compute lane, above the
 # tick) before one is hidden; a hidden one keeps its tick, in its bucket's colour.
-READY_SHIFTS = ((0, 0), (0, 8), (0, 16))
+READY_SHIFTS = ((0, 0), (0, -8), (-9, 0), (9, 0))   # never onto a bar (place_labels avoid_bars)
 READY_WHY = "bucket ready within a label's width of 2 others: its tick and colour remain"
 
 
@@ -80,9 +81,12 @@ def plot_gradient_sizes(record: RunRecord, ax=None, rank: int = 0, label_top: in
            color=[style.bucket_color(g.bucket) for g in grads])
     ax.set_yscale("log")
     ax.set_ylim(top=max(g.bytes for g in grads) * 12)     # room for the names
-    named = sorted(grads, key=lambda g: g.bytes)[-label_top:] + [min(grads, key=lambda g: g.bytes)]
-    labels = [ax.annotate(g.name, (g.position, g.bytes), xytext=(0, 3), textcoords="offset points",
-                          ha="center", fontsize=7, color=style.TEXT, rotation=30) for g in named]
+    largest, smallest = notable_gradients(grads, label_top)   # as describe_gradients names them
+    edge = max(1, len(grads) // 8)   # names near an end grow inwards, off the axis and its ticks
+    above = offset_copy(ax.transData, fig=ax.figure, y=3, units="points")   # place_labels can move a Text
+    labels = [ax.text(g.position, g.bytes, g.name, transform=above, va="bottom", fontsize=8, color=style.TEXT,
+                      ha="left" if g.position < edge else "right" if g.position >= len(grads) - edge else "center")
+              for g in dict.fromkeys(largest + [smallest])]
     ax.set_xlabel("gradients in the order DDP packs them (ready order); colour = bucket")
     ax.set_ylabel("bytes")
     name = record.workload.name if record.workload else "mlp"
@@ -90,8 +94,8 @@ def plot_gradient_sizes(record: RunRecord, ax=None, rank: int = 0, label_top: in
                  f"(bucket_cap_mb={record.config.get('bucket_cap_mb')})", loc="left")
     style.tidy(ax)
     style.tag(ax, style.source_of(record))
-    place_labels(labels, "gradient names within a label's width of a larger gradient's name",
-                 shifts_pt=((0, 0), (0, 10), (0, 20)))
+    place_labels(labels, "gradient names within a label's width of a larger gradient's name, or only on "
+                 "a bar: the printed lines name it", shifts_pt=tuple((0, 12 * k) for k in range(9)), avoid_bars=True)
     return ax
 
 
@@ -118,9 +122,9 @@ def _draw_ranks(ax, lanes: list[tuple[StepTimeline, float]], model) -> list:
                   [(comm(base), 0.55) for _, base in linked], [style.bucket_color(b.index) for b, _ in linked])
     hbars(ax, [(b.start_ms, b.end_ms - b.start_ms) for b, _ in buckets], [(comm(base), 0.55) for _, base in buckets],
           facecolors=colors, edgecolor="white", lw=0.3)
-    ready = [base + 1.2 for _, base in buckets]
-    ax.vlines([b.ready_ms for b, _ in buckets], ready, [y + 0.6 for y in ready], colors=colors, lw=2)
-    labels = [ax.text(b.ready_ms, y + 0.62, f"b{b.index}", fontsize=8, ha="center", va="bottom", color=color)
+    ready = [base + 1.5 for _, base in buckets]   # ticks up to the main lane, labels under them
+    ax.vlines([b.ready_ms for b, _ in buckets], ready, [y + 0.45 for y in ready], colors=colors, lw=2)
+    labels = [ax.text(b.ready_ms, y - 0.05, f"b{b.index}", fontsize=8, ha="center", va="top", color=color)
               for (b, _), y, color in zip(buckets, ready, colors)]
     if model is not None:  # the model's duration of each all-reduce, drawn from the same start
         hbars(ax, [(b.comm_start_ms, model.time_ms(b.bytes)) for b, _ in buckets],
@@ -177,7 +181,7 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
     style.tag(ax, style.source_of(record), *(["model"] if model is not None else []),
               note=style.adjustment_of(record))
     if hide_labels:
-        place_labels(ready_labels, READY_WHY, READY_SHIFTS)   # stacked up before any is hidden
+        place_labels(ready_labels, READY_WHY, READY_SHIFTS, avoid_bars=True)   # moved before any is hidden
     return ax
 
 
@@ -194,15 +198,8 @@ def plot_contrast(bucketed: RunRecord, one_bucket: RunRecord, axes=None, rank: i
         ax.set_title(f"bucket_cap_mb={cap_label(record.config['bucket_cap_mb'])}: "
                      + ax.get_title(loc="left"), loc="left", fontsize=9)
     place_labels([t for ax in axes for t in ax.texts if t.get_gid() != style.SOURCE_GID],   # once laid out
-                 READY_WHY, READY_SHIFTS)
+                 READY_WHY, READY_SHIFTS, avoid_bars=True)
     return axes
-
-
-def cap_label(cap: float | None, sep: str = " ") -> str:
-    """'1', '0.25', 'default', and 'one bucket' for a cap no demo model fills (not '4096.0')."""
-    if cap is None:
-        return "default"
-    return f"one{sep}bucket" if cap >= ONE_BUCKET_CAP_MB else f"{cap:g}"
 
 
 def plot_sweep(sweep: BucketSweep, ax=None):

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from ..record import Bucket, RunRecord, record_kind
-from ..overlap import quartiles, steady_steps, summarize, union
+from ..overlap import intersection, length, quartiles, steady_steps, summarize, union
 
 MIB = 1 << 20
 DEFAULT_CAP_MB = 25              # DDP's bucket_cap_mb when left unset
@@ -135,6 +135,17 @@ def gradients(record: RunRecord, rank: int = 0) -> list[Gradient]:
     return out
 
 
+def notable_gradients(grads: list[Gradient], top: int = 3) -> tuple[list[Gradient], Gradient]:
+    """(one gradient of each of the `top` largest sizes, the smallest), each the first DDP
+    packs of its size: the figure names the gradients the text does, and an MLP's 24 equal
+    layers get one name, not three."""
+    first: dict[int, Gradient] = {}
+    for g in sorted(grads, key=lambda g: g.position):
+        first.setdefault(g.bytes, g)
+    largest = [first[size] for size in sorted(first, reverse=True)[:top]]
+    return largest, first[min(first)]
+
+
 def _size(n: int) -> str:
     return f"{n / MIB:.2f} MiB" if n >= MIB / 4 else f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n} B"
 
@@ -143,11 +154,13 @@ def describe_gradients(record: RunRecord, rank: int = 0) -> str:
     """The gradients' sizes and how DDP's rebuilt buckets hold them, in a few lines: the
     largest and smallest gradient, then each bucket's size, count and first/last names."""
     grads = gradients(record, rank)
-    big, small = max(grads, key=lambda g: g.bytes), min(grads, key=lambda g: g.bytes)
+    (big, *_), small = notable_gradients(grads)
+    alike = sum(g.bytes == big.bytes for g in grads)
     name = record.workload.name if record.workload else "mlp"
     lines = [f"{name}: {len(grads)} gradients, {_size(sum(g.bytes for g in grads))} in all; "
-             f"largest {big.name} {_size(big.bytes)}, smallest {small.name} {_size(small.bytes)} "
-             f"({big.bytes / small.bytes:,.0f}x)",
+             f"largest {big.name} {_size(big.bytes)}"
+             + (f" (first packed of {alike} that size)" if alike > 1 else "")
+             + f", smallest {small.name} {_size(small.bytes)} ({big.bytes / small.bytes:,.0f}x)",
              f"buckets after the rebuild (bucket_cap_mb={record.config.get('bucket_cap_mb')}, "
              f"first bucket's cap {_size(cap_limits(record.config.get('bucket_cap_mb'))[0])}):"]
     for b in sorted({g.bucket for g in grads}):
@@ -205,6 +218,58 @@ class StepTimeline:
     def wait_ms(self) -> float:
         """How long the step waited for communication after backward's last op."""
         return max(0.0, self.comm_end_ms - self.backward_end_ms)
+
+
+@dataclass(frozen=True)
+class StoryBeat:
+    """One section of the bucket-overlap animation: where the clock runs to, and its caption."""
+
+    to_ms: float
+    caption: str
+    name: str
+
+
+def bucket_story(tl: StepTimeline) -> list[StoryBeat]:
+    """The animation's sections with captions built from the step it replays: how many
+    buckets fired before backward ended, how much communication (link transfer and
+    all-reduce) ran beside backward, how long the optimizer waited. A one-bucket step is told
+    as one: nothing runs beside backward."""
+    n, end = len(tl.buckets), tl.backward_end_ms
+    early = sum(b.ready_ms < end for b in tl.buckets)
+    comm = [(b.comm_start_ms, b.end_ms) for b in tl.buckets]
+    beside = intersection(comm, tl.backward)
+    forward = StoryBeat(min(s for s, _ in tl.backward), "forward: activations are kept for backward", "forward")
+    if n == 1:
+        fire = StoryBeat(tl.buckets[0].ready_ms, "backward: the one bucket fires only when its last gradient, "
+                         "the whole model's, is ready", "buckets fire")
+    else:
+        fire = StoryBeat(tl.buckets[-1].ready_ms, f"backward: {early} of {n} buckets fire before backward "
+                         "ends, each once its last gradient is ready", "buckets fire")
+    total = length(comm)
+    overlap = StoryBeat(end, f"{beside:.1f} of {total:.1f} ms of communication ran beside the remaining backward"
+                        if beside >= 0.05 * total else
+                        f"almost nothing ran beside backward ({beside:.1f} of {total:.1f} ms): the communication "
+                        "comes after it", "overlap")
+    wait = StoryBeat(step_end_ms(tl),
+                     f"the optimizer waits {tl.wait_ms:.1f} ms for the last bucket, then updates" if tl.wait_ms > 0
+                     else "no bucket was still in flight: the optimizer starts when backward ends", "optimizer waits")
+    return [forward, fire, overlap, wait]
+
+
+def step_end_ms(tl: StepTimeline) -> float:
+    """When the step's last work ends: its optimizer, or its last all-reduce."""
+    return max([e for _, e in tl.optimizer] + [tl.comm_end_ms])
+
+
+def story_summary(tl: StepTimeline) -> str:
+    """The animation's last line: communication in the step (link transfers and all-reduces,
+    as drawn) and what of it nothing hid."""
+    comm = length([(b.comm_start_ms, b.end_ms) for b in tl.buckets])
+    linked = [(b.link_start_ms, b.link_end_ms) for b in tl.buckets if b.link_start_ms is not None]
+    parts = (f" (link transfers {length(linked):.1f} ms, all-reduces "
+             f"{length([(b.start_ms, b.end_ms) for b in tl.buckets]):.1f} ms)" if linked else "")
+    return (f"communication {comm:.1f} ms in all{parts}; exposed (nothing computing beside it) "
+            f"{sum(e - s for s, e in tl.exposed):.1f} ms")
 
 
 def minus(a: Intervals, b: Intervals) -> Intervals:
@@ -344,6 +409,7 @@ class CapRow:
     samples: int              # (rank, step) pairs the medians are over
     step_ms_quartiles: tuple[float, float] = (0.0, 0.0)   # the spread: 25th, 75th percentile
     backward_ms: float = 0.0  # median backward time (it slows when gloo shares its cores)
+    exposed_ms_quartiles: tuple[float, float] = (0.0, 0.0)   # the spread of exposed_comm_ms
 
 
 @record_kind("bucket_sweep")
@@ -374,7 +440,8 @@ def cap_row(*records: RunRecord) -> CapRow:
         exposed_comm_ms=med([r.exposed_comm_ms for r in rows]),
         overlap_fraction=med([r.backward_overlap_fraction for r in rows]), samples=len(rows),
         step_ms_quartiles=quartiles([r.step_ms for r in rows]),
-        backward_ms=med([r.backward_ms for r in rows]))
+        backward_ms=med([r.backward_ms for r in rows]),
+        exposed_ms_quartiles=quartiles([r.exposed_comm_ms for r in rows]))
 
 
 def spread_ms(row: CapRow) -> float:
@@ -391,10 +458,7 @@ def describe_overlap(bucketed: CapRow, one: CapRow) -> str:
         lines.append(f"{name:14} {r.n_buckets:>7} {r.step_ms:>8.1f} {f'{lo:.0f}-{hi:.0f}':>13} "
                      f"{r.backward_ms:>8.1f} {r.comm_ms:>6.1f} {r.exposed_comm_ms:>7.1f} "
                      f"{r.overlap_fraction:>7.0%}")
-    hidden = one.exposed_comm_ms - bucketed.exposed_comm_ms
-    lines.append(f"overlap hid {hidden:.1f} of {one.exposed_comm_ms:.1f} ms of exposed communication on "
-                 f"this run ({hidden / one.exposed_comm_ms:.0%})" if one.exposed_comm_ms else
-                 "the one-bucket run exposed no communication")
+    lines.append(hidden_verdict(bucketed, one))
     gain, noise = one.step_ms - bucketed.step_ms, max(spread_ms(bucketed), spread_ms(one))
     verdict = "shorter" if gain > 0 else "longer"
     lines.append(f"the bucketed step is {abs(gain):.1f} ms {verdict} (median); run-to-run spread "
@@ -404,13 +468,47 @@ def describe_overlap(bucketed: CapRow, one: CapRow) -> str:
     return "\n".join(lines)
 
 
+def overlap_share(bucketed: CapRow, one: CapRow) -> float | None:
+    """The share of one bucket's exposed communication the buckets hid (may be negative on a
+    noisy run: callers print it only through `hidden_verdict`); None if one bucket exposed none."""
+    if not one.exposed_comm_ms:
+        return None
+    return (one.exposed_comm_ms - bucketed.exposed_comm_ms) / one.exposed_comm_ms
+
+
+def hidden_verdict(bucketed: CapRow, one: CapRow) -> str:
+    """How much exposed communication the buckets hid against one bucket, named only when the
+    difference exceeds the runs' spread (IQR) of exposed communication; never a negative share."""
+    hidden = one.exposed_comm_ms - bucketed.exposed_comm_ms
+    noise = max(q[1] - q[0] for q in (bucketed.exposed_ms_quartiles, one.exposed_ms_quartiles))
+    if not one.exposed_comm_ms:
+        return "the one-bucket run exposed no communication: nothing for overlap to hide"
+    if hidden > noise:
+        return (f"overlap hid {hidden:.1f} of {one.exposed_comm_ms:.1f} ms of exposed communication on "
+                f"this run ({hidden / one.exposed_comm_ms:.0%}; spread of exposed communication, IQR, "
+                f"up to {noise:.1f} ms)")
+    if hidden > 0:
+        return (f"the buckets exposed {hidden:.1f} ms less communication than one bucket "
+                f"({bucketed.exposed_comm_ms:.1f} vs {one.exposed_comm_ms:.1f} ms), within the spread "
+                f"(IQR up to {noise:.1f} ms): this run cannot say that overlap hid any")
+    return (f"overlap hid nothing measurable on this run: the buckets exposed {bucketed.exposed_comm_ms:.1f} ms "
+            f"of communication, one bucket {one.exposed_comm_ms:.1f} ms (spread, IQR, up to {noise:.1f} ms)")
+
+
+def cap_label(cap: float | None, sep: str = " ") -> str:
+    """'1', '0.25', 'default', and 'one bucket' for a cap no demo model fills (not '4096.0')."""
+    if cap is None:
+        return "default"
+    return f"one{sep}bucket" if cap >= ONE_BUCKET_CAP_MB else f"{cap:g}"
+
+
 def format_sweep(result: BucketSweep) -> str:
     """The sweep as a table and its verdict (CLI and notebooks print the same lines)."""
     if not result.rows:
         return "no rows"
-    lines = [f"{'cap MiB':>8} {'buckets':>7} {'step ms':>8} {'(IQR)':>11} {'comm ms':>8} {'exposed ms':>10} "
+    lines = [f"{'cap MiB':>10} {'buckets':>7} {'step ms':>8} {'(IQR)':>11} {'comm ms':>8} {'exposed ms':>10} "
              f"{'overlap':>7}  (medians of {result.rows[0].samples} rank-steps)"]
-    lines += [f"{r.bucket_cap_mb:>8g} {r.n_buckets:>7} {r.step_ms:>8.1f} "
+    lines += [f"{cap_label(r.bucket_cap_mb):>10} {r.n_buckets:>7} {r.step_ms:>8.1f} "
               f"{f'{r.step_ms_quartiles[0]:.0f}-{r.step_ms_quartiles[1]:.0f}':>11} {r.comm_ms:>8.1f} "
               f"{r.exposed_comm_ms:>10.1f} {r.overlap_fraction:>7.2f}" for r in result.rows]
     return "\n".join(lines + [sweep_verdict(result)])
@@ -423,10 +521,15 @@ def sweep_verdict(result: BucketSweep) -> str:
     best = min(rows, key=lambda r: r.step_ms)
     ends = [r for r in (rows[0], rows[-1]) if r is not best]
     noise = max(spread_ms(r) for r in rows)
-    text = f"fastest: {best.bucket_cap_mb:g} MiB ({best.n_buckets} buckets, {best.step_ms:.1f} ms)"
+    text = f"fastest: {cap_label(best.bucket_cap_mb)}{'' if best.bucket_cap_mb >= ONE_BUCKET_CAP_MB else ' MiB'} ({best.n_buckets} buckets, {best.step_ms:.1f} ms)"
     if len(ends) == 2:
-        text += (f"; tiny caps {ends[0].step_ms - best.step_ms:+.1f} ms, one bucket "
-                 f"{ends[1].step_ms - best.step_ms:+.1f} ms: a U")
+        arms = [(name, r.step_ms - best.step_ms) for name, r in zip(("tiny caps", "one bucket"), ends)]
+        text += "; " + ", ".join(f"{name} {gap:+.1f} ms" for name, gap in arms)
+        slower = [name for name, gap in arms if gap > noise]
+        text += (f" against a spread (IQR) up to {noise:.1f} ms: "
+                 + ("both ends slower beyond the spread, a U" if len(slower) == 2 else
+                    f"only {slower[0]} slower beyond the spread, so this run shows no U" if slower else
+                    "neither end slower beyond the spread, so this run shows no shape"))
     elif len(rows) > 1:
         text += "; the fastest cap is at an end of the sweep: no U on this run"
     gaps = [abs(r.step_ms - best.step_ms) for r in rows if r is not best]

@@ -14,6 +14,7 @@ time hardly changes with size: small messages waste the link.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
@@ -140,6 +141,42 @@ def fit_alpha_beta(rows: Iterable[BenchRow]) -> AlphaBeta:
         alpha, beta = sa / saa, 0.0
     op, world_size = keys.pop()
     return AlphaBeta(op, world_size, alpha, beta)
+
+
+def _log_slope(rows: Sequence[BenchRow]) -> float:
+    """Least-squares slope of log(time) against log(bytes): 0 flat, 1 time ∝ size."""
+    xs, ys = [math.log(r.bytes) for r in rows], [math.log(r.time_ms) for r in rows]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def describe_shape(record: BenchRecord, op: str = "all_reduce") -> str:
+    """Whether one series has the alpha-beta shape on this run — flat for small messages
+    (log-log slope near 0), slope one for large ones, time never falling as size grows — read
+    from its rows, not assumed (raw loopback on shared cores often has not)."""
+    rows = sorted(record.select(op), key=lambda r: r.bytes)
+    if len({r.bytes for r in rows}) < 6:
+        raise ValueError("the shape needs at least six sizes (three small, three large)")
+    left, right = _log_slope(rows[:3]), _log_slope(rows[-3:])
+    falls = [(a, b) for a, b in zip(rows, rows[1:]) if b.time_ms < a.time_ms]
+    flat, linear = left < 0.3, right > 0.5
+    lines = [f"{op}: log-log slope {left:.2f} over {_size_label(rows[0].bytes)}-{_size_label(rows[2].bytes)} "
+             f"(0 is flat: latency-bound), {right:.2f} over {_size_label(rows[-3].bytes)}-{_size_label(rows[-1].bytes)} "
+             "(1 is slope one: bandwidth-bound)"]
+    if falls:
+        lines.append("time fell as size grew: " + ", ".join(
+            f"{_size_label(a.bytes)} {a.time_ms:.2f} ms → {_size_label(b.bytes)} {b.time_ms:.2f} ms" for a, b in falls))
+    shape = flat and linear and not falls
+    lines.append("verdict: the alpha-beta shape (flat, then rising toward slope one)" if shape else
+                 "verdict: not the alpha-beta shape on this run (" + "; ".join(
+                     why for why, bad in (("small messages not flat", not flat),
+                                          ("large messages not rising toward slope one", not linear),
+                                          ("not monotonic", bool(falls))) if bad) + ")")
+    return "\n".join(lines)
+
+
+def _size_label(nbytes: int) -> str:
+    return f"{nbytes >> 20} MiB" if nbytes >= 1 << 20 else f"{nbytes >> 10} KiB" if nbytes >= 1 << 10 else f"{nbytes} B"
 
 
 def fit_all(record: BenchRecord) -> list[AlphaBeta]:

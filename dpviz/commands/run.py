@@ -5,7 +5,7 @@ from pathlib import Path
 
 from ..config import DEVICES, MODEL_DEFAULTS, NO_SYNC_SCOPES, RunConfig
 from ..ddp_run import run
-from ..summary import write_summary
+from ..traces.summary import write_summary
 from ..overlap import describe
 from ._args import add_link_arguments, link_of, non_negative_int, positive_float, positive_int
 

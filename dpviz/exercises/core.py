@@ -13,11 +13,14 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import linecache
 import os
+import re
 import textwrap
+import traceback
 from typing import Any, Callable
 
-from .records import Verdict
+from .records import FORCED, NO_FUNCTION, NOTHING, STARTER, YOURS, Verdict
 
 SOLUTIONS_ENV = "DPVIZ_SOLUTIONS"   # "1": check the shipped solution instead of the learner's code
 EXERCISE_TIMEOUT_S = 30.0           # a deadlocked ring hangs: fail within this, naming the rank
@@ -43,20 +46,27 @@ def is_starter(fn: Callable) -> bool:
 
 
 def choose(fn: Callable | None, name: str) -> tuple[Callable | None, str]:
-    """(function to check, who wrote it). The shipped solution `solutions.<name>` is used
-    when DPVIZ_SOLUTIONS=1 or when `fn` is missing or still the starter; (None, ...) if the
-    solutions are not installed (a teacher removed `dpviz/exercises/solutions/`)."""
-    if fn is not None and os.environ.get(SOLUTIONS_ENV) != "1" and not is_starter(fn):
-        return fn, "your code"
+    """(function to check, whose code it is: YOURS, or why the shipped solution
+    `solutions.<name>` runs in its place — `fn` still the starter, missing, or
+    DPVIZ_SOLUTIONS=1); (None, NOTHING) if the solutions are not installed (a teacher removed
+    `dpviz/exercises/solutions/`)."""
+    if fn is None:
+        why = NO_FUNCTION
+    elif is_starter(fn):
+        why = STARTER
+    elif os.environ.get(SOLUTIONS_ENV) == "1":
+        why = FORCED
+    else:
+        return fn, YOURS
     try:
         module = importlib.import_module(f"{__package__}.solutions.{name}")
     except ModuleNotFoundError:
-        return None, "nothing yet"
-    return getattr(module, name), "the shipped solution"
+        return None, NOTHING
+    return getattr(module, name), why
 
 
 def not_written(exercise: str, name: str) -> Verdict:
-    return Verdict(exercise, False, "nothing yet", "not_written",
+    return Verdict(exercise, False, NOTHING, "not_written",
                    f"`{name}` is still the starter, and this install has no shipped solutions.",
                    "fill in the function, run its cell, then run the check again")
 
@@ -90,6 +100,11 @@ def check_attempt(fn: Callable | None, name: str) -> None:
         portable(chosen)
 
 
+def source_filename(name: str) -> str:
+    """The file name a learner's function shipped as source is compiled under on a rank."""
+    return f"<your {name}>"
+
+
 def resolve(spec: tuple) -> Callable:
     """Rank side: the function `portable` described."""
     import math
@@ -102,8 +117,11 @@ def resolve(spec: tuple) -> Callable:
         for part in spec[2].split("."):
             obj = getattr(obj, part)
         return obj
+    filename = source_filename(spec[1])
+    # a traceback through the learner's code then quotes their line, as it would in the notebook
+    linecache.cache[filename] = (len(spec[2]), None, spec[2].splitlines(True), filename)
     namespace = {"torch": torch, "dist": dist, "nn": torch.nn, "math": math, "__name__": "learner"}
-    exec(compile(spec[2], f"<your {spec[1]}>", "exec"), namespace)
+    exec(compile(spec[2], filename, "exec"), namespace)
     return namespace[spec[1]]
 
 
@@ -120,11 +138,39 @@ def run_attempt(cluster, task: Callable, fn: Callable | None, exercise: str, nam
     try:
         return cluster.run_task(task, portable(fn), *args, timeout_s=EXERCISE_TIMEOUT_S), None, checked
     except RankError as err:  # the learner's code raised or hung: that is the verdict
-        return None, crashed(exercise, checked, err), checked
+        return None, crashed(exercise, checked, err, fn), checked
 
 
-def crashed(exercise: str, checked: str, err: Exception) -> Verdict:
-    """A rank raised or hung while running the learner's code: say which and why."""
+def failing_line(traceback_text: str, fn: Callable) -> tuple[int, str] | None:
+    """(line number within `fn`, the line) of the last frame of `traceback_text` that runs in
+    `fn`'s code — compiled from its source on a rank (line 1 is its `def`) or read from its
+    file; None if no frame does."""
+    shipped, file = source_filename(fn.__name__), getattr(fn.__code__, "co_filename", "")
+    found = None
+    lines = traceback_text.splitlines()
+    for i, line in enumerate(lines):
+        match = re.match(r'\s*File "(.+)", line (\d+), in ', line)
+        if match and match.group(1) in (shipped, file):
+            first = 1 if match.group(1) == shipped else fn.__code__.co_firstlineno
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            found = (int(match.group(2)) - first + 1, "" if code.startswith("File ") else code)
+    return found
+
+
+def raised(err: BaseException, fn: Callable, traceback_text: str | None = None) -> str:
+    """`Type: message`, then the learner's line that raised it where a frame of `fn` shows."""
+    text = traceback_text or "".join(traceback.format_exception(err))
+    where = failing_line(text, fn)
+    last = text.rstrip().splitlines()[-1] if text.strip() else repr(err)
+    if where is None:
+        return last
+    number, code = where
+    return f"{last}\nat line {number} of your {fn.__name__}" + (f": {code}" if code else "")
+
+
+def crashed(exercise: str, checked: str, err: Exception, fn: Callable) -> Verdict:
+    """A rank raised or hung while running the learner's code: which rank, the exception,
+    the line of theirs that raised it; a hint only where the cause is known."""
     from ..launch import RankTimeout
 
     if isinstance(err, RankTimeout):
@@ -134,13 +180,13 @@ def crashed(exercise: str, checked: str, err: Exception) -> Verdict:
                        "for a message nobody sent?",
                        "post sends with isend (non-blocking) before you recv, and make every "
                        "recv match a send of the same size from the rank you name")
-    text = str(err).rstrip().splitlines()
-    last = text[-1] if text else repr(err)
-    hint = "read the error's last line; the full traceback is in the exception"
-    if "NameError" in last:
+    what = raised(err, fn, str(err))
+    hint = ("fix that line, run its cell, then run the check again" if failing_line(str(err), fn) else
+            "no line of your function is in the rank's traceback: the exception above is all that is known")
+    if what.startswith("NameError") and portable(fn)[0] == "source":
         hint = ("your function runs in other processes, which only know torch, dist, nn and "
                 "math: import anything else inside the function")
-    return Verdict(exercise, False, checked, "error", f"rank {getattr(err, 'rank', '?')} raised: {last}", hint)
+    return Verdict(exercise, False, checked, "error", f"rank {getattr(err, 'rank', '?')} raised {what}", hint)
 
 
 # --- the recorder the learner talks through -----------------------------------------------

@@ -9,6 +9,7 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from .records import AccumulationCheck, BucketsCheck, HookCheck, RingCheck, RingRun, Zero1Check
 from ..plots import style
+from ..plots.style import COLUMN_IN
 from ..collectives.plots import draw_grid, inputs_legend, rank_axis
 
 WRONG = "#D62728"
@@ -48,7 +49,10 @@ def plot_ring_check(check: RingCheck):
         raise ValueError("this check has no attempt to draw (the code raised, hung or is not written)")
     frame = check.first_diff if check.first_diff is not None else len(check.yours.frames) - 1
     n, width = check.reference.world_size, check.reference.elements
-    fig, axes = plt.subplots(1, 2, figsize=(2 * (1.5 + 0.45 * width) + 1.5, 1.2 + 0.5 * n), layout="constrained")
+    panel_w, panel_h = 1.5 + 0.45 * width, 1.2 + 0.5 * n
+    side_by_side = 2 * panel_w + 1.5 <= COLUMN_IN    # else stacked: scaled to the column, type would shrink
+    fig, axes = plt.subplots(1 if side_by_side else 2, 2 if side_by_side else 1, layout="constrained",
+                             figsize=(2 * panel_w + 1.5, panel_h) if side_by_side else (panel_w + 1.5, 2 * panel_h + 0.4))
     _ring_panel(axes[0], check.yours, frame, check.reference, "yours (live ranks)")
     _ring_panel(axes[1], check.reference, frame, check.yours, "dpviz's ring (model)")
     inputs_legend(axes[1], n)
@@ -100,7 +104,7 @@ def _bucket_row(ax, y: float, buckets, sizes) -> None:
         width = sum(sizes[i] for i in bucket) / 2**20
         ax.barh(y, width, left=left, color=style.bucket_color(k), edgecolor="white")
         label = f"b{k}: {bucket[0]}…{bucket[-1]}" if len(bucket) > 1 else f"b{k}: {bucket[0]}"
-        ax.text(left + width / 2, y, label, ha="center", va="center", fontsize=7, rotation=90 * (width < 0.6))
+        ax.text(left + width / 2, y, label, ha="center", va="center", fontsize=8, rotation=90 * (width < 0.6))
         left += width
 
 

@@ -1,11 +1,14 @@
 """Size the emulated link to this machine: measure the workload's backward on live ranks,
 then `dpviz.link.records.sized_link` turns it into a link (Gb/s and α) in the ratio the lessons need.
 
-The backward is measured with no communication at all: the run loop's own accumulation
-(`accum_steps=2`, no link) runs the first micro-step of every step inside `ddp.no_sync()`,
-so no bucket is all-reduced while it computes and gloo takes no CPU from it (on a CPU the
-all-reduces share the cores: notebook 03 measures how much they slow backward). Step 0 is
-left out (one-off costs, DDP's first iteration); the median over ranks and steps is kept.
+The backward is measured under the lesson's own conditions, so the link is the same run after
+run: the workload's world size, model and bucket cap, every rank at once on the warm cluster,
+its buckets crossing the link (on a CPU gloo's reductions then share the cores with backward,
+as in the lesson's runs), the median over ranks, analysed steps and several runs. Sizing to a
+backward measured alone would not hold: a lone backward is shorter than the lesson's, by how
+much depends on the machine's load at that moment (issue 30: sized to 32.6 ms, measured 13.9).
+That needs a link to start from: a lone backward (inside `no_sync()`: the run loop's own
+accumulation, nothing all-reduced) sizes a provisional one, and warms the ranks.
 """
 from __future__ import annotations
 
@@ -13,35 +16,49 @@ import statistics
 
 from ..config import RunConfig, require_int
 from .records import ALPHA_FRACTION, RATIO, Link, sized_link
-from ..overlap import intersection, steady_steps, union
+from ..overlap import intersection, steady_steps, summarize, union
 from ..record import RunRecord
 
 FACADE = ("size_link",)   # what `dpviz.<name>` offers from here
 
 
 def size_link(cfg=None, *, cluster=None, ratio: float = RATIO, alpha_fraction: float = ALPHA_FRACTION,
-              steps: int = 6) -> Link:
+              steps: int = 4, repeats: int = 3) -> Link:
     """The link `cfg`'s workload should run on here: its gradients cross in `ratio` × the
-    measured backward, each transfer pays `alpha_fraction` × it (`dpviz.link.records.sized_link`).
+    backward of `cfg`'s own runs on that link, each transfer pays `alpha_fraction` × it
+    (`dpviz.link.records.sized_link`).
 
-    Runs `steps` optimizer steps of `cfg` (its model, size and world size; its own link and
-    bucket cap do not matter: nothing is all-reduced while the measured backwards run) on the
-    warm `cluster`, or on ranks started for this call. `steps` − 1 steady steps on every rank
-    give the median (10 backwards with the default 6 on 2 ranks: a burst of load moves it less).
+    Runs on the warm `cluster` (or ranks started for this call): one lone-backward probe that
+    sizes a provisional link, then `repeats` runs of `cfg` (`steps` steps each; its model,
+    world size and bucket cap; its own link does not matter) on that link; the median backward
+    over their ranks and analysed steps sizes the link returned.
     """
     from ..ddp_run import run
     from ..launch import using_cluster
     from ..workloads.live import validate_run_config
 
     cfg = validate_run_config(cfg or RunConfig())
-    require_int("steps", steps, 2)
+    require_int("steps", steps, 3, hint=": the analysed steps start after DDP's bucket rebuild in step 1")
+    require_int("repeats", repeats, 1)
     sized_link(1.0, 1, cfg.world_size, ratio, alpha_fraction)   # bad numbers fail here, before ranks
-    probe = cfg.replace(steps=steps, accum_steps=2, no_sync="forward_backward", link=None,
+    probe = cfg.replace(steps=3, accum_steps=2, no_sync="forward_backward", link=None,
                         checks=False, profile=True)
     with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
-        record = run(probe, cluster=ranks)
-    return sized_link(silent_backward_ms(record), sum(record.param_bytes), cfg.world_size,
-                      ratio, alpha_fraction)
+        lone = run(probe, cluster=ranks)
+        gradient_bytes = sum(lone.param_bytes)
+        provisional = sized_link(silent_backward_ms(lone), gradient_bytes, cfg.world_size, ratio, alpha_fraction)
+        lesson = cfg.replace(steps=steps, accum_steps=1, link=provisional, checks=False, profile=True)
+        records = [run(lesson, cluster=ranks) for _ in range(repeats)]
+    return sized_link(run_backward_ms(*records), gradient_bytes, cfg.world_size, ratio, alpha_fraction)
+
+
+def run_backward_ms(*records: RunRecord) -> float:
+    """Median backward time over the records' ranks and analysed steps: the backward a
+    lesson's runs see (what `size_link` sizes to, and what a section checks it against)."""
+    times = [row.backward_ms for record in records for row in summarize(record, steady_steps(record))]
+    if not times:
+        raise ValueError("no analysed steps to measure a backward in: record with profile=True and steps >= 3")
+    return statistics.median(times)
 
 
 def silent_backward_ms(record: RunRecord) -> float:

@@ -17,8 +17,9 @@ so what the lessons show depends on the link's time against *this machine's* bac
 `sized_link` sets the link from a measured backward: all gradients cross it in `ratio` × the
 backward, and each transfer pays α = `alpha_fraction` × the backward (small, so only many
 tiny buckets pay visibly). A slower CPU gets a slower link in the same ratio, so the pictures
-are the same everywhere. `dpviz.link.live.size_link` measures the backward on live ranks
-(alone, no all-reduce beside it) and returns such a link.
+are the same everywhere. `dpviz.link.live.size_link` measures the backward on live ranks, in
+runs like the lesson's own, and returns such a link;
+`describe_sizing_check` says whether a section's runs still have the proportion it was sized for.
 
 No torch here: records and renderers read links without it. The rank side, the thread that
 plays the wire during a run, is `dpviz.link.thread`.
@@ -46,13 +47,13 @@ PRESETS: dict[str, tuple[float, float]] = {
 }
 OFF = ("off", "none", "loopback")
 
-# `sized_link`'s defaults, chosen from runs of notebook 03's workload (2 ranks, 6 MiB of
-# gradients, 6 buckets of 1 MiB): a run whose buckets are all-reduced beside backward runs it
-# 1.1-1.4x slower than the lone backward size_link measures (gloo takes CPU from it), so 1.5
-# puts all gradients on the link for about one backward *of the run*; and a burst of load
-# during the measurement, which can halve it against the runs', still leaves the link above
-# the ~0.53 backward below which 6 buckets hide everything and their lead over one bucket
-# shrinks (see sized_link). α at 5 %: 24 tiny buckets pay 1.2 backwards of it, 6 pay 0.3.
+# `sized_link`'s defaults: a teaching setting chosen to make overlap visible, not the proportion
+# of any cluster (there it depends on the model, the batch and the interconnect). Against the
+# backward of the lesson's own runs (size_link), all gradients cross in 1.5 such backwards: with
+# notebook 03's 6 buckets of 1 MiB overlap can then hide ≈ (5/6 − 5a)/(1.5 + a) ≈ 38 % of what one
+# bucket exposes (sized_link), with a margin both ways: a backward 1.5× longer or shorter than
+# the one sized to keeps buckets ahead of one bucket and short of hiding everything (below
+# ≈ 0.53 backwards 6 buckets hide it all). α at 5 %: 24 tiny buckets pay 1.2 backwards of it, 6 pay 0.3.
 RATIO = 1.5
 ALPHA_FRACTION = 0.05
 
@@ -212,6 +213,31 @@ def describe_sizing(link: Link, gradient_bytes: int, world_size: int) -> str:
         return f"{line}, plus α {alpha_ms:.2f} ms per transfer"
     return (f"{line} ({carry_ms / link.sized_to_ms:.2f}× the backward), plus α {alpha_ms:.2f} ms per "
             f"transfer ({alpha_ms / link.sized_to_ms:.0%} of the backward)")
+
+
+SIZING_TOLERANCE = 1.5   # a run's backward this far from the one a link was sized to: re-size
+
+
+def sizing_factor(link: Link, backward_ms: float) -> float | None:
+    """A run's backward ÷ the backward `link` was sized to (None: not a sized link)."""
+    return None if link.sized_to_ms is None else backward_ms / link.sized_to_ms
+
+
+def describe_sizing_check(link: Link, backward_ms: float, what: str = "these runs") -> str:
+    """Whether a sized link still has the proportion it was sized for, against the backward a
+    section measured: within SIZING_TOLERANCE either way it holds; beyond, the line says so
+    and what all gradients now take in backwards of `what`."""
+    factor = sizing_factor(link, backward_ms)
+    if factor is None:
+        return (f"the link was not sized to a backward (a preset or typed numbers); the backward of "
+                f"{what}: {backward_ms:.1f} ms (median)")
+    head = (f"the backward of {what}, {backward_ms:.1f} ms (median), is {factor:.2f}× the "
+            f"{link.sized_to_ms:g} ms the link was sized to")
+    if 1 / SIZING_TOLERANCE <= factor <= SIZING_TOLERANCE:
+        return f"{head}: within {SIZING_TOLERANCE:g}×, the sizing holds"
+    return (f"{head}: beyond {SIZING_TOLERANCE:g}×, so the link no longer has the proportion to backward "
+            "it was sized for and this section's overlap differs from the lesson's; the machine's load "
+            "changed since sizing: re-size it (dpviz.size_link) and run again")
 
 
 # what a bandwidth slider offers, as multiples of the run's own link: slower ones leave more

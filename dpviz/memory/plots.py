@@ -21,6 +21,16 @@ def breakdown_table(records: list[MemoryBreakdown], label: str) -> list[tuple[st
     return rows
 
 
+def breakdown_title(records: list[MemoryBreakdown]) -> str:
+    """Names every model drawn with its parameter count: one when all bars share it."""
+    models = list(dict.fromkeys((r.workload.name if r.workload is not None else "model", r.n_params)
+                                for r in records))
+    if len(models) == 1:
+        (name, n), = models
+        return f"measured after one real step, {name + ', ' if records[0].workload else ''}{n:,} parameters"
+    return "measured after one real step: " + ", ".join(f"{name} {n:,}" for name, n in models) + " parameters"
+
+
 def plot_breakdown(records: list[MemoryBreakdown], label: str = "optimizer", ax=None):
     """One stacked bar per record, labelled by optimizer name or by a config field."""
     if not records:
@@ -39,8 +49,6 @@ def plot_breakdown(records: list[MemoryBreakdown], label: str = "optimizer", ax=
     ax.set_ylabel("MB held by one replica")
     style.tidy(ax)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    n, info = records[0].n_params, records[0].workload
-    model = f"{info.name}, " if info is not None else ""
-    ax.set_title(f"measured after one real step, {model}{n:,} parameters", loc="left")
+    ax.set_title(breakdown_title(records), loc="left")
     style.tag(ax, "live")
     return ax

@@ -42,3 +42,20 @@ class MemoryBreakdown:
     @property
     def total(self) -> int:
         return sum(self.part(p) for p in PARTS)
+
+
+ADAM_CHECK_NAMES = {"exp_avg": "exp_avg vs m", "exp_avg_sq": "exp_avg_sq vs v", "params": "parameters"}
+
+
+def describe_adam_check(diffs: dict[str, float]) -> str:
+    """`adam_moments_check`'s largest differences, each beside its float32 bound, and one verdict:
+    whether torch's `exp_avg` and `exp_avg_sq` are the paper's m and v on this run."""
+    from ..rounding import describe_difference
+
+    lines = [f"{ADAM_CHECK_NAMES[k]:16} max |torch − formula|: {describe_difference(diffs[k], diffs[f'bound {k}'])}"
+             for k in ADAM_CHECK_NAMES]
+    held = all(diffs[k] <= diffs[f"bound {k}"] for k in ADAM_CHECK_NAMES)
+    lines.append("verdict: " + ("exp_avg is m and exp_avg_sq is v — every difference is float32 rounding"
+                                if held else "a difference exceeds float32 rounding: the state is NOT the "
+                                             "paper's formula on this run"))
+    return "\n".join(lines)

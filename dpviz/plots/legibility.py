@@ -12,6 +12,8 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
+from .style import COLUMN_IN
+
 
 def visible_texts(fig: Figure) -> list[Text]:
     """Every non-empty text the figure draws: titles, axis and tick labels, legends,
@@ -61,12 +63,14 @@ def overlapping_texts(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, str]]
 HIDDEN = "hidden: "   # the label of a text `place_labels` had to hide, followed by why
 
 
-def place_labels(texts: list[Text], why: str, shifts_pt: tuple[tuple[float, float], ...] = ((0, 0),)) -> list[Text]:
+def place_labels(texts: list[Text], why: str, shifts_pt: tuple[tuple[float, float], ...] = ((0, 0),),
+                 avoid_bars: bool = False) -> list[Text]:
     """Place each text (in the given order, most important first) at the first of `shifts_pt`
-    (offsets in points from where it was put) where it overlaps no text placed before it;
-    a text that fits nowhere is hidden, labelled `HIDDEN + why` so checks can say which and
-    why. Returns the hidden ones. Data decides where labels land, so this runs on the drawn,
-    laid-out figure: moving a label is tried before hiding it."""
+    (offsets in points from where it was put) where it overlaps no text placed before it
+    (and, with `avoid_bars`, no filled bar of the figure: a label that belongs beside the bars
+    is not read on top of one); a text that fits nowhere is hidden, labelled `HIDDEN + why`
+    so checks can say which and why. Returns the hidden ones. Data decides where labels land,
+    so this runs on the drawn, laid-out figure: moving a label is tried before hiding it."""
     from matplotlib.transforms import offset_copy
 
     if not texts:
@@ -76,6 +80,10 @@ def place_labels(texts: list[Text], why: str, shifts_pt: tuple[tuple[float, floa
     renderer = fig.canvas.get_renderer()
     placing = set(map(id, texts))   # every other label of the figure is an obstacle too
     kept = Boxes(text_extent(t, renderer) for t in visible_texts(fig) if id(t) not in placing)
+    if avoid_bars:
+        for ax in {t.axes for t in texts if t.axes is not None}:
+            for box, _ in bar_boxes(ax):
+                kept.add(box)
     hidden = []
     for text in texts:
         base = text.get_transform()
@@ -165,3 +173,120 @@ def hidden_texts(fig: Figure) -> list[tuple[str, str]]:
     """(text, why) of every label `place_labels` hid in the figure."""
     return [(t.get_text(), t.get_label()[len(HIDDEN):]) for t in fig.findobj(Text)
             if not t.get_visible() and str(t.get_label()).startswith(HIDDEN)]
+
+
+# --- labels on bars, small type --------------------------------------------------------------
+
+MIN_FONT_PT = 7.0        # smaller type is not read at a glance (a notebook shows figures at ~100 dpi)
+MIN_CONTRAST = 3.0       # WCAG's ratio for large text and graphics: a label must stand out of its bar
+
+
+def bar_boxes(ax) -> list[tuple[Bbox, tuple]]:
+    """(display box, RGBA face colour) of every filled bar the axes draws: Rectangles and the
+    rectangles of polygon collections (`dpviz.plots.bars.hbars`), not bands (`fill_between`)
+    that labels are meant to sit on. Call after a draw."""
+    from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Rectangle
+
+    out = []
+    for patch in ax.patches:
+        face = patch.get_facecolor()
+        if isinstance(patch, Rectangle) and patch.get_visible() and patch.get_fill() and face[3] > 0:
+            out.append((patch.get_window_extent(), tuple(face)))
+    for coll in ax.collections:
+        if not isinstance(coll, PolyCollection) or not coll.get_visible():
+            continue
+        faces, transform = coll.get_facecolors(), coll.get_transform()
+        for i, path in enumerate(coll.get_paths()):
+            face = tuple(faces[i % len(faces)]) if len(faces) else (0, 0, 0, 0)
+            if face[3] > 0 and _is_rectangle(path.vertices):   # a bar, not a band (fill_between)
+                out.append((path.get_extents(transform), face))
+    return out
+
+
+def _is_rectangle(vertices) -> bool:
+    """An axis-aligned rectangle's outline: two distinct x and two distinct y values."""
+    return 4 <= len(vertices) <= 5 and len(set(vertices[:, 0].round(9))) == 2 and len(set(vertices[:, 1].round(9))) == 2
+
+
+def _luminance(rgba) -> float:
+    """WCAG relative luminance of an sRGB colour."""
+    lin = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgba[:3]]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def contrast(a, b) -> float:
+    """WCAG contrast ratio of two colours (1: the same, 21: black on white)."""
+    la, lb = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (la + 0.05) / (lb + 0.05)
+
+
+def texts_over_bars(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, str]]:
+    """(label, why) for each label placed in an axes that sits on a bar it cannot be read on:
+    one that crosses a bar's edge (part on the bar, part off), or one inside a bar with too
+    little contrast against it (MIN_CONTRAST). A label inside a bar in a contrasting colour is
+    an in-bar label and reads, and so does one on an opaque box of its own. Tick labels, titles
+    and legends live outside the bars."""
+    from matplotlib.colors import to_rgba
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    out = []
+    for ax in fig.axes:
+        bars = bar_boxes(ax)
+        for text in [t for t in ax.texts if t.get_visible() and t.get_text().strip() and t.get_alpha() != 0
+                     and not _on_own_background(t)]:
+            box = text.get_window_extent(renderer)
+            for bar, face in bars:
+                dx = min(box.x1, bar.x1) - max(box.x0, bar.x0)
+                dy = min(box.y1, bar.y1) - max(box.y0, bar.y0)
+                if dx <= pad_px or dy <= pad_px:
+                    continue
+                inside = (box.x0 >= bar.x0 - pad_px and box.x1 <= bar.x1 + pad_px
+                          and box.y0 >= bar.y0 - pad_px and box.y1 <= bar.y1 + pad_px)
+                if not inside:
+                    out.append((text.get_text(), "crosses a bar's edge"))
+                    break
+                ratio = contrast(to_rgba(text.get_color()), face)
+                if ratio < MIN_CONTRAST:
+                    out.append((text.get_text(), f"contrast {ratio:.1f} on its bar (< {MIN_CONTRAST:g})"))
+                    break
+    return out
+
+
+def _on_own_background(text: Text) -> bool:
+    """A label drawn on an opaque box of its own reads on anything beneath it."""
+    box = text.get_bbox_patch()
+    return box is not None and box.get_visible() and box.get_facecolor()[3] >= 0.8
+
+
+def small_texts(fig: Figure, min_pt: float = MIN_FONT_PT) -> list[tuple[str, float]]:
+    """(label, size in pt as shown) of every drawn label smaller than `min_pt` where the
+    notebook shows it: a figure wider than COLUMN_IN is scaled down to the column, and its
+    type with it (issue 30: 7 pt grid numbers of a 15-inch exercise figure read as ~6 px)."""
+    shown = min(1.0, COLUMN_IN / fig.get_figwidth())
+    return [(t.get_text(), round(t.get_fontsize() * shown, 1)) for t in visible_texts(fig)
+            if t.get_fontsize() * shown < min_pt - 1e-9]
+
+
+def title_missing_models(fig: Figure, models: tuple[str, ...] | None = None) -> list[tuple[str, list[str]]]:
+    """(title, models it leaves out) for each axes whose tick labels or legend name two or more
+    built-in models while its title names fewer of them: a title that says "mlp" over bars of
+    mlp, gpt and cnn misleads."""
+    import re
+
+    from ..config import MODEL_DEFAULTS
+
+    models = tuple(MODEL_DEFAULTS) if models is None else models
+    named = lambda text: {m for m in models if re.search(rf"\b{re.escape(m)}\b", text)}
+    fig.canvas.draw()
+    out = []
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        shown = [t.get_text() for t in ax.get_xticklabels() + ax.get_yticklabels()] + \
+            ([t.get_text() for t in legend.get_texts()] if legend is not None else [])
+        drawn = set().union(*map(named, shown)) if shown else set()
+        title = " ".join(t for t in (ax.get_title(loc="left"), ax.get_title(), ax.get_title(loc="right")) if t)
+        if len(drawn) >= 2 and title and named(title) and not drawn <= named(title):
+            out.append((title, sorted(drawn - named(title))))
+    return out

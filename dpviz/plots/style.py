@@ -73,22 +73,28 @@ def tidy(ax):
 
 
 SOURCES = ("live", "loaded trace", "quoted", "model")
+TAG_PT = 7.0   # the source stamp's type, as a notebook shows it
+COLUMN_IN = 11.0   # a notebook column: a wider figure is shown scaled down to it, its type too
 SOURCE_GID = "dpviz-source"   # the gid of the stamp `tag` writes
 
 
 def source_of(record) -> str:
     """Where a record's data came from: "loaded trace" for one built from profiler trace files
-    (`dpviz.load_trace`), else "live" (recorded by dpviz on its own ranks)."""
+    (`dpviz.load_trace`), "model" for a predicted step (`dpviz.predict`), else "live"
+    (recorded by dpviz on its own ranks)."""
     config = getattr(record, "config", None)
-    return "loaded trace" if isinstance(config, dict) and config.get("source") == "trace" else "live"
+    source = config.get("source") if isinstance(config, dict) else None
+    return {"trace": "loaded trace", "model": "model"}.get(source, "live")
 
 
 def adjustment_of(record) -> str:
     """How a record's drawn spans differ from its raw trace: dpviz ends every all-reduce no later
-    than the micro-step that launched it (`dpviz.trace`), where the trace has micro-steps."""
+    than the micro-step that launched it (`dpviz.trace`); said only where that moved an end, which
+    then sits exactly on its micro-step's end (an all-reduce the trace ended in time ends before)."""
     spans = getattr(record, "spans", ())
+    ends = {(s.rank, s.end_us) for s in spans if s.kind == "micro_step"}
     return "all-reduce ends capped at their micro-step" if any(
-        s.kind == "micro_step" for s in spans) else ""
+        s.kind == "allreduce" and (s.rank, s.end_us) in ends for s in spans) else ""
 
 
 def tag(ax, *sources: str, note: str = ""):
@@ -105,8 +111,10 @@ def tag(ax, *sources: str, note: str = ""):
     lines = max((t.get_text().count("\n") + 1 for t in titles(ax) if t.get_text() and t.get_visible()),
                 default=0)   # a hidden title (a slider's, shown as its caption) takes no room
     rise = 3 + lines * (ax.title.get_fontsize() * 1.25) + (6 if lines else 0)
+    # 7 pt as shown: a figure wider than a notebook column is scaled down to it, its type too
+    size = TAG_PT * max(1.0, ax.figure.get_figwidth() / COLUMN_IN)
     ax.annotate(text, xy=(1, 1), xycoords="axes fraction", xytext=(0, rise), textcoords="offset points",
-                ha="right", va="bottom", fontsize=7, color=TEXT, gid=SOURCE_GID,
+                ha="right", va="bottom", fontsize=size, color=TEXT, gid=SOURCE_GID,
                 bbox=dict(boxstyle="round,pad=0.2", fc="#F2F2F2", ec=MUTED, lw=0.5))
     return ax
 

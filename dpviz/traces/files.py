@@ -17,14 +17,15 @@ import os
 import re
 import time
 import zlib
-from dataclasses import dataclass
+from collections import defaultdict
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import msgspec
 
-from .record import RunRecord, Span
-from .trace import COMM_KINDS, TraceError, TraceScan, rank_from_name, shift
+from ..record import RunRecord, Span
+from ..trace import COMM_KINDS, TraceError, TraceScan, rank_from_name, shift
 
 FACADE = ("load_trace",)  # what `dpviz.<name>` offers from here
 
@@ -244,13 +245,15 @@ class LoadedRank:
     backend: str | None
     base_ns: int | None       # baseTimeNanoseconds: the file's clock origin, if written
     node: dict | None         # dpvizNode: {"node", "local_rank"}, in traces dpviz.torchrun_entry wrote
-    scan: TraceScan
+    spans: list[Span]         # on the trace's own clock
+    notes: list[str]          # what the scan inferred or skipped
+    events: int
     megabytes: float
     seconds: float
 
 
 def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
-    """Stream one trace file through a TraceScan and find its rank.
+    """Stream one trace file through a TraceScan, find its rank, and resolve its spans.
 
     Rank: the trace's `distributedInfo`, else `rank`, else a `rank<N>` in the file name;
     none of them is an error that says how to give one.
@@ -259,6 +262,9 @@ def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
     scan, t0 = TraceScan(), time.perf_counter()
     header = stream_events(path, scan.add, batch=lambda events: _feed(scan, events))
     seconds = time.perf_counter() - t0
+    if scan.events and not scan.phased:
+        raise TraceError(f"{path} is not a chrome trace: none of its {scan.events:,} events has "
+                         "a 'ph' (phase) field, as profiler trace events do")
     info = header.get("distributedInfo")
     info = info if isinstance(info, dict) else {}
     found, source = _int(info.get("rank")), "distributedInfo"
@@ -275,7 +281,8 @@ def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
                       world_size=_int(info.get("world_size")),
                       backend=backend if isinstance(backend, str) else None,
                       base_ns=_int(header.get("baseTimeNanoseconds")),
-                      node=_node(header.get(NODE_FIELD)), scan=scan,
+                      node=_node(header.get(NODE_FIELD)), spans=scan.spans(found),
+                      notes=scan.notes(found), events=scan.events,
                       megabytes=path.stat().st_size / 1e6, seconds=seconds)
 
 
@@ -299,25 +306,49 @@ def _int(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+# Files dpviz writes beside traces (a run's or load-trace's folder, reference figures): not traces.
+NOT_TRACES = ("record.json", "summary.json", "trace-merged.json")
+
+
+def trace_paths(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> list[Path]:
+    """The trace files named: files as given, a folder as the `.json`/`.json.gz` files in it
+    (sorted; dpviz's own outputs left out)."""
+    inputs = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    out: list[Path] = []
+    for given in map(Path, inputs):
+        if given.is_dir():
+            found = sorted(p for p in given.iterdir() if p.is_file()
+                           and p.name.endswith((".json", ".json.gz"))
+                           and p.name not in NOT_TRACES and not p.name.startswith("hta-"))
+            if not found:
+                raise TraceError(f"folder {given} holds no trace files (.json or .json.gz)")
+            out += found
+        else:
+            out.append(given)
+    return out
+
+
 def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
                ranks: Iterable[int | None] | None = None) -> RunRecord:
-    """Per-rank profiler traces (`.json` or `.json.gz`) → one RunRecord on a common clock.
+    """Per-rank profiler traces (`.json` or `.json.gz`, or folders of them) → one RunRecord
+    on a common clock.
 
-    `ranks` (one per path, None for "from the file") names the rank of files without
+    `ranks` (one per file, None for "from the file") names the rank of files without
     `distributedInfo`. Steps come from `ProfilerStep#N` (or dpviz's own step annotations),
     numbered as in the trace; a trace with none becomes one step, and the notes say so.
     """
-    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    paths = trace_paths(paths)
     if not paths:
         raise ValueError("no trace files given: pass one path per rank")
     given = [None] * len(paths) if ranks is None else list(ranks)
     if len(given) != len(paths):
         raise ValueError(f"{len(given)} ranks given for {len(paths)} files: give one per file "
                          "(None where the file knows its rank)")
-    loaded = [scan_file(p, r) for p, r in zip(paths, given)]
+    loaded = _scan_files(paths, given)
     _check_distinct(loaded)
-    spans = _common_clock(loaded)
-    notes = [_file_note(f) for f in loaded] + [n for f in loaded for n in f.scan.notes(f.rank)]
+    spans, aligned = _align_steps(_common_clock(loaded))
+    notes = [_file_note(f) for f in loaded] + [n for f in loaded for n in f.notes]
+    notes += aligned
     notes += _step_notes(spans, loaded)
     world_size, backend, inferred = _job_facts(loaded, spans)
     notes += inferred
@@ -332,6 +363,26 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
         notes=tuple(notes),
         rank_labels=({f.rank: node_label(f.rank, f.node) for f in loaded}
                      if all(f.node for f in loaded) else {}))
+
+
+PARALLEL_MB = 4.0   # files this large in all (compressed) are read in parallel processes
+
+
+def _scan_files(paths: list[Path], ranks: list[int | None]) -> list[LoadedRank]:
+    """Every file scanned, in parallel processes (one per core, at most one per file) when
+    there are several and enough bytes to repay starting them; in order otherwise."""
+    workers = min(len(paths), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                  else os.cpu_count() or 1)
+    size = sum(p.stat().st_size for p in paths if p.is_file()) / 1e6
+    if workers < 2 or size < PARALLEL_MB:
+        return [scan_file(p, r) for p, r in zip(paths, ranks)]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("forkserver")   # no fork of a threaded parent
+    context.set_forkserver_preload([__name__])
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        return list(pool.map(scan_file, paths, ranks))
 
 
 def _check_distinct(loaded: list[LoadedRank]) -> None:
@@ -350,10 +401,54 @@ def _common_clock(loaded: list[LoadedRank]) -> list[Span]:
     bases = [f.base_ns for f in loaded if f.base_ns is not None]
     out = []
     for f in loaded:
-        spans = f.scan.spans(f.rank)
+        spans = f.spans
         offset_us = (f.base_ns - min(bases)) / 1e3 if f.base_ns is not None else 0.0
         out += shift(spans, -offset_us) if offset_us else spans
     return out
+
+
+def _align_steps(spans: list[Span]) -> tuple[list[Span], list[str]]:
+    """Every rank's steps numbered as the lowest rank's, matched by time, not by number.
+
+    Ranks of one job can number their ProfilerSteps differently (one rank's profiler was
+    created an iteration later). A rank's step takes the number of the lowest rank's step
+    its window overlaps most; a step overlapping none keeps the median shift of the others
+    (or, when none overlaps at all, the shift that pairs the first steps). A note says so.
+    """
+    windows: dict[int, dict[int, tuple[float, float]]] = defaultdict(dict)
+    for s in spans:
+        if s.kind == "step" and s.step is not None:
+            windows[s.rank][s.step] = (s.start_us, s.end_us)
+    if len({tuple(sorted(w)) for w in windows.values()}) <= 1:
+        return spans, []
+    ref_rank = min(windows)
+    ref = windows[ref_rank]
+    renumber: dict[int, dict[int, int]] = {}
+    notes = []
+    for rank, mine in sorted(windows.items()):
+        if rank == ref_rank or sorted(mine) == sorted(ref):
+            continue
+        best = {k: max(ref, key=lambda j: _overlap(w, ref[j])) for k, w in mine.items()}
+        best = {k: j for k, j in best.items() if _overlap(mine[k], ref[j]) > 0}
+        shifts = sorted(j - k for k, j in best.items())
+        shift_by = shifts[len(shifts) // 2] if shifts else min(ref) - min(mine)
+        renumber[rank] = {k: best.get(k, k + shift_by) for k in mine}
+        if len(set(renumber[rank].values())) < len(mine):     # two steps on one: by order
+            renumber[rank] = {k: k + shift_by for k in mine}
+        notes.append(f"rank {rank}: its ProfilerStep numbers {_span_of(sorted(mine))} differ from "
+                     f"rank {ref_rank}'s {_span_of(sorted(ref))}: steps aligned by time and "
+                     f"numbered as rank {ref_rank}'s (shift {shift_by:+d})")
+    out = [replace(s, step=renumber[s.rank].get(s.step, s.step))
+           if s.rank in renumber and s.step is not None else s for s in spans]
+    return out, notes
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
+    return max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
+
+
+def _span_of(steps: list[int]) -> str:
+    return f"{steps[0]}-{steps[-1]}" if len(steps) > 1 else str(steps[0])
 
 
 def _step_notes(spans: list[Span], loaded: list[LoadedRank]) -> list[str]:
@@ -367,7 +462,9 @@ def _step_notes(spans: list[Span], loaded: list[LoadedRank]) -> list[str]:
         steps = sorted({s.step for s in mine if s.kind == "step"})
         outside = sum(s.step is None for s in mine)
         notes.append(f"rank {f.rank}: steps {steps}"
-                     + (f"; {outside} spans lie outside every step" if outside else ""))
+                     + (f"; {outside} spans lie outside every step (before the first ProfilerStep, "
+                        "after the last, or GPU events with no launch in the trace): no step "
+                        "figure counts them" if outside else ""))
     return notes
 
 
@@ -405,6 +502,6 @@ def _backend_from_events(spans: list[Span]) -> str:
 
 
 def _file_note(f: LoadedRank) -> str:
-    rate = f.scan.events / f.seconds if f.seconds else float("inf")
+    rate = f.events / f.seconds if f.seconds else float("inf")
     return (f"rank {f.rank} (from {f.rank_source}): {f.path.name}, {f.megabytes:.1f} MB, "
-            f"{f.scan.events:,} events read in {f.seconds:.2f} s ({rate:,.0f} events/s)")
+            f"{f.events:,} events read in {f.seconds:.2f} s ({rate:,.0f} events/s)")

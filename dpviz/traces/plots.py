@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..record import RunRecord
 from ..overlap import record_ranks, steady_steps
 from ..trace import COMM_KINDS
-from . import style
+from ..plots import style
 
 
 @dataclass(frozen=True)
@@ -45,32 +45,62 @@ def allreduce_sizes(record: RunRecord, step: int | None = None, rank: int | None
                           start_ms=(s.start_us - t0) / 1e3, ms=s.dur_us / 1e3) for s in spans]
 
 
+LABELLED_BARS = 12   # up to this many collectives, each bar is named and labelled
+
+
+def sizes_unknown(rows: list[AllReduceSize]) -> str | None:
+    """The sentence to show instead of the figure when no size was recorded, else None."""
+    if any(r.bytes is not None for r in rows):
+        return None
+    ops = Counter(r.op or "collective" for r in rows)
+    return (f"No message size recorded for the {len(rows)} collectives "
+            f"({', '.join(f'{n} {op}' for op, n in sorted(ops.items()))}; "
+            f"{sum(r.ms for r in rows):.1f} ms in all): the trace has no `In msg nelems` on its "
+            "kernels and no shapes on its collective calls (profile with record_shapes=True).")
+
+
 def plot_allreduce_sizes(record: RunRecord, step: int | None = None, rank: int | None = None,
                          ax=None):
-    """Bars of MiB per collective, labelled with how long each took; DDP's all-reduces
-    coloured by bucket, other collectives by op."""
+    """Bars of MiB per collective in launch order; DDP's all-reduces coloured by bucket,
+    other collectives by op. Up to LABELLED_BARS bars each is named and labelled with its
+    size and time; beyond that the bars stand alone and a legend names the ops. Raises
+    ValueError when no size was recorded (`sizes_unknown` says it in a sentence instead)."""
     step = steady_steps(record)[-1] if step is None else step
     rank = record_ranks(record)[0] if rank is None else rank
     rows = allreduce_sizes(record, step, rank)
-    ax = style.new_axes(ax, figsize=(7, 3))
     if not rows:
         raise ValueError(f"rank {rank} has no collective in step {step}")
+    if (sentence := sizes_unknown(rows)) is not None:
+        raise ValueError(sentence)
+    ax = style.new_axes(ax, figsize=(7 if len(rows) <= LABELLED_BARS else 10, 3))
     mb = [(r.bytes or 0) / 2**20 for r in rows]
     x = list(range(len(rows)))
-    ax.bar(x, mb, color=[style.bucket_color(r.bucket) if r.bucket is not None else
-                         style.op_color(r.op) for r in rows], edgecolor="white")
-    for i, r in enumerate(rows):
-        size = "size not recorded" if r.bytes is None else f"{mb[i]:.1f} MiB"
-        ax.annotate(f"{size}\n{r.ms:.2f} ms", (i, mb[i]), ha="center", va="bottom", fontsize=8,
-                    xytext=(0, 2), textcoords="offset points")
-    ax.set_xticks(x, [f"bucket {r.bucket}" if r.bucket is not None else (r.op or "collective")
-                      for r in rows], rotation=30 if len(rows) > 8 else 0)
+    few = len(rows) <= LABELLED_BARS
+    colors = [style.bucket_color(r.bucket) if r.bucket is not None and few else style.op_color(r.op)
+              for r in rows]
+    ax.bar(x, mb, color=colors, edgecolor="white" if few else "none", width=0.8)
+    if few:
+        for i, r in enumerate(rows):
+            size = "size not recorded" if r.bytes is None else f"{mb[i]:.1f} MiB"
+            ax.annotate(f"{size}\n{r.ms:.2f} ms", (i, mb[i]), ha="center", va="bottom", fontsize=8,
+                        xytext=(0, 2), textcoords="offset points")
+        ax.set_xticks(x, [f"bucket {r.bucket}" if r.bucket is not None else (r.op or "collective")
+                          for r in rows], rotation=30 if len(rows) > 6 else 0)
+        ax.set_ylim(0, max(mb) * 1.3)
+    else:
+        from matplotlib.patches import Patch
+
+        ax.set_xlabel("collective, in launch order")
+        ops = sorted({r.op for r in rows}, key=str)
+        ax.legend(handles=[Patch(color=style.op_color(op), label=op or "collective") for op in ops],
+                  fontsize=8, frameon=False, loc="upper right")
     ax.set_ylabel("message size (MiB)")
-    ax.set_ylim(0, max(mb + [1e-9]) * 1.25)
     style.tidy(ax)
     total = sum(r.bytes or 0 for r in rows) / 2**20
+    unknown = sum(r.bytes is None for r in rows)
     ops = Counter(r.op or "collective" for r in rows)
-    ax.set_title(f"step {step}, rank {rank}: " + ", ".join(f"{n} {op}" for op, n in sorted(ops.items()))
-                 + f", {total:.1f} MiB in all (in launch order)", loc="left")
+    ax.set_title(f"step {step}, rank {rank}: {len(rows)} collectives, {total:.1f} MiB in all"
+                 + (f" ({unknown} not recorded)" if unknown else "") + "\n"
+                 + ", ".join(f"{n} {op}" for op, n in sorted(ops.items())), loc="left", fontsize=10)
     style.tag(ax, style.source_of(record))
     return ax

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..record import RecordError, RunRecord, load
-from ..report import write_report
-from ..trace_files import load_trace
-from ._args import comma_list
+from ..record import RunRecord, load
+from .report import write_report
+from .files import load_trace
+from ..commands._args import comma_list
 
 NAME = "report"
 HELP = "one self-contained HTML page (figures inline) for a dpviz run folder or per-rank traces"
-NOT_TRACES = {"record.json", "summary.json", "trace-merged.json"}
 
 
 def add_arguments(p) -> None:
@@ -25,13 +24,8 @@ def add_arguments(p) -> None:
 def read_inputs(inputs: list[str], ranks=None) -> RunRecord:
     """A folder's record.json, else the traces in it or given."""
     paths = [Path(p) for p in inputs]
-    if len(paths) == 1 and paths[0].is_dir():
-        if (paths[0] / "record.json").is_file():
-            return load(paths[0] / "record.json", expect=RunRecord)
-        paths = sorted(p for p in paths[0].iterdir()
-                       if p.name.endswith((".json", ".json.gz")) and p.name not in NOT_TRACES)
-        if not paths:
-            raise RecordError(f"{inputs[0]} holds no record.json and no trace files")
+    if len(paths) == 1 and (paths[0] / "record.json").is_file():
+        return load(paths[0] / "record.json", expect=RunRecord)
     return load_trace(paths, ranks=ranks)
 
 
@@ -40,6 +34,14 @@ def main(args) -> int:
     if not out.parent.is_dir():
         raise ValueError(f"cannot write {out}: folder {out.parent} does not exist")
     record = read_inputs(args.inputs, args.ranks)
-    write_report(record, out, title=f"dpviz report: {', '.join(args.inputs)}")
+    write_report(record, out, title=f"dpviz report: {_what(args.inputs)}")
     print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB, self-contained)")
     return 0
+
+
+def _what(inputs: list[str]) -> str:
+    """The page's title: a few inputs by name, many by count and folder."""
+    if len(inputs) <= 2:
+        return ", ".join(inputs)
+    folders = {str(Path(p).parent) for p in inputs}
+    return f"{len(inputs)} traces in {folders.pop()}" if len(folders) == 1 else f"{len(inputs)} traces"

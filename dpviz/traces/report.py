@@ -13,11 +13,11 @@ import io
 import os
 from pathlib import Path
 
-from .record import RunRecord
-from .stragglers import MatchError, collective_instances, straggler_ranking
+from ..record import RunRecord
+from .stragglers import match_collectives, straggler_ranking
 from .summary import summary
-from .overlap import record_ranks, steady_steps
-from .trace import COMM_KINDS
+from ..overlap import compute_definition, record_ranks, steady_steps
+from ..trace import COMM_KINDS
 
 
 def rank_labels(record: RunRecord) -> dict[int, str]:
@@ -30,29 +30,37 @@ def render_report(record: RunRecord, title: str = "dpviz report") -> str:
     import matplotlib
 
     matplotlib.use("Agg")
-    from .plots.allreduce_sizes import plot_allreduce_sizes
-    from .plots.timeline import plot_timeline
+    from ..plots.timeline import plot_timeline
+    from .plots import allreduce_sizes, plot_allreduce_sizes, sizes_unknown
 
     data, labels = summary(record), rank_labels(record)
     step = steady_steps(record)[-1]
     live = record.config.get("source") != "trace"
     parts = [f"<h1>{_e(title)}</h1>",
              f"<p>{'Live run' if live else 'Loaded traces'}: {record.world_size} ranks in the job, "
-             f"{len(labels)} shown ({', '.join(labels.values())}); steps {record.steps}; "
-             f"figures below are drawn from this record, {'measured live' if live else 'as the traces recorded them'}.</p>",
+             f"{len(labels)} shown ({', '.join(labels.values())}); steps {_e(record.steps)}; "
+             f"{_e(data['analysed_steps_rule'])}. Figures below are drawn from this record, "
+             f"{'measured live' if live else 'as the traces recorded them'}; "
+             f"{_e(compute_definition(record))}.</p>",
              _notes(record),
              "<h2>Every rank's timeline (common clock)</h2>",
-             _figure(plot_timeline(record, step=step, labels=labels), f"timeline of step {step}")]
-    if any(s.kind in COMM_KINDS for s in record.spans):
+             _figure(plot_timeline(record, step=step, labels=labels),
+                     f"timeline of step {step}, the last analysed step")]
+    rows = allreduce_sizes(record, step=step) if any(
+        s.kind in COMM_KINDS for s in record.spans_of(step=step)) else []
+    if rows:
+        unknown = sizes_unknown(rows)
         parts += ["<h2>Collectives by op and size (DDP's all-reduces are its buckets)</h2>",
+                  f"<p>{_e(unknown)}</p>" if unknown else
                   _figure(plot_allreduce_sizes(record, step=step), f"collectives of step {step}"),
                   _buckets_table(record, step)]
-    parts += ["<h2>Per step</h2>", _rows_table(data["rows"], labels),
-              "<h2>Overlap and temporal breakdown (as HTA defines them)</h2>",
+    parts += ["<h2>Per step</h2>", _rows_table(data["rows"], labels, data["dropped_steps"]),
+              "<h2>Overlap and temporal breakdown</h2>",
               "<p>Overlap = |communication ∩ compute| / |communication| over the analysed steps "
-              f"{data['analysed_steps']}; breakdown over each rank's window from its first to its "
-              "last busy span.</p>", _breakdown_table(data, labels),
-              "<h2>Across ranks: skew, waiting and stragglers</h2>", _stragglers(record, labels)]
+              "(n/a: no communication to overlap); breakdown over each rank's window from its first "
+              f"to its last busy span in them; {_e(compute_definition(record))}.</p>",
+              _breakdown_table(data, labels),
+              "<h2>Across ranks: skew, waiting and stragglers</h2>", _stragglers(record, labels, step)]
     body = "\n".join(parts)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
             f"<style>{_CSS}</style></head><body>{body}</body></html>")
@@ -60,14 +68,18 @@ def render_report(record: RunRecord, title: str = "dpviz report") -> str:
 
 def write_report(record: RunRecord, path: str | os.PathLike, title: str = "dpviz report") -> Path:
     path = Path(path)
-    path.write_text(render_report(record, title), encoding="utf-8")
+    page = render_report(record, title)   # all of it first: a failure writes nothing
+    part = path.with_name(f".{path.name}.part")
+    part.write_text(page, encoding="utf-8")
+    os.replace(part, path)
     return path
 
 
 _CSS = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
         "table{border-collapse:collapse;font-size:13px;margin:.5em 0}"
         "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-        "th{background:#f3f3f3}img{max-width:100%}figcaption{color:#666;font-size:12px}")
+        "th{background:#f3f3f3}img{max-width:100%}figcaption{color:#666;font-size:12px}"
+        ".wide{overflow-x:auto;max-width:100%}h1{overflow-wrap:anywhere}td:first-child{white-space:nowrap}")
 
 
 def _e(text) -> str:
@@ -89,7 +101,7 @@ def _figure(ax, caption: str) -> str:
 def _table(header: list[str], rows: list[list]) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return f"<div class='wide'><table><tr>{head}</tr>{body}</table></div>"   # scrolls, not the page
 
 
 def _notes(record: RunRecord) -> str:
@@ -99,15 +111,18 @@ def _notes(record: RunRecord) -> str:
     return f"<details><summary>What was read and inferred ({len(record.notes)} notes)</summary><ul>{items}</ul></details>"
 
 
-def _rows_table(rows: list[dict], labels: dict[int, str]) -> str:
+def _rows_table(rows: list[dict], labels: dict[int, str], dropped: list[dict]) -> str:
     ops = sorted({op for r in rows for op in r["comm_ms_by_op"]})
+    why = {d["step"]: d["why"] for d in dropped}
     header = ["rank", "step", "step ms", "compute ms", "comm ms", "overlap", "with backward",
-              "idle ms"] + [f"{op} ms" for op in ops]
+              "idle ms"] + [f"{op} ms" for op in ops] + ["analysed"]
+    share = lambda r, key: "n/a" if r[key] is None else f"{r[key]:.2f}"
     return _table(header, [[labels.get(r["rank"], r["rank"]), r["step"], f"{r['step_ms']:.2f}",
                             f"{r['compute_ms']:.2f}", f"{r['comm_ms']:.2f}",
-                            f"{r['overlap_fraction']:.2f}", f"{r['backward_overlap_fraction']:.2f}",
+                            share(r, "overlap_fraction"), share(r, "backward_overlap_fraction"),
                             f"{r['idle_ms']:.2f}"]
-                           + [f"{r['comm_ms_by_op'].get(op, 0.0):.2f}" for op in ops] for r in rows])
+                           + [f"{r['comm_ms_by_op'].get(op, 0.0):.2f}" for op in ops]
+                           + [f"no: {why[r['step']]}" if r["step"] in why else "yes"] for r in rows])
 
 
 def _buckets_table(record: RunRecord, step: int) -> str:
@@ -132,22 +147,30 @@ def _breakdown_table(data: dict, labels: dict[int, str]) -> str:
                    for b in data["breakdown"]])
 
 
-def _stragglers(record: RunRecord, labels: dict[int, str]) -> str:
+def _stragglers(record: RunRecord, labels: dict[int, str], step: int) -> str:
     if len(labels) < 2:
         return "<p>One rank only: load every rank's trace to compare them.</p>"
-    try:
-        ranking, instances = straggler_ranking(record), collective_instances(record)
-    except MatchError as err:
-        return f"<p>Collectives not matched across ranks: {_e(err)}</p>"
+    ranking, (instances, unmatched) = straggler_ranking(record), match_collectives(record)
     ranks = sorted(labels)
     out = [_table(["step", "straggler", "ranking (latest first)"]
                   + [f"{labels[r]} waited ms" for r in ranks],
                   [[s.step, labels[s.straggler], ", ".join(labels[r] for r in s.ranking)]
                    + [f"{s.waited_ms[r]:.2f}" for r in ranks] for s in ranking])]
+    shown = [c for c in instances if c.step == step]
+    out.append(f"<p>The {len(shown)} matched collectives of step {step} (every step's are in "
+               "summary.json):</p>")
     out.append(_table(["step", "#", "op", "MiB", "skew ms", "last to arrive"]
                       + [f"{labels[r]} waits / moves ms" for r in ranks],
                       [[c.step, c.index, c.op, "" if c.bytes is None else f"{c.bytes / 2**20:.2f}",
                         f"{c.skew_ms:.2f}", labels[c.last_rank]]
                        + [f"{c.wait_ms[r]:.2f} / {c.move_ms[r]:.2f}" for r in ranks]
-                       for c in instances]))
+                       for c in shown]))
+    if unmatched:
+        out.append(f"<p>{sum(u.count for u in unmatched)} collectives ran on one loaded rank with no "
+                   "loaded peer running the same op at the same time (their peers' traces are not "
+                   "loaded, or the instance fell outside the profiled window): unmatched, so no wait "
+                   "is computed for them.</p>"
+                   + _table(["step", "rank", "op", "communicator", "count"],
+                            [[u.step, labels.get(u.rank, u.rank), u.op, u.group or "", u.count]
+                             for u in unmatched]))
     return "\n".join(out)

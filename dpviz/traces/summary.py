@@ -5,6 +5,7 @@ HTA-style overlap fraction beside the overlap with backward, and communication b
 `breakdown`: HTA's temporal breakdown per rank (see overlap.temporal_breakdown).
 `overlap`: HTA's comm/comp overlap per rank, over the steps HTA analyses.
 `stragglers`: per step, ranks latest first (see stragglers.straggler_ranking); several ranks only.
+`unmatched_collectives`: per rank, step and op, collectives no loaded peer ran at the same time.
 """
 from __future__ import annotations
 
@@ -13,35 +14,45 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from .record import RunRecord
-from .stragglers import MatchError, straggler_ranking
-from .overlap import analysed_steps, comm_compute_overlap, record_ranks, summarize, temporal_breakdown
+from ..record import RunRecord
+from .stragglers import match_collectives, straggler_ranking
+from ..overlap import (analysed_steps, comm_compute_overlap, record_ranks, summarize,
+                       temporal_breakdown)
 
 
 def summary(record: RunRecord) -> dict:
     """The record's numbers as plain JSON-ready data (ms, fractions in 0..1, percents)."""
+    chosen = analysed_steps(record)
     rows = [{"rank": r.rank, "step": r.step, "step_ms": r.step_ms, "compute_ms": r.compute_ms,
-             "comm_ms": r.comm_ms, "overlap_fraction": r.overlap_fraction,
-             "backward_overlap_fraction": r.backward_overlap_fraction,
+             "comm_ms": r.comm_ms,   # overlaps: None (n/a) in a step without communication
+             "overlap_fraction": r.overlap_fraction if r.comm_ms else None,
+             "backward_overlap_fraction": r.backward_overlap_fraction if r.comm_ms else None,
              "exposed_comm_ms": r.exposed_comm_ms, "idle_ms": r.idle_ms,
-             "n_collectives": r.n_collectives, "comm_ms_by_op": r.comm_ms_by_op}
+             "n_collectives": r.n_collectives, "comm_ms_by_op": r.comm_ms_by_op,
+             "n_by_op": r.n_by_op}
             for r in summarize(record)]
     return {"source": record.config.get("source", "live run"), "world_size": record.world_size,
             "ranks": record_ranks(record), "steps": record.steps,
-            "analysed_steps": analysed_steps(record),
+            "analysed_steps": list(chosen.steps), "analysed_steps_rule": str(chosen),
+            "dropped_steps": [{"step": s, "why": why} for s, why in chosen.dropped],
             "overlap": [{"rank": rank, "overlap_fraction": comm_compute_overlap(record, rank)}
                         for rank in record_ranks(record)],
             "breakdown": [asdict(b) for b in temporal_breakdown(record)],
-            "stragglers": _stragglers(record), "rows": rows}
+            "stragglers": _stragglers(record), "unmatched_collectives": _unmatched(record),
+            "rows": rows}
 
 
-def _stragglers(record: RunRecord) -> list[dict] | str:
+def _stragglers(record: RunRecord) -> list[dict]:
     if len(record_ranks(record)) < 2:
         return []
-    try:
-        return [asdict(s) | {"straggler": s.straggler} for s in straggler_ranking(record)]
-    except MatchError as err:   # summary.json still gets written; it says why there is none
-        return f"not matched: {err}"
+    return [asdict(s) | {"straggler": s.straggler} for s in straggler_ranking(record)]
+
+
+def _unmatched(record: RunRecord) -> list[dict]:
+    """Collectives no loaded peer ran at the same time (sampled ranks, cut-off instances)."""
+    if len(record_ranks(record)) < 2:
+        return []
+    return [asdict(u) for u in match_collectives(record)[1]]
 
 
 def write_summary(record: RunRecord, path: str | os.PathLike) -> Path:

@@ -1,0 +1,67 @@
+"""The what-if model against live emulated-link runs: predicted vs measured step time and
+exposed communication over a grid of world sizes × links × caps × accumulation.
+
+At each world size the first grid point's recorded step is replayed (replay) and every other
+point is predicted from it (what-if); with --cores every larger world size is also predicted
+from the first world size's step, compute scaled by core sharing (cross-N). Prints every row
+with the live step's spread (IQR over ranks and steady steps), the median and worst errors
+against the issue's goals, and the load average before and after, so the numbers carry their
+conditions. `--out FILE` saves the check record (JSON).
+Usage: python benchmarks/predict_vs_live.py [--world-sizes 2,3,4] [--steps 4] [--repeats 3] [--cores 2] [--out F]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+from dpviz.predict.live import CHECK_CONFIG, check_predictions
+from dpviz.predict.records import errors, format_check
+from dpviz.record import save
+
+GOALS = {"replay": (0.05, None), "what-if": (0.10, 0.25)}
+EXPOSED_GOAL = 0.15
+
+
+def verdict(check) -> list[str]:
+    lines = []
+    for kind, (median_goal, worst_goal) in GOALS.items():
+        e = errors(check, kind)
+        if e is None:
+            continue
+        ok = e.median <= median_goal and (worst_goal is None or e.worst <= worst_goal)
+        lines.append(f"{kind}: median {e.median:.1%} (goal <= {median_goal:.0%})"
+                     + (f", worst {e.worst:.1%} (goal <= {worst_goal:.0%})" if worst_goal else "")
+                     + f": {'met' if ok else 'NOT met'}")
+    e = errors(check, "what-if")
+    if e is not None and e.exposed_median is not None:
+        lines.append(f"what-if exposed communication: median {e.exposed_median:.1%} (goal <= "
+                     f"{EXPOSED_GOAL:.0%}): {'met' if e.exposed_median <= EXPOSED_GOAL else 'NOT met'}")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--world-sizes", default="2,3,4")
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--repeats", type=int, default=3, help="source/target runs in turn per grid point")
+    parser.add_argument("--cores", type=int, default=os.cpu_count())
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()}")
+    t0 = time.perf_counter()
+    check = check_predictions(CHECK_CONFIG.replace(steps=args.steps), cores=args.cores, repeats=args.repeats,
+                              world_sizes=tuple(int(n) for n in args.world_sizes.split(",")))
+    print(format_check(check))
+    cross = errors(check, "cross-N")
+    if cross is not None:
+        print(f"cross-N (compute scaled by core sharing, {args.cores} cores): median {cross.median:.1%}, "
+              f"worst {cross.worst:.1%}")
+    print("\n".join(verdict(check)))
+    print(f"{len(check.rows)} rows in {time.perf_counter() - t0:.0f} s; load average after: {os.getloadavg()}")
+    if args.out:
+        save(check, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,228 @@
+"""What if (issue 28): learning a recorded step, the model's arithmetic, its records and
+figures, the CLI, and the model against live emulated-link runs (loose bounds: CI is loaded;
+benchmarks/predict_vs_live.py measures the real errors over the whole grid)."""
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+import pytest
+
+from dpviz import RunConfig, load, run, save
+from dpviz.buckets.records import assign_buckets, cap_limits
+from dpviz.link.records import Link, preset
+from dpviz.plots.style import tags_of
+from dpviz.predict import cli
+from dpviz.predict.learn import fit_linear, learn, measure, ring_factor, transfer_ms
+from dpviz.predict.live import CHECK_CONFIG, check_predictions
+from dpviz.predict.plots import plot_predicted, plot_scaling
+from dpviz.predict.records import (NOT_MODELLED, PredictedStep, Scaling, errors, format_check, format_scaling,
+                                   predict, scaling)
+from dpviz.record import RunRecord
+from dpviz.traces.files import load_trace
+
+DATA = Path(__file__).resolve().parent / "data"
+A100 = DATA / "a100-nccl-ddp-rank0.json.gz"
+LINK = Link(2.0, 500.0)
+SMALL = CHECK_CONFIG.replace(layers=4, width=256, steps=4)   # 1 MiB of gradients: a quick step
+
+
+@pytest.fixture(scope="module")
+def a100():
+    return learn(load_trace(A100))
+
+
+@pytest.fixture(scope="module")
+def mlp_record(cluster2) -> RunRecord:
+    return run(SMALL.replace(link=LINK, bucket_cap_mb=None), cluster=cluster2)
+
+
+# --- arithmetic ----------------------------------------------------------------------------
+
+def test_wire_charges_alpha_once_per_bucket_on_the_emulated_link_and_per_message_on_a_ring():
+    link = Link(8.0, 100.0)   # 1 byte = 1 ns at 8 Gb/s
+    assert ring_factor(4) == 1.5
+    assert transfer_ms(link, 1_000_000, 4, "transfer") == pytest.approx(0.1 + 1.5)
+    assert transfer_ms(link, 1_000_000, 4, "ring") == pytest.approx(6 * 0.1 + 1.5)
+    assert transfer_ms(link, 1_000_000, 4, "transfer") == pytest.approx(link.transfer_ms(1_000_000, 4))
+
+
+def test_fit_linear_recovers_a_line_and_stays_non_negative():
+    mib = 1 << 20
+    fit = fit_linear([(mib, 1.5), (4 * mib, 3.0), (2 * mib, 2.0)])
+    assert fit.fixed_ms == pytest.approx(1.0) and fit.ms_per_mib == pytest.approx(0.5)
+    same = fit_linear([(mib, 2.0), (mib, 4.0)])      # sizes alike: proportional
+    assert same.fixed_ms == 0 and same.ms_per_mib == pytest.approx(3.0)
+    assert fit_linear([(mib, 5.0), (4 * mib, 1.0)]).ms_per_mib == 0.0   # never a negative slope
+
+
+# --- a loaded trace: the A100 NCCL job -----------------------------------------------------
+
+def test_a100_trace_is_learned_as_its_buckets_with_a_fitted_ring(a100):
+    assert a100.device == "gpu" and a100.source == "loaded trace" and not a100.per_gradient
+    assert [g.bytes for g in a100.gradients] == [8196000, 31502336, 26255360, 26550272, 9724160]
+    assert a100.link is not None and a100.wire == "ring" and a100.reduction.ms_per_mib == 0.0
+    assert len(a100.samples) == 2     # steps 5 and 6 (step 4 is the first, left out)
+
+
+def test_a100_replay_reproduces_the_recorded_step(a100):
+    """Replay keeps every recorded time; only each kernel's duration is rebuilt from the fitted
+    ring times its step's measured/fitted ratio, so the step comes back within a few percent."""
+    replay = predict(a100)
+    assert replay.config["buckets"] == "as recorded" and len(replay.buckets) == 5
+    assert replay.step_ms == pytest.approx(a100.measured.step_ms, rel=0.05)
+
+
+def test_more_bandwidth_never_slows_the_predicted_step(a100):
+    steps = [predict(a100, link=a100.link.with_gbps(a100.link.gbps * f)).step_ms for f in (0.25, 0.5, 1, 2, 4)]
+    assert steps == sorted(steps, reverse=True)
+
+
+def test_a_cap_re_packs_the_units_with_torchs_assignment(a100):
+    p = predict(a100, world_size=64, link="100GbE", bucket_cap_mb=40.0)
+    sizes = [g.bytes for g in a100.gradients]
+    assert [b.bytes for b in p.buckets] == [sum(sizes[i] for i in b) for b in assign_buckets(sizes, cap_limits(40.0))]
+
+
+def test_one_rank_has_nothing_to_all_reduce(a100):
+    p = predict(a100, world_size=1, link="100GbE")
+    assert not p.spans_of(kind="allreduce") and p.comm_ms == 0 and p.exposed_comm_ms == 0
+
+
+def test_bad_settings_are_refused_with_a_clear_message(a100):
+    for kwargs, match in ((dict(world_size=0), "world_size"), (dict(link="carrier pigeon"), "unknown link"),
+                          (dict(bucket_cap_mb=-1.0), "bucket_cap_mb"), (dict(accum_steps=0), "accum_steps"),
+                          (dict(wire="tree"), "wire"), (dict(cores=2), "CPU record")):
+        with pytest.raises(ValueError, match=match):
+            predict(a100, **kwargs)
+
+
+def test_a_record_with_no_step_to_learn_from_is_refused():
+    with pytest.raises(ValueError, match="no step to learn from"):
+        learn(load_trace(DATA / "cpu-gloo-rank34.json.gz"))
+
+
+def test_prediction_round_trips_and_draws_as_a_model(a100, tmp_path):
+    p = predict(a100, world_size=8, link="10GbE")
+    assert load(save(p, tmp_path / "p.json"), expect=PredictedStep) == p
+    assert p.not_modelled == NOT_MODELLED and p.config["source"] == "model"
+    ax = plot_predicted(p)
+    assert tags_of(ax) == ["model"]
+    assert "8 ranks" in ax.get_title(loc="left")
+
+
+def test_scaling_table_efficiency_best_cap_and_exposed_limit(a100, tmp_path):
+    table = scaling(a100, link="1GbE", world_sizes=(1, 2, 8, 64), caps=(5.0, 25.0))
+    assert load(save(table, tmp_path / "s.json"), expect=Scaling) == table
+    best = table.best()
+    assert list(best) == [1, 2, 8, 64] and table.efficiency()[1] == 1.0
+    for n, row in best.items():
+        assert row.step_ms == min(r.step_ms for r in table.rows if r.world_size == n)
+    beyond = table.exposed_beyond()
+    assert beyond is None or best[beyond].exposed_comm_ms > 0.1 * best[beyond].step_ms
+    assert "N" in format_scaling(table)
+    assert tags_of(plot_scaling(table))[0].startswith("model")
+
+
+# --- the CLI (argparse, as dpviz's CLI calls it) --------------------------------------------
+
+def _cli(*argv: str) -> int:
+    """`dpviz predict …` as dpviz's CLI calls it, errors left raised (the CLI prints them)."""
+    parser = argparse.ArgumentParser()
+    cli.add_arguments(parser)
+    return cli.main(parser.parse_args(list(argv)))
+
+
+def test_cli_predicts_from_trace_files_and_writes_its_files(tmp_path, capsys):
+    assert _cli(str(A100), "--ranks", "64", "--link", "100GbE", "--bucket-cap-mb", "25", "--out", str(tmp_path)) == 0
+    out = capsys.readouterr().out
+    assert "64 ranks" in out and "not modelled" in out and "efficiency" in out
+    for name in ("prediction.json", "prediction.png", "scaling.json", "scaling.txt", "scaling.png"):
+        assert (tmp_path / name).is_file()
+    assert load(tmp_path / "prediction.json").world_size == 64
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([str(A100), "--ranks", "0"], "--ranks must be >= 1"),
+    ([str(A100), "--link", "carrier-pigeon"], "unknown link preset"),
+    ([str(A100), "--accum-steps", "0"], "accum_steps must be"),
+    ([str(DATA / "cpu-gloo-rank34.json.gz")], "no step to learn from"),
+    (["/nonexistent/record.json"], "no such file"),
+])
+def test_cli_bad_input_is_one_line_and_exit_2(argv, message, capsys):
+    from dpviz.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["predict", *argv])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_cli_refuses_a_folder_without_a_record(tmp_path):
+    with pytest.raises(ValueError, match="no record.json"):
+        _cli(str(tmp_path))
+
+
+# --- live records: replay and what-if against the emulated link ----------------------------
+
+def test_cli_predicts_from_a_run_folder(mlp_record, tmp_path, capsys):
+    save(mlp_record, tmp_path / "record.json")
+    assert _cli(str(tmp_path), "--ranks", "8", "--link", "10GbE") == 0
+    assert "8 ranks" in capsys.readouterr().out
+
+
+def test_live_record_is_learned_gradient_by_gradient(mlp_record):
+    learned = learn(mlp_record)
+    assert learned.per_gradient and learned.device == "cpu" and learned.wire == "transfer"
+    assert [g.name for g in learned.gradients][:2] == ["8.bias", "8.weight"]     # the last layer first
+    assert sum(g.bytes for g in learned.gradients) == sum(mlp_record.param_bytes)
+    ready = [g.ready_ms for g in learned.gradients]
+    assert ready == sorted(ready)
+
+
+@pytest.mark.parametrize("model", ["mlp", "gpt", "cnn"])
+def test_replay_of_a_live_record_comes_back_close(model, cluster2):
+    """Replay re-assembles each recorded rank-step from its own parts: only the fitted hook,
+    wire and all-reduce costs (times each step's own ratio) and the median stand between it and
+    the record. 35 %: a loaded CI machine's 4-step runs (the benchmark's replay goal is 5 %; its
+    worst replay of 51 at load 10-17 was 38 %, its median 3.7 %)."""
+    cfg = RunConfig(model=model, steps=4, checks=False, link=LINK, bucket_cap_mb=None)
+    record = run(cfg, cluster=cluster2)
+    replay = predict(record)
+    assert replay.step_ms == pytest.approx(measure(record).step_ms, rel=0.35)
+
+
+def test_what_if_against_live_runs_is_within_the_machines_own_noise(cluster2):
+    """Three grid points predicted from the source recorded right before each, three times
+    each. The bound is the machine's: the same setting run again differs by some amount (the
+    check's "repeat" rows); the model's median error must stay within twice that, or 35 %
+    where the machine is quiet (the benchmark's goal is 10 % on a quiet machine)."""
+    check = check_predictions(SMALL, cluster=cluster2, world_sizes=(2,), links=(Link(1.0, 1000.0),),
+                              caps=(None, 0.25), accum_steps=(1, 2), repeats=3)
+    what_if, noise = errors(check, "what-if"), errors(check, "repeat")
+    assert what_if.rows == 3 and noise.rows == 3
+    assert what_if.median <= max(0.35, 2 * noise.median), format_check(check)
+    assert errors(check, "replay").median <= 0.25, format_check(check)
+
+
+def test_check_rejects_bad_input_before_any_rank_starts():
+    with pytest.raises(ValueError, match="emulated links"):
+        check_predictions(links=("off",))
+    with pytest.raises(ValueError, match="repeats"):
+        check_predictions(repeats=0)
+
+
+@pytest.mark.parametrize("first", ["import dpviz.predict.plots", "import dpviz.predict.learn", "pass"])
+def test_dpviz_predict_is_callable_whatever_was_imported_first(first):
+    """`dpviz.predict` names the subject's package and its verb: either way it predicts."""
+    import subprocess
+    import sys
+
+    code = (f"{first}\nimport dpviz\nfrom dpviz.predict.learn import learn\nfrom dpviz.traces.files import load_trace\n"
+            f"p = dpviz.predict(learn(load_trace({str(A100)!r})), world_size=4, link='10GbE')\n"
+            "print(type(p).__name__, p.world_size)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "PredictedStep 4", out.stderr[-2000:]
