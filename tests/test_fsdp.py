@@ -237,12 +237,24 @@ def test_knob_panel_reruns_live_and_says_what_changed(cluster2):
     assert "→" in change and "all-gathers per step 14 → 14" in change
 
 
-def test_cli_records_the_mlp_and_the_scene_renders_from_it(tmp_path):
-    assert cli_main(["fsdp", "--model", "mlp", "--out", str(tmp_path)]) == 0
-    record = load(tmp_path / "fsdp.json", expect=FsdpRecord)
+@pytest.fixture(scope="module")
+def mlp_out(tmp_path_factory):
+    """`dpviz fsdp --model mlp` on fresh ranks: its output folder."""
+    out = tmp_path_factory.mktemp("fsdp-mlp")
+    assert cli_main(["fsdp", "--model", "mlp", "--out", str(out)]) == 0
+    return out
+
+
+def test_cli_records_the_mlp_a_unit_per_linear_with_its_figure(mlp_out):
+    record = load(mlp_out / "fsdp.json", expect=FsdpRecord)
     assert [u.name for u in record.units] == ["0", "2", "4", "6", "8"]
-    assert (tmp_path / "fsdp.png").stat().st_size > 0
-    pytest.importorskip("manim")
+    head = record.units[-1]          # Linear(256, 1): one row, padded to a row per rank
+    assert head.gathered_bytes == padded_bytes((1, 256), 2) + padded_bytes((1,), 2) > head.bytes
+    assert all((mlp_out / f"fsdp.{fmt}").stat().st_size > 0 for fmt in ("png", "svg", "pdf"))
+
+
+@pytest.mark.manim
+def test_scene_renders_from_a_recorded_run(mlp_out):
     from dpviz.animate import render
 
-    assert render("fsdp", tmp_path / "fsdp.json", dry_run=True) is None
+    assert render("fsdp", mlp_out / "fsdp.json", dry_run=True) is None
