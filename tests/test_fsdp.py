@@ -15,7 +15,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from dpviz import Cluster
-from dpviz.config import RunConfig
 from dpviz.cli import main as cli_main
 from dpviz.fsdp.live import DEMO_CONFIG, fsdp_knobs, record_fsdp
 from dpviz.fsdp.records import (DRAIN, ROOT, FsdpRecord, alive_spans, count, describe, describe_change,

@@ -26,7 +26,6 @@ import queue
 import threading
 import time
 import weakref
-from pathlib import Path
 
 from ..config import RunConfig, validate, writable_dir
 from ..launch import Cluster, RankContext, using_cluster
