@@ -214,12 +214,13 @@ def test_record_round_trips_and_describes(runs, tmp_path):
 
 def test_figures_draw_every_rank_legibly(runs, four):
     from dpviz.fsdp.plots import plot_fsdp_step, plot_peaks
-    from dpviz.plots.legibility import overlapping_texts
+    from dpviz.plots.legibility import overlapping_texts, small_texts, texts_over_bars
     from dpviz.plots.style import tags_of
 
     for record in (runs["default"], runs["keep"], four):
         ax = plot_fsdp_step(record)
         assert overlapping_texts(ax.figure) == [] and tags_of(ax) == ["live + model"]
+        assert texts_over_bars(ax.figure) == [] and small_texts(ax.figure) == []
         assert [t.get_text() for t in ax.get_yticklabels()].count("rank 3 params") == (record is four)
         plt.close(ax.figure)
     ax = plot_peaks(list(runs.values()))

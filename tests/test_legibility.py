@@ -301,3 +301,22 @@ def test_a_band_is_not_a_bar():
     ax.text(1, 1.2, "6 buckets", ha="center")
     assert texts_over_bars(fig) == []
     plt.close(fig)
+
+
+def test_a_label_on_its_own_background_reads_over_a_bar():
+    fig, ax = plt.subplots()
+    ax.bar([0], [2.0])
+    ax.text(0, 1.97, " 2(N−1)/N", va="bottom", bbox=dict(fc="white", ec="none"))   # across the top edge
+    assert texts_over_bars(fig) == []
+    ax.texts[0].set_bbox(None)
+    assert [t for t, _ in texts_over_bars(fig)] == [" 2(N−1)/N"]
+    plt.close(fig)
+
+
+def test_the_source_stamp_reads_at_7_pt_on_a_figure_wider_than_the_column():
+    from dpviz.plots import style
+
+    fig, ax = plt.subplots(figsize=(13, 3))
+    style.tag(ax, "live")
+    assert small_texts(fig) == []
+    plt.close(fig)

@@ -219,7 +219,8 @@ def plot_traffic(records: Sequence[CollectiveRecord], ax=None):
             ax.bar(i + (rank - (n - 1) / 2) * width, sent / record.total_bytes, width,
                    color=style.rank_color(rank), label=f"rank {rank}" if i == 0 else None)
     ax.axhline(2 * (n - 1) / n, color=style.TEXT, linestyle="--", linewidth=1)
-    ax.text(len(records) - 0.5, 2 * (n - 1) / n, " 2(N−1)/N", va="bottom", ha="right", fontsize=8)
+    ax.text(len(records) - 0.5, 2 * (n - 1) / n, " 2(N−1)/N", va="bottom", ha="right", fontsize=8,
+            bbox=dict(boxstyle="square,pad=0.1", fc=style.BACKGROUND, ec="none"))   # reads over the bars
     ax.set_xticks(range(len(records)), [f"{r.algorithm}\n{len(r.steps)} steps" for r in records])
     ax.set_ylabel("bytes sent / S")
     ax.set_title(f"traffic per rank, {n} ranks, measured on live ranks (S = one rank's buffer)", loc="left")

@@ -9,7 +9,7 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from .records import AccumulationCheck, BucketsCheck, HookCheck, RingCheck, RingRun, Zero1Check
 from ..plots import style
-from ..plots.legibility import COLUMN_IN
+from ..plots.style import COLUMN_IN
 from ..collectives.plots import draw_grid, inputs_legend, rank_axis
 
 WRONG = "#D62728"

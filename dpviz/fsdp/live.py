@@ -87,8 +87,7 @@ class StepLog:
         self.params: dict[int, list] = {i: [] for i in range(len(names))}   # unsharded tensors
         self.buffers: dict[int, tuple[int, int, object]] = {}   # key → (unit, bytes, storage weakref)
         self.keys = itertools.count()
-        self.lock = threading.Lock()
-        self.samples: list = []
+        self.samples: list = []   # appended by both threads (a list append is atomic); sorted later
         self.windows: dict[tuple[str, str], dict[str, float]] = {}
         self.transfers: list[dict] = []
         self.waits: list[tuple] = []
@@ -102,8 +101,7 @@ class StepLog:
             buffers = [0] * len(self.names)
             for unit, nbytes, _ in list(self.buffers.values()):
                 buffers[unit] += nbytes
-            with self.lock:
-                self.samples.append((t, params, buffers))
+            self.samples.append((t, params, buffers))
         return t
 
     def mark(self, unit: str, phase: str, what: str) -> None:

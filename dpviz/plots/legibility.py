@@ -12,6 +12,8 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
+from .style import COLUMN_IN
+
 
 def visible_texts(fig: Figure) -> list[Text]:
     """Every non-empty text the figure draws: titles, axis and tick labels, legends,
@@ -176,7 +178,6 @@ def hidden_texts(fig: Figure) -> list[tuple[str, str]]:
 # --- labels on bars, small type --------------------------------------------------------------
 
 MIN_FONT_PT = 7.0        # smaller type is not read at a glance (a notebook shows figures at ~100 dpi)
-COLUMN_IN = 11.0         # a notebook column: a wider figure is shown scaled down to it, its type too
 MIN_CONTRAST = 3.0       # WCAG's ratio for large text and graphics: a label must stand out of its bar
 
 
@@ -224,7 +225,8 @@ def texts_over_bars(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, str]]:
     """(label, why) for each label placed in an axes that sits on a bar it cannot be read on:
     one that crosses a bar's edge (part on the bar, part off), or one inside a bar with too
     little contrast against it (MIN_CONTRAST). A label inside a bar in a contrasting colour is
-    an in-bar label and reads. Tick labels, titles and legends live outside the bars."""
+    an in-bar label and reads, and so does one on an opaque box of its own. Tick labels, titles
+    and legends live outside the bars."""
     from matplotlib.colors import to_rgba
 
     fig.canvas.draw()
@@ -232,7 +234,8 @@ def texts_over_bars(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, str]]:
     out = []
     for ax in fig.axes:
         bars = bar_boxes(ax)
-        for text in [t for t in ax.texts if t.get_visible() and t.get_text().strip() and t.get_alpha() != 0]:
+        for text in [t for t in ax.texts if t.get_visible() and t.get_text().strip() and t.get_alpha() != 0
+                     and not _on_own_background(t)]:
             box = text.get_window_extent(renderer)
             for bar, face in bars:
                 dx = min(box.x1, bar.x1) - max(box.x0, bar.x0)
@@ -249,6 +252,12 @@ def texts_over_bars(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, str]]:
                     out.append((text.get_text(), f"contrast {ratio:.1f} on its bar (< {MIN_CONTRAST:g})"))
                     break
     return out
+
+
+def _on_own_background(text: Text) -> bool:
+    """A label drawn on an opaque box of its own reads on anything beneath it."""
+    box = text.get_bbox_patch()
+    return box is not None and box.get_visible() and box.get_facecolor()[3] >= 0.8
 
 
 def small_texts(fig: Figure, min_pt: float = MIN_FONT_PT) -> list[tuple[str, float]]:

@@ -73,6 +73,8 @@ def tidy(ax):
 
 
 SOURCES = ("live", "loaded trace", "quoted", "model")
+TAG_PT = 7.0   # the source stamp's type, as a notebook shows it
+COLUMN_IN = 11.0   # a notebook column: a wider figure is shown scaled down to it, its type too
 SOURCE_GID = "dpviz-source"   # the gid of the stamp `tag` writes
 
 
@@ -109,8 +111,10 @@ def tag(ax, *sources: str, note: str = ""):
     lines = max((t.get_text().count("\n") + 1 for t in titles(ax) if t.get_text() and t.get_visible()),
                 default=0)   # a hidden title (a slider's, shown as its caption) takes no room
     rise = 3 + lines * (ax.title.get_fontsize() * 1.25) + (6 if lines else 0)
+    # 7 pt as shown: a figure wider than a notebook column is scaled down to it, its type too
+    size = TAG_PT * max(1.0, ax.figure.get_figwidth() / COLUMN_IN)
     ax.annotate(text, xy=(1, 1), xycoords="axes fraction", xytext=(0, rise), textcoords="offset points",
-                ha="right", va="bottom", fontsize=7, color=TEXT, gid=SOURCE_GID,
+                ha="right", va="bottom", fontsize=size, color=TEXT, gid=SOURCE_GID,
                 bbox=dict(boxstyle="round,pad=0.2", fc="#F2F2F2", ec=MUTED, lw=0.5))
     return ax
 
