@@ -13,11 +13,11 @@ from dpviz import RunConfig, load, run, save
 from dpviz.buckets.records import assign_buckets, cap_limits
 from dpviz.link.records import Link, preset
 from dpviz.plots.style import tags_of
-from dpviz.predict import cli
-from dpviz.predict.learn import fit_linear, learn, measure, ring_factor, transfer_ms
-from dpviz.predict.live import CHECK_CONFIG, check_predictions
-from dpviz.predict.plots import plot_predicted, plot_scaling
-from dpviz.predict.records import (NOT_MODELLED, PredictedStep, Scaling, errors, format_check, format_scaling,
+from dpviz.what_if import cli
+from dpviz.what_if.learn import fit_linear, learn, measure, ring_factor, transfer_ms
+from dpviz.what_if.live import CHECK_CONFIG, check_predictions
+from dpviz.what_if.plots import plot_predicted, plot_scaling
+from dpviz.what_if.records import (NOT_MODELLED, PredictedStep, Scaling, errors, format_check, format_scaling,
                                    predict, scaling)
 from dpviz.record import RunRecord
 from dpviz.traces.files import load_trace
@@ -214,13 +214,14 @@ def test_check_rejects_bad_input_before_any_rank_starts():
         check_predictions(repeats=0)
 
 
-@pytest.mark.parametrize("first", ["import dpviz.predict.plots", "import dpviz.predict.learn", "pass"])
+@pytest.mark.parametrize("first", ["import dpviz.what_if.plots", "import dpviz.what_if.learn", "pass"])
 def test_dpviz_predict_is_callable_whatever_was_imported_first(first):
-    """`dpviz.predict` names the subject's package and its verb: either way it predicts."""
+    """`dpviz.predict` is the facade's verb (the subject's package is `dpviz.what_if`, so the
+    two never share a name): it predicts whatever was imported first."""
     import subprocess
     import sys
 
-    code = (f"{first}\nimport dpviz\nfrom dpviz.predict.learn import learn\nfrom dpviz.traces.files import load_trace\n"
+    code = (f"{first}\nimport dpviz\nfrom dpviz.what_if.learn import learn\nfrom dpviz.traces.files import load_trace\n"
             f"p = dpviz.predict(learn(load_trace({str(A100)!r})), world_size=4, link='10GbE')\n"
             "print(type(p).__name__, p.world_size)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

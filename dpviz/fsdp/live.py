@@ -26,7 +26,6 @@ import queue
 import threading
 import time
 import weakref
-from pathlib import Path
 
 from ..config import RunConfig, validate, writable_dir
 from ..launch import Cluster, RankContext, using_cluster
@@ -413,6 +412,8 @@ def fsdp_rank(ctx: RankContext, cfg: RunConfig, knobs: FsdpKnobs, checks: bool, 
         opt = torch.optim.Adam(model.parameters(), lr=ADAM_LR)
         for step in range(cfg.steps):
             log.active = step == cfg.steps - 1
+            if log.active:   # every rank starts the recorded step together: its waits are FSDP's, not a late start's
+                dist.barrier()
             x, y = rank_batch(cfg, workload, step, 0, ctx.rank)
             log.marks["start"] = log.sample()
             log.phase = "forward"
