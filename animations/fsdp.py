@@ -16,7 +16,8 @@ from __future__ import annotations
 from manim import (DOWN, LEFT, RIGHT, UP, DashedLine, Dot, Rectangle, Text, ValueTracker, VGroup, always_redraw,
                    linear)
 
-from dpviz.fsdp.records import FsdpRecord, RankStep, describe_knobs, measured_peak, own_compute, record_peak_model
+from dpviz.fsdp.records import (LOSS, ROOT, FsdpRecord, RankStep, describe_knobs, measured_peak, own_compute,
+                                record_peak_model)
 from dpviz.plots import style
 from dpviz.scene import FONT_SIZE, RecordScene
 
@@ -90,7 +91,7 @@ class FsdpInTime(RecordScene):
     def midpoint(self, phase: str) -> float:
         """The middle of the middle unit's compute in `phase`: a still there shows one unit
         computing and, with prefetch, the next one's shards on their way."""
-        segs = [(a, b) for u, p, a, b in self.segments if p == phase and u != "root"]
+        segs = [(a, b) for u, p, a, b in self.segments if p == phase and u not in (ROOT, LOSS)]
         if not segs:
             return self.step.forward_end_ms if phase == "forward" else self.step.end_ms
         a, b = segs[len(segs) // 2]

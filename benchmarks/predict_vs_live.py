@@ -15,8 +15,8 @@ import argparse
 import os
 import time
 
-from dpviz.predict.live import CHECK_CONFIG, check_predictions
-from dpviz.predict.records import errors, format_check
+from dpviz.what_if.live import CHECK_CONFIG, check_predictions
+from dpviz.what_if.records import errors, format_check
 from dpviz.record import save
 
 GOALS = {"replay": (0.05, None), "what-if": (0.10, 0.25)}

@@ -17,7 +17,7 @@ import bisect
 import math
 import statistics
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .record import RunRecord, Span
@@ -85,6 +85,7 @@ class StepSummary:
     n_allreduces: int
     n_collectives: int        # every collective, all-reduces included
     comm_ms_by_op: dict[str, float]   # op → wall time some collective of that op runs
+    n_by_op: dict[str, int] = field(default_factory=dict)   # op → collectives launched in the step
 
     @property
     def overlap_fraction(self) -> float:
@@ -204,7 +205,8 @@ def _summary(rank: int, step: int, window: tuple[float, float], mine: list[_Cut]
         n_allreduces=sum(s.kind == "allreduce" for s in launched),
         n_collectives=sum(s.kind in COMM_KINDS for s in launched),
         comm_ms_by_op={op: length(_iv([s for s in collectives if (s.op or s.kind) == op])) / 1e3
-                       for op in ops})
+                       for op in ops},
+        n_by_op=dict(Counter(s.op or s.kind for s in launched if s.kind in COMM_KINDS)))
 
 
 def record_ranks(record: RunRecord) -> list[int]:
@@ -376,9 +378,11 @@ def compute_definition(record: RunRecord) -> str:
 
 
 def _by_op(rows: list[StepSummary]) -> str:
-    """'all_reduce 3.10 ms, broadcast 0.20 ms' (means per step), or 'none'."""
-    ops = sorted({op for r in rows for op in r.comm_ms_by_op})
-    return ", ".join(f"{op} {sum(r.comm_ms_by_op.get(op, 0.0) for r in rows) / len(rows):.2f} ms"
+    """'all_reduce 4× 3.10 ms, broadcast 1× 0.20 ms' (means per step), or 'none'."""
+    ops = sorted({op for r in rows for op in (*r.comm_ms_by_op, *r.n_by_op)})
+    mean = lambda values: sum(values) / len(rows)
+    return ", ".join(f"{op} {mean([r.n_by_op.get(op, 0) for r in rows]):.3g}× "
+                     f"{mean([r.comm_ms_by_op.get(op, 0.0) for r in rows]):.2f} ms"
                      for op in ops) or "none"
 
 

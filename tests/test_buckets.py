@@ -178,8 +178,7 @@ def test_live_sweep_rows_and_record_round_trip(cluster2, tmp_path):
     small, one = result.rows
     assert small.n_buckets > 1 and one.n_buckets == 1
     for row in result.rows:
-        # 2 ranks × the analysed steps: DDP's first iteration (step 0) and the step holding its
-        # one-time bucket-rebuild broadcasts (step 1) are left out
+        # 2 ranks × the analysed steps: not step 0 (one bucket) nor step 1 (the rebuild's broadcasts)
         assert row.samples == 2 * (SMALL["steps"] - 2)
         assert 0 <= row.exposed_comm_ms <= row.comm_ms <= row.step_ms
     path = save(result, tmp_path / "sweep.json")

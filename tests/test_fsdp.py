@@ -8,8 +8,6 @@ collectives were issued and carried, when it computed.
 """
 from __future__ import annotations
 
-import argparse
-
 import matplotlib
 import pytest
 
@@ -17,8 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from dpviz import Cluster
-from dpviz.config import RunConfig
-from dpviz.fsdp import cli
+from dpviz.cli import main as cli_main
 from dpviz.fsdp.live import DEMO_CONFIG, fsdp_knobs, record_fsdp
 from dpviz.fsdp.records import (DRAIN, ROOT, FsdpRecord, alive_spans, count, describe, describe_change,
                                 measured_peak, modelled_unit_bytes, padded_bytes, peak_gap_bound, peak_model,
@@ -81,21 +78,19 @@ def test_bad_input_fails_before_any_rank_starts(bad, message):
     assert rank_processes() == before
 
 
-def _cli(argv: list[str]):
-    parser = argparse.ArgumentParser(prog="dpviz fsdp")
-    cli.add_arguments(parser)
-    return cli.main(parser.parse_args(argv))
-
-
-def test_cli_rejects_an_unknown_knob_value_and_a_single_rank_before_spawning(tmp_path, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        _cli(["--prefetch", "maybe", "--out", str(tmp_path)])
-    assert exit_.value.code == 2
-    assert "invalid choice: 'maybe'" in capsys.readouterr().err
+@pytest.mark.parametrize("argv, message", [
+    (["--prefetch", "maybe"], "argument --prefetch: invalid choice: 'maybe'"),
+    (["--units", "layer"], "argument --units: invalid choice: 'layer'"),
+    (["--ranks", "1"], "dpviz fsdp: error: FSDP over 1 rank shards nothing"),
+    (["--model", "cnn"], "argument --model: invalid choice: 'cnn'"),
+])
+def test_cli_bad_input_is_one_error_line_and_exit_2_before_any_rank_starts(argv, message, tmp_path, capsys):
     before = rank_processes()
-    with pytest.raises(ValueError, match="FSDP over 1 rank"):
-        _cli(["--ranks", "1", "--out", str(tmp_path)])
-    assert rank_processes() == before
+    with pytest.raises(SystemExit) as exit_:
+        cli_main(["fsdp", *argv, "--out", str(tmp_path)])
+    assert exit_.value.code == 2 and rank_processes() == before
+    error = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert len(error) == 1 and message in error[0]
 
 
 # --- the model, by hand -------------------------------------------------------------------------
@@ -214,12 +209,13 @@ def test_record_round_trips_and_describes(runs, tmp_path):
 
 def test_figures_draw_every_rank_legibly(runs, four):
     from dpviz.fsdp.plots import plot_fsdp_step, plot_peaks
-    from dpviz.plots.legibility import overlapping_texts
+    from dpviz.plots.legibility import overlapping_texts, small_texts, texts_over_bars
     from dpviz.plots.style import tags_of
 
     for record in (runs["default"], runs["keep"], four):
         ax = plot_fsdp_step(record)
         assert overlapping_texts(ax.figure) == [] and tags_of(ax) == ["live + model"]
+        assert texts_over_bars(ax.figure) == [] and small_texts(ax.figure) == []
         assert [t.get_text() for t in ax.get_yticklabels()].count("rank 3 params") == (record is four)
         plt.close(ax.figure)
     ax = plot_peaks(list(runs.values()))
@@ -240,12 +236,24 @@ def test_knob_panel_reruns_live_and_says_what_changed(cluster2):
     assert "→" in change and "all-gathers per step 14 → 14" in change
 
 
-def test_cli_records_the_mlp_and_the_scene_renders_from_it(tmp_path):
-    _cli(["--model", "mlp", "--out", str(tmp_path)])
-    record = load(tmp_path / "fsdp.json", expect=FsdpRecord)
+@pytest.fixture(scope="module")
+def mlp_out(tmp_path_factory):
+    """`dpviz fsdp --model mlp` on fresh ranks: its output folder."""
+    out = tmp_path_factory.mktemp("fsdp-mlp")
+    assert cli_main(["fsdp", "--model", "mlp", "--out", str(out)]) == 0
+    return out
+
+
+def test_cli_records_the_mlp_a_unit_per_linear_with_its_figure(mlp_out):
+    record = load(mlp_out / "fsdp.json", expect=FsdpRecord)
     assert [u.name for u in record.units] == ["0", "2", "4", "6", "8"]
-    assert (tmp_path / "fsdp.png").stat().st_size > 0
-    pytest.importorskip("manim")
+    head = record.units[-1]          # Linear(256, 1): one row, padded to a row per rank
+    assert head.gathered_bytes == padded_bytes((1, 256), 2) + padded_bytes((1,), 2) > head.bytes
+    assert all((mlp_out / f"fsdp.{fmt}").stat().st_size > 0 for fmt in ("png", "svg", "pdf"))
+
+
+@pytest.mark.manim
+def test_scene_renders_from_a_recorded_run(mlp_out):
     from dpviz.animate import render
 
-    assert render("fsdp", tmp_path / "fsdp.json", dry_run=True) is None
+    assert render("fsdp", mlp_out / "fsdp.json", dry_run=True) is None

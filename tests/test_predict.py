@@ -13,14 +13,14 @@ from dpviz import RunConfig, load, run, save
 from dpviz.buckets.records import assign_buckets, cap_limits
 from dpviz.link.records import Link, preset
 from dpviz.plots.style import tags_of
-from dpviz.predict import cli
-from dpviz.predict.learn import fit_linear, learn, measure, ring_factor, transfer_ms
-from dpviz.predict.live import CHECK_CONFIG, check_predictions
-from dpviz.predict.plots import plot_predicted, plot_scaling
-from dpviz.predict.records import (NOT_MODELLED, PredictedStep, Scaling, errors, format_check, format_scaling,
+from dpviz.what_if import cli
+from dpviz.what_if.learn import fit_linear, learn, measure, ring_factor, transfer_ms
+from dpviz.what_if.live import CHECK_CONFIG, check_predictions
+from dpviz.what_if.plots import plot_predicted, plot_scaling
+from dpviz.what_if.records import (NOT_MODELLED, PredictedStep, Scaling, errors, format_check, format_scaling,
                                    predict, scaling)
 from dpviz.record import RunRecord
-from dpviz.trace_files import load_trace
+from dpviz.traces.files import load_trace
 
 DATA = Path(__file__).resolve().parent / "data"
 A100 = DATA / "a100-nccl-ddp-rank0.json.gz"
@@ -186,22 +186,25 @@ def test_live_record_is_learned_gradient_by_gradient(mlp_record):
 def test_replay_of_a_live_record_comes_back_close(model, cluster2):
     """Replay re-assembles each recorded rank-step from its own parts: only the fitted hook,
     wire and all-reduce costs (times each step's own ratio) and the median stand between it and
-    the record. 25 %: a loaded CI machine's 4-step runs (the benchmark's replay goal is 5 %)."""
+    the record. 35 %: a loaded CI machine's 4-step runs (the benchmark's replay goal is 5 %; its
+    worst replay of 51 at load 10-17 was 38 %, its median 3.7 %)."""
     cfg = RunConfig(model=model, steps=4, checks=False, link=LINK, bucket_cap_mb=None)
     record = run(cfg, cluster=cluster2)
     replay = predict(record)
-    assert replay.step_ms == pytest.approx(measure(record).step_ms, rel=0.25)
+    assert replay.step_ms == pytest.approx(measure(record).step_ms, rel=0.35)
 
 
-def test_what_if_against_live_runs_stays_within_loose_bounds(cluster2):
-    """Two grid points predicted from the source recorded right before each, twice each: the
-    median error over them within 50 % (the benchmark's goal is 10 % on a quiet machine)."""
+def test_what_if_against_live_runs_is_within_the_machines_own_noise(cluster2):
+    """Three grid points predicted from the source recorded right before each, three times
+    each. The bound is the machine's: the same setting run again differs by some amount (the
+    check's "repeat" rows); the model's median error must stay within twice that, or 35 %
+    where the machine is quiet (the benchmark's goal is 10 % on a quiet machine)."""
     check = check_predictions(SMALL, cluster=cluster2, world_sizes=(2,), links=(Link(1.0, 1000.0),),
-                              caps=(None, 0.25), accum_steps=(1, 2), repeats=2)
-    what_if = errors(check, "what-if")
-    assert what_if.rows == 3 and what_if.median <= 0.5
-    assert errors(check, "replay").median <= 0.25
-    assert "what-if" in format_check(check)
+                              caps=(None, 0.25), accum_steps=(1, 2), repeats=3)
+    what_if, noise = errors(check, "what-if"), errors(check, "repeat")
+    assert what_if.rows == 3 and noise.rows == 3
+    assert what_if.median <= max(0.35, 2 * noise.median), format_check(check)
+    assert errors(check, "replay").median <= 0.25, format_check(check)
 
 
 def test_check_rejects_bad_input_before_any_rank_starts():
@@ -211,13 +214,14 @@ def test_check_rejects_bad_input_before_any_rank_starts():
         check_predictions(repeats=0)
 
 
-@pytest.mark.parametrize("first", ["import dpviz.predict.plots", "import dpviz.predict.learn", "pass"])
+@pytest.mark.parametrize("first", ["import dpviz.what_if.plots", "import dpviz.what_if.learn", "pass"])
 def test_dpviz_predict_is_callable_whatever_was_imported_first(first):
-    """`dpviz.predict` names the subject's package and its verb: either way it predicts."""
+    """`dpviz.predict` is the facade's verb (the subject's package is `dpviz.what_if`, so the
+    two never share a name): it predicts whatever was imported first."""
     import subprocess
     import sys
 
-    code = (f"{first}\nimport dpviz\nfrom dpviz.predict.learn import learn\nfrom dpviz.trace_files import load_trace\n"
+    code = (f"{first}\nimport dpviz\nfrom dpviz.what_if.learn import learn\nfrom dpviz.traces.files import load_trace\n"
             f"p = dpviz.predict(learn(load_trace({str(A100)!r})), world_size=4, link='10GbE')\n"
             "print(type(p).__name__, p.world_size)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

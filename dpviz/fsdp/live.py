@@ -26,7 +26,6 @@ import queue
 import threading
 import time
 import weakref
-from pathlib import Path
 
 from ..config import RunConfig, validate, writable_dir
 from ..launch import Cluster, RankContext, using_cluster
@@ -87,8 +86,7 @@ class StepLog:
         self.params: dict[int, list] = {i: [] for i in range(len(names))}   # unsharded tensors
         self.buffers: dict[int, tuple[int, int, object]] = {}   # key → (unit, bytes, storage weakref)
         self.keys = itertools.count()
-        self.lock = threading.Lock()
-        self.samples: list = []
+        self.samples: list = []   # appended by both threads (a list append is atomic); sorted later
         self.windows: dict[tuple[str, str], dict[str, float]] = {}
         self.transfers: list[dict] = []
         self.waits: list[tuple] = []
@@ -102,8 +100,7 @@ class StepLog:
             buffers = [0] * len(self.names)
             for unit, nbytes, _ in list(self.buffers.values()):
                 buffers[unit] += nbytes
-            with self.lock:
-                self.samples.append((t, params, buffers))
+            self.samples.append((t, params, buffers))
         return t
 
     def mark(self, unit: str, phase: str, what: str) -> None:
@@ -415,6 +412,8 @@ def fsdp_rank(ctx: RankContext, cfg: RunConfig, knobs: FsdpKnobs, checks: bool, 
         opt = torch.optim.Adam(model.parameters(), lr=ADAM_LR)
         for step in range(cfg.steps):
             log.active = step == cfg.steps - 1
+            if log.active:   # every rank starts the recorded step together: its waits are FSDP's, not a late start's
+                dist.barrier()
             x, y = rank_batch(cfg, workload, step, 0, ctx.rank)
             log.marks["start"] = log.sample()
             log.phase = "forward"

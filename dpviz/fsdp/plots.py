@@ -10,8 +10,8 @@ from ..link.records import link_note
 from ..plots import style
 from ..plots.bars import hbars, link_bars
 from ..plots.legends import kept_legend
-from ..plots.legibility import place_labels
-from .records import (FsdpRecord, RankStep, describe_knobs, measured_peak, mib, own_compute, record_peak_model,
+from ..plots.legibility import HIDDEN, place_labels, text_extent
+from .records import (ROOT, FsdpRecord, RankStep, describe_knobs, measured_peak, mib, own_compute, record_peak_model,
                       summarize)
 
 MiB = 2 ** 20
@@ -21,6 +21,7 @@ ROW = 2 * LANE + BAND + 1.2     # one rank: compute, link, memory, a gap
 WAIT_COLOR = "#E15759"          # the main thread blocked on a collective: exposed communication
 SHARD_COLOR = "#BFD3E6"
 GATHERED_COLOR = "#2A9D8F"
+LABEL_COLORS = {"forward": "white", "backward": style.TEXT}   # WCAG contrast ≥ 3 on each phase's colour
 
 
 def short(unit: str) -> str:
@@ -58,11 +59,11 @@ def plot_fsdp_step(record: FsdpRecord, ax=None, ranks=None):
     dotted, the real gloo collective solid), and the parameter bytes held (measured), with
     the model's peak and the full replica DDP and ZeRO-1 keep."""
     ranks = [s.rank for s in record.ranks] if ranks is None else list(ranks)
-    ax = style.new_axes(ax, figsize=(12, 1.2 + 2.3 * len(ranks)))
+    ax = style.new_axes(ax, figsize=(11, 1.2 + 2.3 * len(ranks)))
     top = max(record.full_bytes, *(measured_peak(record.rank_step(r)) for r in ranks)) * 1.08
     scale = BAND / top
     model = record_peak_model(record)
-    labels, yticks, ylabels = [], [], []
+    labels, yticks, ylabels = [], [], []   # labels: (text, its bar's x0, x1, y0, y1)
     for row, rank in enumerate(ranks):
         step = record.rank_step(rank)
         y_compute, y_link, y_mem = lanes(row, len(ranks))
@@ -70,8 +71,9 @@ def plot_fsdp_step(record: FsdpRecord, ax=None, ranks=None):
             segs = [(u, a, b) for u, p, a, b in own_compute(record, step) if p == phase]
             hbars(ax, [(a, b - a) for _, a, b in segs], (y_compute, LANE), facecolors=style.kind_color(phase),
                   edgecolor="white", linewidth=0.3)
-            labels += [ax.text((a + b) / 2, y_compute + LANE / 2, short(u), ha="center", va="center",
-                               fontsize=7, color="white") for u, a, b in segs if u != "root"]
+            labels += [(ax.text((a + b) / 2, y_compute + LANE / 2, short(u), ha="center", va="center",
+                                fontsize=7, color=LABEL_COLORS[phase]), a, b, y_compute, y_compute + LANE)
+                       for u, a, b in segs if u != ROOT]
         hbars(ax, [(w.start_ms, w.end_ms - w.start_ms) for w in step.waits], (y_compute + LANE * 0.3, LANE * 0.4),
               facecolors=WAIT_COLOR, edgecolor="none")
         for op in ("all_gather", "reduce_scatter"):
@@ -82,8 +84,9 @@ def plot_fsdp_step(record: FsdpRecord, ax=None, ranks=None):
                       style.op_color(op), linewidth=0.6)
             hbars(ax, [(t.link_end_ms, t.done_ms - t.link_end_ms) for t in mine], (y_link, LANE),
                   facecolors=style.op_color(op), edgecolor="none")
-            labels += [ax.text((t.link_start_ms + t.link_end_ms) / 2, y_link + LANE / 2, short(t.unit),
-                               ha="center", va="center", fontsize=7, color=style.TEXT)
+            labels += [(ax.text((t.link_start_ms + t.link_end_ms) / 2, y_link + LANE / 2, short(t.unit),
+                                ha="center", va="center", fontsize=7, color=style.TEXT),
+                        t.link_start_ms, t.link_end_ms, y_link, y_link + LANE)
                        for t in mine if op == "all_gather"]
         xs, ys = memory_curve(step)
         ax.fill_between(xs, y_mem, [y_mem + y * scale for y in ys], step="post", color=GATHERED_COLOR,
@@ -106,8 +109,27 @@ def plot_fsdp_step(record: FsdpRecord, ax=None, ranks=None):
     style.tidy(ax)
     kept_legend(ax, legend_handles(), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     style.tag(ax, "live", "model")
-    place_labels(labels, "no room on its bar")
+    place_labels([t for t, *_ in labels], "no room on its bar")
+    keep_inside(ax, labels, "wider than its bar")
     return ax
+
+
+def keep_inside(ax, labels: list[tuple], why: str) -> list:
+    """Hide each label (text, x0, x1, y0, y1) that does not fit inside its bar (data
+    coordinates), marked as `place_labels` marks what it hides; call after `place_labels`,
+    which lays the figure out. A unit's bar is as wide as its time: a short one has no room."""
+    renderer = ax.figure.canvas.get_renderer()
+    hidden = []
+    for text, x0, x1, y0, y1 in labels:
+        if not text.get_visible():
+            continue
+        (bx0, by0), (bx1, by1) = ax.transData.transform([(x0, y0), (x1, y1)])
+        box = text_extent(text, renderer)
+        if box.x0 < bx0 - 0.5 or box.x1 > bx1 + 0.5 or box.y0 < by0 - 0.5 or box.y1 > by1 + 0.5:
+            text.set_visible(False)
+            text.set_label(HIDDEN + why)
+            hidden.append(text)
+    return hidden
 
 
 def legend_handles() -> list:

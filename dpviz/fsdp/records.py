@@ -25,6 +25,7 @@ PHASES = ("forward", "backward")
 GRANULARITIES = ("block", "model")   # a unit per block (layer), or the whole model as one
 ROOT = "root"                        # the unit `fully_shard(model)` makes: what no other unit holds
 DRAIN = "drain"                      # the wait for the last reduce-scatters before the optimizer
+LOSS = "loss"                        # what computes between the model's output and its first backward hook
 
 
 @dataclass(frozen=True)
@@ -277,9 +278,16 @@ def count(step: RankStep, op: str, phase: str | None = None) -> int:
 
 def own_compute(record: FsdpRecord, step: RankStep) -> list[tuple[str, str, float, float]]:
     """(unit, phase, start, end) of what each unit computed itself: the root's window wraps every
-    other unit (it is the model), so the other units' windows, hooks included, are cut out of it."""
+    other unit (it is the model), so the other units' windows, hooks included, are cut out of it.
+    The loss (no unit's) runs from the model's output to the end of forward, and its backward
+    from there until the first unit's pre-backward hook."""
     inner = sorted((c.entered_ms, c.left_ms) for c in step.computes if c.unit != ROOT)
+    forward = [c.end_ms for c in step.computes if c.phase == "forward"]
+    backward = [c.entered_ms for c in step.computes if c.phase == "backward"]
     out = []
+    if forward and backward:
+        out += [(LOSS, "forward", max(forward), step.forward_end_ms),
+                (LOSS, "backward", step.forward_end_ms, min(backward))]
     for c in step.computes:
         if c.unit != ROOT:
             out.append((c.unit, c.phase, c.start_ms, c.end_ms))

@@ -13,7 +13,7 @@ from ..widgets.slider import FigurePanel, starts_note
 from .plots import plot_fsdp_step
 from .records import GRANULARITIES, FsdpKnobs, FsdpRecord, check_knobs, describe_change, describe_knobs
 
-FIGSIZE = (12, 5.6)
+FIGSIZE = (11, 5.6)
 UNIT_LABELS = {"block": "a unit per block", "model": "the model as one unit"}
 
 

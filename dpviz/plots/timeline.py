@@ -28,7 +28,8 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
     DDP's all-reduces are coloured by bucket, every other collective by its op; the title
     gives both overlap figures (communication under any compute, and under backward),
     averaged over ranks. `labels` names ranks (e.g. "node 1:0") instead of "rank N". A lane
-    holding several threads or GPU streams draws one sub-row each, named on the right; the
+    holding several threads or GPU streams draws one sub-row each (a GPU stream's named on the
+    right: a CPU rank's threads, gloo's workers and the link's, would crowd it unread); the
     legend below lists only what is drawn, at most LEGEND_ENTRIES entries.
     """
     ranks = record_ranks(record) if ranks is None else list(ranks)
@@ -64,9 +65,9 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
                 else:
                     ax.broken_barh(xranges, sub_lane, facecolors=color, edgecolor="white",
                                    linewidth=0.3 if len(mine) < 300 else 0)
-            if len(tids) > 1:
+            if len(tids) > 1 and all(tid.startswith("stream") for tid in tids):
                 sub_ticks += [y + (i + 0.46) * height for i in range(len(tids))]
-                sub_labels += [tid if tid.startswith("stream") else f"thread {tid}" for tid in tids]
+                sub_labels += tids
             yticks.append(y + 0.5)
             who = (labels or {}).get(rank, f"rank {rank}")
             ylabels.append(f"{who} {'compute' if name == 'compute' else 'comm'}")

@@ -28,7 +28,8 @@ def summary(record: RunRecord) -> dict:
              "overlap_fraction": r.overlap_fraction if r.comm_ms else None,
              "backward_overlap_fraction": r.backward_overlap_fraction if r.comm_ms else None,
              "exposed_comm_ms": r.exposed_comm_ms, "idle_ms": r.idle_ms,
-             "n_collectives": r.n_collectives, "comm_ms_by_op": r.comm_ms_by_op}
+             "n_collectives": r.n_collectives, "comm_ms_by_op": r.comm_ms_by_op,
+             "n_by_op": r.n_by_op}
             for r in summarize(record)]
     return {"source": record.config.get("source", "live run"), "world_size": record.world_size,
             "ranks": record_ranks(record), "steps": record.steps,

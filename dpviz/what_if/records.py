@@ -3,7 +3,7 @@
 """The what-if model: a recorded step re-assembled at another world size, link, bucket cap
 and accumulation, and the records that hold its answers.
 
-From what `dpviz.predict.learn` took apart it builds one step: K − 1 micro-steps that
+From what `dpviz.what_if.learn` took apart it builds one step: K − 1 micro-steps that
 all-reduce nothing, then the synchronising one whose gradients become ready as recorded;
 torch's bucket assignment (`dpviz.buckets_records.assign_buckets`, checked against torch's
 own) packs them at the new cap; each bucket's comm hook runs on the main thread, its
@@ -432,7 +432,7 @@ class CheckRow:
 @record_kind("prediction_check")
 @dataclass(frozen=True)
 class PredictionCheck:
-    """Predictions beside live emulated-link runs over a grid (`dpviz.predict.live`)."""
+    """Predictions beside live emulated-link runs over a grid (`dpviz.what_if.live`)."""
 
     config: dict
     rows: tuple[CheckRow, ...]

@@ -34,7 +34,7 @@ def add_arguments(p) -> None:
 def read_source(paths: list[str]) -> RunRecord:
     """A run folder (its record.json), a record file, or trace files (`load_trace`)."""
     from ..record import RecordError
-    from ..trace_files import load_trace
+    from ..traces.files import load_trace
 
     if len(paths) == 1 and Path(paths[0]).is_dir():
         folder = Path(paths[0])

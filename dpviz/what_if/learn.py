@@ -17,10 +17,7 @@ No torch here: a saved record is learned from on any machine.
 """
 from __future__ import annotations
 
-import importlib
 import statistics
-import sys
-import types
 from dataclasses import dataclass
 
 from ..link.records import Link, as_link
@@ -409,17 +406,3 @@ def _fit_gpu_link(samples: list[_Sample], world: int) -> Link:
     gbps = 8 * MIB / (cost.ms_per_mib / 1e3) / 1e9 if cost.ms_per_mib > 0 else 1e5
     alpha_us = cost.fixed_ms * 1e3 / (2 * (world - 1) if world > 1 else 1)
     return Link(float(f"{min(gbps, 1e5):.3g}"), round(alpha_us, 1), "fitted to the trace")
-
-
-class _CallablePackage(types.ModuleType):
-    """`dpviz.predict` names both this subject's package and its verb (`records.predict`):
-    whichever of the two an import left at `dpviz.predict`, `dpviz.predict(record, …)`
-    predicts once this module is loaded (every module of the package imports it). Python lets
-    a module's class be a ModuleType subclass for this; the verb is found by name, as
-    `dpviz.__getattr__` finds the facade's, so `records` (which imports this) is no cycle."""
-
-    def __call__(self, *args, **kwargs):
-        return importlib.import_module(f"{self.__name__}.records").predict(*args, **kwargs)
-
-
-sys.modules[__package__].__class__ = _CallablePackage

@@ -41,7 +41,7 @@ def plot_scaling(tables: Scaling | Sequence[Scaling], ax=None):
                 markerfacecolor="white", markeredgecolor=color)
         for n in ns[1::2]:
             labels.append(ax.text(n, 100 * eff[n] + 2, f"{best[n].bucket_cap_mb:g}", ha="center", va="bottom",
-                                  fontsize=6, color=color))
+                                  fontsize=7, color=color))
     ax.set_xscale("log", base=2)
     ax.set_xlabel("ranks N")
     ax.set_ylabel("scaling efficiency (%)")

@@ -1,6 +1,6 @@
 """The live check: run the grid of world sizes, links, caps and accumulation on ranks over
 the emulated link, and put each measured step beside the model's prediction of it, made
-from one recorded step at another point of the grid (`dpviz.predict.records`).
+from one recorded step at another point of the grid (`dpviz.what_if.records`).
 
 The emulated link (`dpviz.link`) charges what the model charges (α once per bucket, ring
 bytes at β, one FIFO queue per rank), so the check measures the model, not the wire's
