@@ -320,3 +320,9 @@ def test_the_source_stamp_reads_at_7_pt_on_a_figure_wider_than_the_column():
     style.tag(ax, "live")
     assert small_texts(fig) == []
     plt.close(fig)
+
+
+def test_readable_on_picks_the_text_colour_that_contrasts_more():
+    from dpviz.plots.legibility import readable_on
+
+    assert readable_on("#1A1A6E") == "white" and readable_on("#F2E394") == "#222222"

@@ -12,7 +12,7 @@ from .records import (ONE_BUCKET_CAP_MB, BucketSweep, StepTimeline, cap_label, c
 from ..link.records import link_note
 from ..plots.bars import hbars, link_bars
 from ..plots.legends import kept_legend
-from ..plots.legibility import place_labels
+from ..plots.legibility import place_labels, readable_on
 from ..record import RunRecord
 from ..overlap import steady_steps
 from ..plots import style
@@ -48,7 +48,7 @@ def plot_layout(record: RunRecord, ax=None, rank: int = 0):
             elif len(buckets) > 8:
                 text = f"b{b.index}"   # the y label gives the count; sizes show as widths
             labels.append(ax.text(left + width / 2, y, text, ha="center", va="center", fontsize=7,
-                                  color=style.TEXT))
+                                  color=readable_on(style.bucket_color(b.index), dark=style.TEXT)))
             left += width
     limits = cap_limits(record.config.get("bucket_cap_mb"))
     ax.axvline(limits[0] / 2**20, color=style.MUTED, ls="--", lw=1)

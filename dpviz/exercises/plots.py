@@ -9,6 +9,7 @@ from matplotlib.patches import FancyArrowPatch, Rectangle
 
 from .records import AccumulationCheck, BucketsCheck, HookCheck, RingCheck, RingRun, Zero1Check
 from ..plots import style
+from ..plots.legibility import readable_on
 from ..plots.style import COLUMN_IN
 from ..collectives.plots import draw_grid, inputs_legend, rank_axis
 
@@ -104,7 +105,8 @@ def _bucket_row(ax, y: float, buckets, sizes) -> None:
         width = sum(sizes[i] for i in bucket) / 2**20
         ax.barh(y, width, left=left, color=style.bucket_color(k), edgecolor="white")
         label = f"b{k}: {bucket[0]}…{bucket[-1]}" if len(bucket) > 1 else f"b{k}: {bucket[0]}"
-        ax.text(left + width / 2, y, label, ha="center", va="center", fontsize=8, rotation=90 * (width < 0.6))
+        ax.text(left + width / 2, y, label, ha="center", va="center", fontsize=8, rotation=90 * (width < 0.6),
+                color=readable_on(style.bucket_color(k), dark=style.TEXT))
         left += width
 
 

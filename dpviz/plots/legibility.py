@@ -221,6 +221,13 @@ def contrast(a, b) -> float:
     return (la + 0.05) / (lb + 0.05)
 
 
+def readable_on(face, dark: str = "#222222", light: str = "white") -> str:
+    """The text colour, dark or light, that contrasts more with a bar of colour `face`."""
+    from matplotlib.colors import to_rgba
+
+    return max((dark, light), key=lambda c: contrast(to_rgba(c), to_rgba(face)))
+
+
 def texts_over_bars(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, str]]:
     """(label, why) for each label placed in an axes that sits on a bar it cannot be read on:
     one that crosses a bar's edge (part on the bar, part off), or one inside a bar with too
