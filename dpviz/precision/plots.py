@@ -51,7 +51,8 @@ def plot_ranges(table: FormatTable, marks: dict[str, float] | None = None, ax=No
         ax.text(hi + 0.5, y, f"max {fmt.max:.3g}", va="center", fontsize=8)
     for label, v in (marks or {}).items():
         ax.axvline(math.log10(v), color=style.MUTED, ls="--", lw=1)
-        ax.text(math.log10(v), len(formats) - 0.4, label, rotation=90, fontsize=7, va="top", ha="right")
+        ax.text(math.log10(v), len(formats) - 0.4, label, rotation=90, fontsize=7, va="top", ha="right",
+                bbox=dict(boxstyle="square,pad=0.1", fc=style.BACKGROUND, ec="none"))   # reads over the bars
     ax.set_yticks(range(len(formats)), [fmt.name for fmt in reversed(formats)])
     ax.set_xlabel("log10 |value|  (pale: subnormal, losing precision; solid: normal)")
     style.tidy(ax)
