@@ -73,7 +73,8 @@ def plot_underflow(result: Underflow, ax=None):
                     (fp16.smallest_normal, "fp16 smallest normal"), (fp16.max, "fp16 max")):
         ax.axvline(math.log10(v), color=style.TEXT, ls="--", lw=1)
         ax.text(math.log10(v), max(result.hist_fp32 + result.hist_scaled), text, rotation=90,
-                fontsize=7, va="top", ha="right")
+                fontsize=7, va="top", ha="right",
+                bbox=dict(boxstyle="square,pad=0.1", fc=style.BACKGROUND, ec="none"))   # reads over the bars
     z = result.zero_fraction
     ax.set_title(f"entries that are exactly 0: FP32 {z['fp32']:.1%}, FP16 {z['fp16']:.1%}, "
                  f"FP16 with scaling {z['fp16_scaled']:.1%}", loc="left", fontsize=10)
