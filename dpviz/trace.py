@@ -520,8 +520,10 @@ def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
     phases = _phase_index(cpu)
     launches = [s for s in cpu if s.kind == "allreduce_launch"]
     launch_index = _PhaseIndex(_group(launches, lambda s: (s.tid, "launch")))
+    # kept from the CPU side: marks, and gloo's collectives on its own threads (gloo on CUDA
+    # tensors: its work, copies to and from the GPU included, is CPU time; NCCL traces have none)
     out = [_with(s, step=steps.find(s.start_us)) for s in cpu
-           if s.kind in ("step", "micro_step", "bucket_hook", "link", "other")]
+           if s.kind in ("step", "micro_step", "bucket_hook", "link", "other", *COMM_KINDS)]
     launch_bytes: dict[Span, int] = {}
     any_linked = any(corr in launch_at for _, corr in kernels)
     for kernel, corr in kernels:

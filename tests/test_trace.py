@@ -120,6 +120,18 @@ def test_cpu_ops_only_classify_kernels_on_a_gpu_trace(a100_spans):
     assert cpu == {"step": 3, "allreduce_launch": 15}
 
 
+def test_gloo_on_cuda_keeps_gloos_cpu_side_collectives_beside_the_kernels():
+    """gloo on CUDA tensors (`RunConfig(device="cuda")`): the kernels compute, and the
+    all-reduce is gloo's work on its own CPU thread, which a GPU trace must keep."""
+    events = [dict(ph="X", cat="user_annotation", name="dpviz:step#0", pid=1, tid=1, ts=0, dur=100),
+              dict(ph="X", cat="cpu_op", name="gloo:all_reduce", pid=1, tid=2, ts=40, dur=30,
+                   args={"Input Dims": [[1024]], "Input type": ["float"]}),
+              dict(ph="X", cat="kernel", name="sm90_gemm", pid=0, tid=7, ts=10, dur=50,
+                   args={"stream": 7, "correlation": 5})]
+    kinds = {(s.kind, s.tid, s.bytes) for s in spans_from_trace({"traceEvents": events}, 0)}
+    assert kinds == {("step", "1", None), ("compute", "stream 7", None), ("allreduce", "2", 4096)}
+
+
 # --- odd events -----------------------------------------------------------------------------
 
 def _scan(events) -> TraceScan:

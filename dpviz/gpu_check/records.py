@@ -141,8 +141,9 @@ def run_rows(label: str, record: RunRecord, gpu: bool) -> list[CheckRow]:
         needs_nccl = backend == "nccl" and record.world_size > 1
         figures = dict(gpu_spans=kernels, nccl_kernels=nccl, **figures)
         ok = kernels > 0 and (nccl > 0 or not needs_nccl) and comm > 0
-        note = ("GPU timeline: kernels from CUPTI" + ("" if needs_nccl or backend != "nccl" else
-                "; one NCCL rank all-reduces in place, so no NCCL kernel is required"))
+        note = "GPU timeline: kernels from CUPTI" + (
+            "; gloo's all-reduces on its CPU threads, copies to and from the GPU inside" if backend == "gloo"
+            else "" if needs_nccl else "; one NCCL rank all-reduces in place, so no NCCL kernel is required")
     else:
         ok, note = comm > 0, "CPU timeline: gloo's all-reduces on its worker threads"
     return [equal, CheckRow(f"{label}: trace", ok, figures, note)]
