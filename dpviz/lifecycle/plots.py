@@ -2,10 +2,12 @@
 `dpviz/dp_vs_ddp/plots.py`)."""
 from __future__ import annotations
 
+from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch, Rectangle
 
 from .records import BN_NET, Lifecycle, SamplerShards
 from ..plots import style
+from ..plots.legibility import contrast
 
 
 def sampler_grid(shards: SamplerShards) -> list[list[list[int]]]:
@@ -28,7 +30,9 @@ def plot_sampler(shards: SamplerShards, ax=None):
                 h = 0.9 / len(ranks)
                 ax.add_patch(Rectangle((i, -e - 0.45 + k * h), 0.95, h, color=style.rank_color(rank)))
             if len(ranks) > 1:
-                ax.text(i + 0.47, -e, "×2", ha="center", va="center", fontsize=7, color="white")
+                ax.text(i + 0.47, -e, "×2", ha="center", va="center", fontsize=7,   # on both ranks' halves
+                        color=max((style.TEXT, "white"), key=lambda c: min(
+                            contrast(to_rgba(c), to_rgba(style.rank_color(r))) for r in ranks)))
     ax.set_xlim(0, shards.dataset_size)
     ax.set_ylim(-len(grid) + 0.4, 0.6)
     ax.set_xticks([i + 0.47 for i in range(shards.dataset_size)], range(shards.dataset_size))

@@ -5,6 +5,7 @@ from matplotlib.patches import Patch
 
 from .records import PipelineRun, PipelineSweep, gpipe_formula
 from ..plots import style
+from ..plots.legibility import readable_on
 
 IDLE = "#EEEEEE"
 
@@ -25,7 +26,7 @@ def plot_gantt(run: PipelineRun, ax=None, step=None):
                            color=style.kind_color(e.kind), edgecolor="white", linewidth=0.5)
             if e.end_ms - e.start_ms > step.makespan_ms / 60:
                 ax.text((e.start_ms + e.end_ms) / 2, y, str(e.micro), ha="center", va="center",
-                        fontsize=7, color="white")
+                        fontsize=7, color=readable_on(style.kind_color(e.kind), dark=style.TEXT))
     ax.set_yticks(range(run.stages), [f"stage {r} (rank {r})" for r in reversed(range(run.stages))])
     ax.set_xlim(0, step.makespan_ms)
     ax.set_xlabel("ms since the step's first forward (one clock for all ranks)")

@@ -184,23 +184,23 @@ MIN_CONTRAST = 3.0       # WCAG's ratio for large text and graphics: a label mus
 def bar_boxes(ax) -> list[tuple[Bbox, tuple]]:
     """(display box, RGBA face colour) of every filled bar the axes draws: Rectangles and the
     rectangles of polygon collections (`dpviz.plots.bars.hbars`), not bands (`fill_between`)
-    that labels are meant to sit on. Call after a draw."""
+    that labels are meant to sit on; in drawing order. Call after a draw."""
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Rectangle
 
     out = []
-    for patch in ax.patches:
-        face = patch.get_facecolor()
-        if isinstance(patch, Rectangle) and patch.get_visible() and patch.get_fill() and face[3] > 0:
-            out.append((patch.get_window_extent(), tuple(face)))
-    for coll in ax.collections:
-        if not isinstance(coll, PolyCollection) or not coll.get_visible():
-            continue
-        faces, transform = coll.get_facecolors(), coll.get_transform()
-        for i, path in enumerate(coll.get_paths()):
-            face = tuple(faces[i % len(faces)]) if len(faces) else (0, 0, 0, 0)
-            if face[3] > 0 and _is_rectangle(path.vertices):   # a bar, not a band (fill_between)
-                out.append((path.get_extents(transform), face))
+    drawn = sorted(ax.get_children(), key=lambda a: a.get_zorder())   # stable: drawing order
+    for artist in drawn:
+        if isinstance(artist, Rectangle) and artist is not ax.patch:
+            face = artist.get_facecolor()
+            if artist.get_visible() and artist.get_fill() and face[3] > 0:
+                out.append((artist.get_window_extent(), tuple(face)))
+        elif isinstance(artist, PolyCollection) and artist.get_visible():
+            faces, transform = artist.get_facecolors(), artist.get_transform()
+            for i, path in enumerate(artist.get_paths()):
+                face = tuple(faces[i % len(faces)]) if len(faces) else (0, 0, 0, 0)
+                if face[3] > 0 and _is_rectangle(path.vertices):   # a bar, not a band (fill_between)
+                    out.append((path.get_extents(transform), face))
     return out
 
 
@@ -229,35 +229,35 @@ def readable_on(face, dark: str = "#222222", light: str = "white") -> str:
 
 
 def texts_over_bars(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, str]]:
-    """(label, why) for each label placed in an axes that sits on a bar it cannot be read on:
-    one that crosses a bar's edge (part on the bar, part off), or one inside a bar with too
-    little contrast against it (MIN_CONTRAST). A label inside a bar in a contrasting colour is
-    an in-bar label and reads, and so does one on an opaque box of its own. Tick labels, titles
-    and legends live outside the bars."""
+    """(label, why) for each label placed in an axes that sits on bars it cannot be read on:
+    one partly on bars and partly off them (it crosses a bar's outer edge), or one on a bar
+    with too little contrast against it (MIN_CONTRAST; where bars are stacked, the one drawn
+    on top). A label on bars in a contrasting colour is an in-bar label and reads, and so does
+    one on an opaque box of its own. Tick labels, titles and legends live outside the bars."""
     from matplotlib.colors import to_rgba
 
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     out = []
     for ax in fig.axes:
-        bars = bar_boxes(ax)
+        bars = bar_boxes(ax)   # in drawing order: a later bar lies on an earlier one
         for text in [t for t in ax.texts if t.get_visible() and t.get_text().strip() and t.get_alpha() != 0
                      and not _on_own_background(t)]:
             box = text.get_window_extent(renderer)
-            for bar, face in bars:
-                dx = min(box.x1, bar.x1) - max(box.x0, bar.x0)
-                dy = min(box.y1, bar.y1) - max(box.y0, bar.y0)
-                if dx <= pad_px or dy <= pad_px:
-                    continue
-                inside = (box.x0 >= bar.x0 - pad_px and box.x1 <= bar.x1 + pad_px
-                          and box.y0 >= bar.y0 - pad_px and box.y1 <= bar.y1 + pad_px)
-                if not inside:
-                    out.append((text.get_text(), "crosses a bar's edge"))
-                    break
-                ratio = contrast(to_rgba(text.get_color()), face)
-                if ratio < MIN_CONTRAST:
-                    out.append((text.get_text(), f"contrast {ratio:.1f} on its bar (< {MIN_CONTRAST:g})"))
-                    break
+            under = [(bar, face) for bar, face in bars
+                     if min(box.x1, bar.x1) - max(box.x0, bar.x0) > pad_px
+                     and min(box.y1, bar.y1) - max(box.y0, bar.y0) > pad_px]
+            if not under:
+                continue
+            points = [(x, y) for x in (box.x0 + pad_px, (box.x0 + box.x1) / 2, box.x1 - pad_px)
+                      for y in (box.y0 + pad_px, (box.y0 + box.y1) / 2, box.y1 - pad_px)]
+            tops = [next((face for bar, face in reversed(under) if bar.contains(x, y)), None) for x, y in points]
+            if None in tops:
+                out.append((text.get_text(), "crosses a bar's edge"))
+                continue
+            ratio = min(contrast(to_rgba(text.get_color()), face) for face in tops)
+            if ratio < MIN_CONTRAST:
+                out.append((text.get_text(), f"contrast {ratio:.1f} on its bar (< {MIN_CONTRAST:g})"))
     return out
 
 

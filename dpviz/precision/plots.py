@@ -51,7 +51,8 @@ def plot_ranges(table: FormatTable, marks: dict[str, float] | None = None, ax=No
         ax.text(hi + 0.5, y, f"max {fmt.max:.3g}", va="center", fontsize=8)
     for label, v in (marks or {}).items():
         ax.axvline(math.log10(v), color=style.MUTED, ls="--", lw=1)
-        ax.text(math.log10(v), len(formats) - 0.4, label, rotation=90, fontsize=7, va="top", ha="right")
+        ax.text(math.log10(v), len(formats) - 0.4, label, rotation=90, fontsize=7, va="top", ha="right",
+                bbox=dict(boxstyle="square,pad=0.1", fc=style.BACKGROUND, ec="none"))   # reads over the bars
     ax.set_yticks(range(len(formats)), [fmt.name for fmt in reversed(formats)])
     ax.set_xlabel("log10 |value|  (pale: subnormal, losing precision; solid: normal)")
     style.tidy(ax)
@@ -72,7 +73,8 @@ def plot_underflow(result: Underflow, ax=None):
                     (fp16.smallest_normal, "fp16 smallest normal"), (fp16.max, "fp16 max")):
         ax.axvline(math.log10(v), color=style.TEXT, ls="--", lw=1)
         ax.text(math.log10(v), max(result.hist_fp32 + result.hist_scaled), text, rotation=90,
-                fontsize=7, va="top", ha="right")
+                fontsize=7, va="top", ha="right",
+                bbox=dict(boxstyle="square,pad=0.1", fc=style.BACKGROUND, ec="none"))   # reads over the bars
     z = result.zero_fraction
     ax.set_title(f"entries that are exactly 0: FP32 {z['fp32']:.1%}, FP16 {z['fp16']:.1%}, "
                  f"FP16 with scaling {z['fp16_scaled']:.1%}", loc="left", fontsize=10)
