@@ -16,10 +16,17 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOK = Path(__file__).with_name("notebook_figures.py")
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+# Known findings of the under-7-pt check, open (issue 30): figures wider than the notebook shows
+# them, whose type reads at 4.8-6.9 pt once scaled down. Strict: the test fails once they read.
+TOO_SMALL = {"02_collectives": "the primitives' grid numbers and the busBW labels read at 6.3-6.9 pt",
+             "08_dp_vs_ddp_lifecycle": "a 16 in figure: its type reads at 4.8-5.9 pt",
+             "14_pipeline_and_experts": "the experts pair at 13 in: its type reads at 5-6 pt"}
+NOTEBOOKS = [pytest.param(p, id=p.stem, marks=pytest.mark.xfail(strict=True, reason=TOO_SMALL[p.stem]))
+             if p.stem in TOO_SMALL else pytest.param(p, id=p.stem)
+             for p in sorted((ROOT / "notebooks").glob("*.ipynb"))]
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS)
 def test_every_label_of_the_notebooks_figures_reads(path, tmp_path, monkeypatch):
     log = tmp_path / "figures.jsonl"
     log.touch()
