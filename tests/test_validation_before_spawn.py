@@ -46,7 +46,7 @@ BAD = {
     "lifecycle.live:ddp_lifecycle": dict(steps=0),
     "pipeline.live:run_pipeline": dict(schedule="zigzag"),
     "pipeline.live:sweep_pipeline": dict(schedules=("zigzag",)),
-    "predict.live:check_predictions": dict(repeats=0),
+    "what_if.live:check_predictions": dict(repeats=0),
     "tensor_parallel.live:measure_tensor_parallel": dict(tp_sizes=(1, 2), d_model=0),
     "zero.live:run_sharded": dict(cfg=RunConfig(model=NOT_A_MODEL)),
     "collectives.execute:record_collective": dict(algorithm="zigzag"),
