@@ -18,7 +18,7 @@ from ..trace import COMM_KINDS
 # < 2.19), `ncclDevKernel_AllReduce_Sum_f32_RING_LL` (2.19 on).
 NCCL_KERNEL_PREFIXES = ("ncclKernel", "ncclDevKernel")
 GPU_TID_PREFIX = "stream "          # dpviz.trace names a GPU span's lane by its CUDA stream
-BUDGET_S = {"cuda": 480.0, "cpu": 120.0}   # issue 29: ≤ 8 min on one GPU, ≤ 2 min on CPU
+BUDGET_S = {"cuda": 480.0, "cpu": 120.0}   # what a maintainer can wait for: one GPU lease, one CI stage
 PEAK_TOLERANCE = 0.10   # measured peak vs the √n model, as tests/test_checkpointing.py allows
 
 

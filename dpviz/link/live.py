@@ -6,7 +6,7 @@ run: the workload's world size, model and bucket cap, every rank at once on the 
 its buckets crossing the link (on a CPU gloo's reductions then share the cores with backward,
 as in the lesson's runs), the median over ranks, analysed steps and several runs. Sizing to a
 backward measured alone would not hold: a lone backward is shorter than the lesson's, by how
-much depends on the machine's load at that moment (issue 30: sized to 32.6 ms, measured 13.9).
+much depends on the machine's load at that moment.
 That needs a link to start from: a lone backward (inside `no_sync()`: the run loop's own
 accumulation, nothing all-reduced) sizes a provisional one, and warms the ranks.
 """

@@ -270,7 +270,7 @@ def _on_own_background(text: Text) -> bool:
 def small_texts(fig: Figure, min_pt: float = MIN_FONT_PT) -> list[tuple[str, float]]:
     """(label, size in pt as shown) of every drawn label smaller than `min_pt` where the
     notebook shows it: a figure wider than COLUMN_IN is scaled down to the column, and its
-    type with it (issue 30: 7 pt grid numbers of a 15-inch exercise figure read as ~6 px)."""
+    type with it: 7 pt type on a figure wider than the column reads smaller."""
     shown = min(1.0, COLUMN_IN / fig.get_figwidth())
     return [(t.get_text(), round(t.get_fontsize() * shown, 1)) for t in visible_texts(fig)
             if t.get_fontsize() * shown < min_pt - 1e-9]
