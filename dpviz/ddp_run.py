@@ -110,10 +110,8 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
                export_trace: bool = False) -> dict:
     """Train `cfg.steps` optimizer steps under the profiler; return what this rank saw.
 
-    `search_path` is the caller's module path (a user's model imports from it). The profile
-    comes back as the few events the record reads (`dpviz.profile_events`); the chrome trace
-    is written where `export_trace` asks for it (`run(..., out=...)`) or spans need every event.
-    """
+    `search_path` is the caller's module path (a user's model imports from it). The profile comes
+    back as the few events the record reads; a chrome trace is written where `export_trace` asks."""
     import torch
 
     from .workloads.live import describe_workload, flat_params, use_import_path
@@ -130,8 +128,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
     trace_path, events = profile_output(ctx, cfg, trained.prof, device, export_trace, wrapped.log)
     trained.prof = None   # freed before the checks gather every step's parameters
     parts.mark("events")
-    # after profiling, so the checks' collectives stay out of the trace
-    checks = step_checks(ctx, cfg, workload, initial, trained.snapshots, device)
+    checks = step_checks(ctx, cfg, workload, initial, trained.snapshots, device)  # out of the trace
     parts.mark("checks")
     return dict(trace_path=trace_path, events=events, buckets=wrapped.log.seen, parts_ms=parts.ms,
                 losses=trained.losses, checks=checks, step_wall_ms=trained.wall_ms,
