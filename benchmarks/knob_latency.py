@@ -47,7 +47,7 @@ from dpviz.accumulation.plots import plot_schedule  # noqa: E402
 from dpviz.averaging.plots import plot_drift  # noqa: E402
 from dpviz.buckets.plots import plot_bucket_timeline  # noqa: E402
 from dpviz.trace import read_trace  # noqa: E402
-from dpviz.widgets.slider import Figure, caption_html  # noqa: E402
+from dpviz.widgets.slider import FigurePanel as Figure, caption_html  # noqa: E402
 
 
 def load() -> str:
