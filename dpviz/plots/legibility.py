@@ -285,9 +285,14 @@ def small_texts(fig: Figure, min_pt: float = MIN_FONT_PT) -> list[tuple[str, flo
     """(label, size in pt as shown) of every drawn label smaller than `min_pt` where the
     notebook shows it: a figure wider than COLUMN_IN is scaled down to the column, and its
     type with it: 7 pt type on a figure wider than the column reads smaller."""
+    return [(text, round(pt, 1)) for text, pt in shown_sizes(fig) if pt < min_pt - 1e-9]
+
+
+def shown_sizes(fig: Figure) -> list[tuple[str, float]]:
+    """(label, size in pt as the notebook shows it) of every drawn label: the figure is scaled
+    down to COLUMN_IN if wider, its type with it. Call after a draw."""
     shown = min(1.0, COLUMN_IN / fig.get_figwidth())
-    return [(t.get_text(), round(t.get_fontsize() * shown, 1)) for t in visible_texts(fig)
-            if t.get_fontsize() * shown < min_pt - 1e-9]
+    return [(t.get_text(), t.get_fontsize() * shown) for t in visible_texts(fig)]
 
 
 def title_missing_models(fig: Figure, models: tuple[str, ...] | None = None) -> list[tuple[str, list[str]]]:
