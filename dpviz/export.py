@@ -24,8 +24,9 @@ def record_scene_data(name: str, folder: Path) -> None:
 
 
 def export_all(out: str | os.PathLike, fmt: str = "mp4", quality: str = "low",
-               names: list[str] | None = None) -> list[Path]:
-    """Record each scene's data live, then render it; returns the video paths."""
+               names: list[str] | None = None, dry_run: bool = False) -> list[Path]:
+    """Record each scene's data live, then render it; returns the video paths (none with
+    `dry_run`: every scene is built from its fresh record, nothing is encoded)."""
     from tqdm import tqdm
 
     names = list(SCENES) if names is None else names
@@ -42,7 +43,8 @@ def export_all(out: str | os.PathLike, fmt: str = "mp4", quality: str = "low",
         t1 = time.perf_counter()
         bar.set_description(f"{name}: rendering")
         target = out_dir / (f"{name}-slides" if fmt == "png" else f"{name}.{fmt}")  # png: a folder
-        videos.append(render(name, folder / SCENES[name].record_file, target, fmt=fmt, quality=quality))
-        bar.write(f"{name}: recorded in {t1 - t0:.1f} s, rendered in {time.perf_counter() - t1:.1f} s "
-                  f"→ {videos[-1]}")
+        video = render(name, folder / SCENES[name].record_file, target, fmt=fmt, quality=quality, dry_run=dry_run)
+        videos += [video] if video else []
+        bar.write(f"{name}: recorded in {t1 - t0:.1f} s, " + (f"built in {time.perf_counter() - t1:.1f} s (dry run)"
+                  if dry_run else f"rendered in {time.perf_counter() - t1:.1f} s → {video}"))
     return videos

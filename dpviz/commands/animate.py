@@ -1,7 +1,7 @@
 """`dpviz animate NAME --record FILE --out FILE`: export a manim scene drawn from a record.
 
 `dpviz animate all --out DIR` records every scene's data from fresh live runs, then renders
-them all into DIR (with progress).
+them all into DIR (with progress; `--dry-run` builds each scene from its record, writes no video).
 """
 from __future__ import annotations
 
@@ -25,10 +25,12 @@ def main(args) -> int:
     if args.scene == "all":
         from ..export import export_all
 
-        if args.record or args.dry_run:
-            raise ValueError("'all' records its own data and writes videos: drop --record/--dry-run")
-        videos = export_all(args.out or "out/animations", fmt=args.format or "mp4", quality=args.quality)
-        print(f"wrote {len(videos)} videos to {args.out or 'out/animations'}/")
+        if args.record:
+            raise ValueError("'all' records its own data from fresh runs: drop --record")
+        out = args.out or "out/animations"
+        videos = export_all(out, fmt=args.format or "mp4", quality=args.quality, dry_run=args.dry_run)
+        print(f"every scene builds from its fresh record in {out}/ (dry run)" if args.dry_run
+              else f"wrote {len(videos)} videos to {out}/")
         return 0
     if not args.record:
         raise ValueError(f"give the record to draw: dpviz animate {args.scene} --record FILE --out FILE")

@@ -8,7 +8,10 @@ as in the lesson's runs), the median over ranks, analysed steps and several runs
 backward measured alone would not hold: a lone backward is shorter than the lesson's, by how
 much depends on the machine's load at that moment.
 That needs a link to start from: a lone backward (inside `no_sync()`: the run loop's own
-accumulation, nothing all-reduced) sizes a provisional one, and warms the ranks.
+accumulation, nothing all-reduced) sizes a provisional one, and warms the ranks. The backward
+depends on the link in turn (a faster link puts more of gloo's reductions beside backward, on
+the same cores), so the runs are repeated on the link they sized, and the link is sized again
+from those: the backward the lesson then measures is the one its link was sized to.
 """
 from __future__ import annotations
 
@@ -30,8 +33,9 @@ def size_link(cfg=None, *, cluster=None, ratio: float = RATIO, alpha_fraction: f
 
     Runs on the warm `cluster` (or ranks started for this call): one lone-backward probe that
     sizes a provisional link, then `repeats` runs of `cfg` (`steps` steps each; its model,
-    world size and bucket cap; its own link does not matter) on that link; the median backward
-    over their ranks and analysed steps sizes the link returned.
+    world size and bucket cap; its own link does not matter) on that link, whose median
+    backward over ranks and analysed steps sizes a link, then `repeats` runs on that link,
+    whose backward sizes the link returned.
     """
     from ..ddp_run import run
     from ..launch import using_cluster
@@ -47,9 +51,12 @@ def size_link(cfg=None, *, cluster=None, ratio: float = RATIO, alpha_fraction: f
         lone = run(probe, cluster=ranks)
         gradient_bytes = sum(lone.param_bytes)
         provisional = sized_link(silent_backward_ms(lone), gradient_bytes, cfg.world_size, ratio, alpha_fraction)
-        lesson = cfg.replace(steps=steps, accum_steps=1, link=provisional, checks=False, profile=True)
-        records = [run(lesson, cluster=ranks) for _ in range(repeats)]
-    return sized_link(run_backward_ms(*records), gradient_bytes, cfg.world_size, ratio, alpha_fraction)
+        link = provisional
+        for _ in range(2):   # sized on the provisional link, then on the link that sized
+            lesson = cfg.replace(steps=steps, accum_steps=1, link=link, checks=False, profile=True)
+            records = [run(lesson, cluster=ranks) for _ in range(repeats)]
+            link = sized_link(run_backward_ms(*records), gradient_bytes, cfg.world_size, ratio, alpha_fraction)
+    return link
 
 
 def run_backward_ms(*records: RunRecord) -> float:
