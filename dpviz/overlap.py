@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .record import RunRecord, Span
-from .trace import COMM_KINDS, CPU_OPS, PROFILER_STEP, STEP_PREFIX
+from .trace import COMM_KINDS, CPU_OPS, PROFILER_STEP, STEP_PREFIX, collector_paused
 
 FACADE = ("describe", "summarize")  # what `dpviz.<name>` offers from here
 
@@ -108,6 +108,7 @@ def summarize_step(spans: list[Span], rank: int, step: int) -> StepSummary:
                     [s for s in mine if s.step == step])
 
 
+@collector_paused()
 def summarize(record: RunRecord, steps: list[int] | None = None) -> list[StepSummary]:
     """Every (rank, step) summary; `steps` picks some (default: all). Linear in spans."""
     chosen = record.steps if steps is None else steps
@@ -426,6 +427,7 @@ def _analysed(record: RunRecord, rank: int) -> list[_Cut]:
     return out
 
 
+@collector_paused()
 def comm_compute_overlap(record: RunRecord, rank: int) -> float | None:
     """HTA's `get_comm_comp_overlap` for one rank, as a fraction: |comm ∩ compute| / |comm|
     over the analysed steps (None without communication)."""
@@ -450,6 +452,7 @@ class Breakdown:
     non_compute_pct: float
 
 
+@collector_paused()
 def temporal_breakdown(record: RunRecord) -> list[Breakdown]:
     """HTA's `get_temporal_breakdown`, per rank, over the analysed steps."""
     out = []

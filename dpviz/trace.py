@@ -17,12 +17,15 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
+import gc
 import json
 import math
 import os
 import re
 from collections import Counter, defaultdict
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Iterable, Iterator, NamedTuple
 
 from .record import RecordError, Span, read_json
 
@@ -68,8 +71,45 @@ COMM_OPS = {"reducescatter": "reduce_scatter", "allreduce": "all_reduce",
             "recv": "send_recv", "gather": "gather", "scatter": "scatter", "reduce": "reduce"}
 
 
+# Phases read for no span, silently: metadata, instant events, flow steps and ends, and
+# flow starts of categories other than the CPU → GPU launch flows.
+QUIET_PHASES = ("M", "i", "I", "f", "s", "t")
+
+
+class EventFields(NamedTuple):
+    """One trace event's fields that `TraceScan` reads, with `dict.get`'s defaults."""
+
+    ph: Any
+    cat: Any
+    name: Any
+    ts: Any
+    dur: Any
+    tid: Any
+    id: Any
+    args: Any
+
+
 class TraceError(RecordError):
     """A trace file that is not a PyTorch profiler chrome trace."""
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a trace is read or its spans summed up,
+    and as it was after (a decorator or a `with`).
+
+    Both make a few objects per event or span (spans, tuples, cut intervals) and keep
+    most: every collection the allocations trigger walks all of them again, looking for
+    cycles they do not form, which costs about as much as the work itself. Memory is still
+    freed by reference counting as soon as nothing holds it.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def read_trace(path: str | os.PathLike) -> dict:
@@ -150,11 +190,18 @@ def classify(name: str, cat: str) -> str | None:
     return None
 
 
-def event_bytes(args: dict) -> int | None:
-    """Message size from an event's recorded shapes (gloo/c10d) or NCCL kernel args."""
+def _arg_map(args):
+    """An event's args as something `get` and `in` read: a dict, the fast reader's typed
+    args, or (anything else a trace wrote there) no args."""
+    return args if type(args) is dict or hasattr(args, "get") else {}
+
+
+def event_bytes(args) -> int | None:
+    """Message size from an event's recorded shapes (gloo/c10d) or NCCL kernel args (a dict,
+    or anything `get` and `in` read as one)."""
     if "In msg nelems" in args:
         try:
-            return int(args["In msg nelems"]) * DTYPE_BYTES.get(str(args.get("dtype")), 4)
+            return int(args.get("In msg nelems")) * DTYPE_BYTES.get(str(args.get("dtype")), 4)
         except (TypeError, ValueError, OverflowError):
             return None
     dims, types = args.get("Input Dims"), args.get("Input type")
@@ -203,7 +250,7 @@ class TraceScan:
         self.runtime_at: dict[int, tuple[str, float]] = {}  # correlation id → (thread, ts) of the launch call
         self.c10d: list[tuple[float, str]] = []      # (ts, op) of every c10d::* collective call
         self.comm_calls: list[tuple[str, float, float, str, int | None]] = []  # (thread, start, end, op, bytes)
-        self.cpu_ops: list[tuple[str, float, float]] = []  # (thread, start, end) of other CPU operators
+        self.cpu_ops: list[tuple[Any, float, float]] = []  # (thread as written, start, end) of other CPU operators
         self.events = 0
         self.phased = 0          # events with a chrome-trace phase ('ph'): none means not a trace
         self.malformed = 0
@@ -216,47 +263,65 @@ class TraceScan:
             self.events += 1
             self.malformed += 1
             return
-        self.add_fields(ev.get("ph"), ev.get("cat", ""), ev.get("name"), ev.get("ts"),
-                        ev.get("dur", 0), ev.get("tid", ""), ev.get("id"), ev.get("args"))
+        self.add_batch((EventFields(ev.get("ph"), ev.get("cat", ""), ev.get("name"), ev.get("ts"),
+                                    ev.get("dur", 0), ev.get("tid", ""), ev.get("id"),
+                                    ev.get("args")),))
 
     def add_fields(self, ph, cat, name, ts, dur, tid, flow, args) -> None:
-        """Read one event given as its fields (the fast reader decodes only these); `args`
-        is a dict, or an object whose `to_dict()` gives the args dpviz reads."""
-        self.events += 1
-        if type(ph) is str:
-            self.phased += 1
-        if ph == "X" and type(cat) is str and cat in SKIPPED_CATEGORIES:   # most of a GPU trace
-            if cat in RUNTIME_CATEGORIES and args is not None:
-                corr = args.get("correlation") if type(args) is dict else getattr(args, "correlation", None)
-                ts = _number(ts)
-                if type(corr) is int and ts is not None:
-                    self.runtime_at[corr] = (str(tid), ts)
-            return
-        if ph == "s" and type(cat) is str and cat in FLOW_CATEGORIES:     # CPU end of a launch → kernel flow
-            ts = _number(ts)
-            if ts is not None and isinstance(flow, int):
-                self.launch_at[flow] = (str(tid), ts)
-            return
-        if ph != "X":
-            if ph not in ("M", "i", "I", "f", "s", "t"):
+        """Read one event given as its fields; `args` is a dict, or an object whose `get`
+        and `in` read the args dpviz reads as a dict of them would."""
+        self.add_batch((EventFields(ph, cat, name, ts, dur, tid, flow, args),))
+
+    def add_batch(self, events: Iterable) -> None:
+        """Read events given as objects with the fields as attributes (`ph`, `cat`, `name`,
+        `ts`, `dur`, `tid`, `id`, `args`: an `EventFields`, or the fast reader's typed events).
+
+        Most of a GPU trace is flow ends, instant events and runtime calls, which only
+        count or link: they are read here, in one loop, without a call per event.
+        """
+        runtime_at, launch_at, complete = self.runtime_at, self.launch_at, self._complete
+        count = phased = 0
+        for e in events:
+            count += 1
+            ph, cat = e.ph, e.cat
+            if type(ph) is str:
+                phased += 1
+            if ph == "X":
+                if type(cat) is not str or cat not in SKIPPED_CATEGORIES:
+                    complete(cat, e.name, e.ts, e.dur, e.tid, e.args)
+                elif cat in RUNTIME_CATEGORIES and (args := e.args) is not None:
+                    corr = args.get("correlation") if type(args) is dict else getattr(args, "correlation", None)
+                    ts = _number(e.ts)
+                    if type(corr) is int and ts is not None:
+                        runtime_at[corr] = (str(e.tid), ts)
+            elif ph == "s" and type(cat) is str and cat in FLOW_CATEGORIES:   # CPU end of a launch → kernel flow
+                ts, flow = _number(e.ts), e.id
+                if ts is not None and isinstance(flow, int):
+                    launch_at[flow] = (str(e.tid), ts)
+            elif ph not in QUIET_PHASES:
                 self.phases_skipped[str(ph)] += 1
-            return
+        self.events += count
+        self.phased += phased
+
+    def _complete(self, cat, name, ts, dur, tid, args) -> None:
+        """Read one complete ('X') event that is not a runtime call."""
         if not isinstance(cat, str) or not isinstance(name, str):
             self.malformed += 1
             return
         kind = classify(name, cat)
-        if name.startswith("c10d::") and _number(ts) is not None:   # what PyTorch asked for
-            self.c10d.append((_number(ts), comm_op(name)))
         if name.startswith(COMM_CALL_PREFIXES):
+            if name.startswith("c10d::") and _number(ts) is not None:   # what PyTorch asked for
+                self.c10d.append((_number(ts), comm_op(name)))
             self._comm_call(name, cat, ts, dur, tid, args)
+        elif kind is None and cat == "cpu_op":
+            start, dur = _number(ts), _number(dur)
+            if start is not None and dur is not None and dur >= 0:
+                self.cpu_ops.append((tid, start, start + dur))
+            return
         if kind is None and cat not in KNOWN_CATEGORIES:
             kind = "other"
             self.unknown[cat] += 1
         if kind is None:
-            if cat == "cpu_op" and not name.startswith(COMM_CALL_PREFIXES):
-                start, dur = _number(ts), _number(dur)
-                if start is not None and dur is not None and dur >= 0:
-                    self.cpu_ops.append((str(tid), start, start + dur))
             return
         start, dur = _number(ts), _number(dur)
         if start is None or dur is None or dur < 0:
@@ -264,7 +329,7 @@ class TraceScan:
             return
         comm = kind in COMM_KINDS or kind == "allreduce_launch"   # the spans whose bytes count
         if comm or cat in GPU_CATEGORIES:   # (a forward op's shapes are read by no figure)
-            args = args if isinstance(args, dict) else args.to_dict() if hasattr(args, "to_dict") else {}
+            args = _arg_map(args)
         else:
             args = {}
         op = group = None
@@ -287,7 +352,7 @@ class TraceScan:
         """Keep a CPU op that launches a collective, with the op it names (else skip it) and
         the message size its recorded shapes give (`nccl:*` and record_param_comms record
         the tensor; a c10d call's TensorList shapes are empty)."""
-        args = args if isinstance(args, dict) else args.to_dict() if hasattr(args, "to_dict") else {}
+        args = _arg_map(args)
         if name == "record_param_comms":
             collective = args.get("Collective name")
             op = comm_op(collective) if isinstance(collective, str) else "other"
@@ -405,6 +470,8 @@ def spans_from_trace(trace: dict, rank: int) -> list[Span]:
 def _number(value) -> float | None:
     if type(value) is float:   # most of a trace's times: the checks below, short-cut
         return value if math.isfinite(value) else None
+    if type(value) is int and -_FLOAT_INT < value < _FLOAT_INT:   # the rest (whole µs)
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
@@ -412,6 +479,9 @@ def _number(value) -> float | None:
     except OverflowError:   # an integer past float's range: as malformed as an infinite time
         return None
     return value if math.isfinite(value) else None
+
+
+_FLOAT_INT = 2 ** 1023   # integers below this in size convert to a finite float
 
 
 CPU_OPS = "CPU ops"   # the name of a CPU-only trace's compute spans (dpviz's definition)
@@ -429,8 +499,8 @@ def _cpu_op_compute(ops: list[tuple[str, float, float]], cpu: list[Span]) -> lis
     comm_threads = {s.tid for s in cpu if s.kind in COMM_KINDS}
     by_thread: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for tid, start, end in ops:
-        if tid not in comm_threads:
-            by_thread[tid].append((start, end))
+        if str(tid) not in comm_threads:
+            by_thread[str(tid)].append((start, end))
     out = []
     for tid, intervals in by_thread.items():
         merged: list[list[float]] = []
