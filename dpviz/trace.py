@@ -373,7 +373,7 @@ class TraceScan:
         steps = _step_windows(cpu)
         if self.on_gpu:
             return _number_buckets(_gpu_spans(cpu, self.kernels, self._launches(), steps,
-                                              _CallIndex(self.comm_calls)), rank)
+                                              _CallIndex(self.comm_calls), rank), rank)
         cpu, _ = _ops_asked_for(cpu, self.c10d)
         own = any(s.kind == "step" and s.name.startswith(STEP_PREFIX) for s in cpu)
         compute = [] if own else _cpu_op_compute(self.cpu_ops, cpu)   # dpviz's: as recorded live
@@ -575,10 +575,10 @@ def _step_number(name: str) -> int | None:
 
 
 def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
-               launch_at: dict[int, tuple[str, float]], steps: _Steps, calls: "_CallIndex"
-               ) -> list[Span]:
-    """Kernels typed by the CPU op that launched them; steps and launches linked by
-    correlation id (flow events, or the launch call's own id).
+               launch_at: dict[int, tuple[str, float]], steps: _Steps, calls: "_CallIndex",
+               rank: int) -> list[Span]:
+    """Kernels typed by the CPU op that launched them, as `rank`'s; steps and launches
+    linked by correlation id (flow events, or the launch call's own id).
 
     A kernel belongs to the step its launch happened in (the GPU runs behind the CPU, so
     its own start may fall in the next ProfilerStep). A kernel whose launch is not in a trace
@@ -592,14 +592,14 @@ def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
     launch_index = _PhaseIndex(_group(launches, lambda s: (s.tid, "launch")))
     # kept from the CPU side: marks, and gloo's collectives on its own threads (gloo on CUDA
     # tensors: its work, copies to and from the GPU included, is CPU time; NCCL traces have none)
-    out = [_with(s, step=steps.find(s.start_us)) for s in cpu
+    out = [_with(s, rank=rank, step=steps.find(s.start_us)) for s in cpu
            if s.kind in ("step", "micro_step", "bucket_hook", "link", "other", *COMM_KINDS)]
     launch_bytes: dict[Span, int] = {}
     any_linked = any(corr in launch_at for _, corr in kernels)
     for kernel, corr in kernels:
         where = launch_at.get(corr) if corr is not None else None
         if where is None:
-            out.append(_with(kernel, step=None if any_linked else steps.find(kernel.start_us)))
+            out.append(_with(kernel, rank=rank, step=None if any_linked else steps.find(kernel.start_us)))
             continue
         tid, ts = where
         kind = kernel.kind
@@ -613,13 +613,13 @@ def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
             asked = calls.find(tid, ts)
             if asked is not None:
                 op, nbytes = asked
-                out.append(_with(kernel, op=op, step=steps.find(ts),
+                out.append(_with(kernel, rank=rank, op=op, step=steps.find(ts),
                                  bytes=kernel.bytes if kernel.bytes is not None else nbytes,
                                  kind="allreduce" if op == "all_reduce" else "collective"))
                 continue
-        out.append(_with(kernel, kind=kind, step=steps.find(ts)))
+        out.append(_with(kernel, rank=rank, kind=kind, step=steps.find(ts)))
     for s in launches:
-        out.append(_with(s, step=steps.find(s.start_us),
+        out.append(_with(s, rank=rank, step=steps.find(s.start_us),
                          bytes=s.bytes if s.bytes is not None else launch_bytes.get(s)))
     return out
 
@@ -742,6 +742,8 @@ def _number_buckets(spans: list[Span], rank: int, steps: _Steps | None = None) -
             index = int(s.name.rsplit("#", 1)[1]) if named else counters[key]
             counters[key] += 1
             out.append(_with(s, rank=rank, step=step, bucket=index))
+        elif s.rank == rank and s.step == step:   # already so (a frozen span: no copy needed)
+            out.append(s)
         else:
             out.append(_with(s, rank=rank, step=step))
     return out
