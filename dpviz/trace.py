@@ -279,21 +279,33 @@ class TraceScan:
         Most of a GPU trace is flow ends, instant events and runtime calls, which only
         count or link: they are read here, in one loop, without a call per event.
         """
-        runtime_at, launch_at, complete = self.runtime_at, self.launch_at, self._complete
-        count = phased = 0
+        runtime_at, launch_at, cpu_ops = self.runtime_at, self.launch_at, self.cpu_ops
+        complete = self._complete
+        count = phased = malformed = 0
         for e in events:
             count += 1
             ph, cat = e.ph, e.cat
             if type(ph) is str:
                 phased += 1
             if ph == "X":
-                if type(cat) is not str or cat not in SKIPPED_CATEGORIES:
-                    complete(cat, e.name, e.ts, e.dur, e.tid, e.args)
-                elif cat in RUNTIME_CATEGORIES and (args := e.args) is not None:
-                    corr = args.get("correlation") if type(args) is dict else getattr(args, "correlation", None)
-                    ts = _number(e.ts)
-                    if type(corr) is int and ts is not None:
-                        runtime_at[corr] = (str(e.tid), ts)
+                name = e.name
+                if type(cat) is not str:
+                    malformed += 1
+                elif cat in SKIPPED_CATEGORIES:
+                    if cat in RUNTIME_CATEGORIES and (args := e.args) is not None:
+                        corr = args.get("correlation") if type(args) is dict else getattr(args, "correlation", None)
+                        ts = _number(e.ts)
+                        if type(corr) is int and ts is not None:
+                            runtime_at[corr] = (str(e.tid), ts)
+                elif type(name) is not str:
+                    malformed += 1
+                elif ((kind := classify(name, cat)) is None and cat == "cpu_op"
+                      and not name.startswith(COMM_CALL_PREFIXES)):   # an operator: CPU traces' compute
+                    start, dur = _number(e.ts), _number(e.dur)
+                    if start is not None and dur is not None and dur >= 0:
+                        cpu_ops.append((e.tid, start, start + dur))
+                else:
+                    complete(kind, cat, name, e.ts, e.dur, e.tid, e.args)
             elif ph == "s" and type(cat) is str and cat in FLOW_CATEGORIES:   # CPU end of a launch → kernel flow
                 ts, flow = _number(e.ts), e.id
                 if ts is not None and isinstance(flow, int):
@@ -302,22 +314,15 @@ class TraceScan:
                 self.phases_skipped[str(ph)] += 1
         self.events += count
         self.phased += phased
+        self.malformed += malformed
 
-    def _complete(self, cat, name, ts, dur, tid, args) -> None:
-        """Read one complete ('X') event that is not a runtime call."""
-        if not isinstance(cat, str) or not isinstance(name, str):
-            self.malformed += 1
-            return
-        kind = classify(name, cat)
+    def _complete(self, kind: str | None, cat: str, name: str, ts, dur, tid, args) -> None:
+        """Read one complete ('X') event of kind `kind` (`classify`'s) that is neither a
+        runtime call nor a plain operator."""
         if name.startswith(COMM_CALL_PREFIXES):
             if name.startswith("c10d::") and _number(ts) is not None:   # what PyTorch asked for
                 self.c10d.append((_number(ts), comm_op(name)))
             self._comm_call(name, cat, ts, dur, tid, args)
-        elif kind is None and cat == "cpu_op":
-            start, dur = _number(ts), _number(dur)
-            if start is not None and dur is not None and dur >= 0:
-                self.cpu_ops.append((tid, start, start + dur))
-            return
         if kind is None and cat not in KNOWN_CATEGORIES:
             kind = "other"
             self.unknown[cat] += 1
@@ -470,8 +475,11 @@ def spans_from_trace(trace: dict, rank: int) -> list[Span]:
 def _number(value) -> float | None:
     if type(value) is float:   # most of a trace's times: the checks below, short-cut
         return value if math.isfinite(value) else None
-    if type(value) is int and -_FLOAT_INT < value < _FLOAT_INT:   # the rest (whole µs)
-        return float(value)
+    if type(value) is int:     # the rest (whole µs): finite unless past float's range
+        try:
+            return float(value)
+        except OverflowError:
+            return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
@@ -479,9 +487,6 @@ def _number(value) -> float | None:
     except OverflowError:   # an integer past float's range: as malformed as an infinite time
         return None
     return value if math.isfinite(value) else None
-
-
-_FLOAT_INT = 2 ** 1023   # integers below this in size convert to a finite float
 
 
 CPU_OPS = "CPU ops"   # the name of a CPU-only trace's compute spans (dpviz's definition)
