@@ -196,6 +196,25 @@ def _arg_map(args):
     return args if type(args) is dict or hasattr(args, "get") else {}
 
 
+def process_group(args) -> str | None:
+    """The process group a collective event names: its `Process Group Name` (the same on
+    every rank of the group), else its `Process Group Ranks`; None if neither."""
+    name = args.get("Process Group Name")
+    if isinstance(name, (str, int)) and not isinstance(name, bool):
+        return str(name)
+    ranks = args.get("Process Group Ranks")
+    return f"ranks {ranks}" if isinstance(ranks, (str, list)) and ranks else None
+
+
+def sequence_number(args) -> int | None:
+    """A collective's sequence number in its process group (`Seq`, written by newer
+    PyTorch): the same on every rank of the group for one collective."""
+    seq = args.get("Seq")
+    if isinstance(seq, str) and seq.isdigit():
+        return int(seq)
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+
 def event_bytes(args) -> int | None:
     """Message size from an event's recorded shapes (gloo/c10d) or NCCL kernel args (a dict,
     or anything `get` and `in` read as one)."""
@@ -249,7 +268,7 @@ class TraceScan:
         self.launch_at: dict[int, tuple[str, float]] = {}  # flow id → (CPU thread, launch ts)
         self.runtime_at: dict[int, tuple[str, float]] = {}  # correlation id → (thread, ts) of the launch call
         self.c10d: list[tuple[float, str]] = []      # (ts, op) of every c10d::* collective call
-        self.comm_calls: list[tuple[str, float, float, str, int | None]] = []  # (thread, start, end, op, bytes)
+        self.comm_calls: list[CommCall] = []        # CPU ops that launch collectives
         self.cpu_ops: list[tuple[Any, float, float]] = []  # (thread as written, start, end) of other CPU operators
         self.events = 0
         self.phased = 0          # events with a chrome-trace phase ('ph'): none means not a trace
@@ -337,21 +356,22 @@ class TraceScan:
             args = _arg_map(args)
         else:
             args = {}
-        op = group = None
+        op = group = seq = None
         if kind in COMM_KINDS:
-            collective, group = args.get("Collective name"), args.get("Process Group Name")
+            collective = args.get("Collective name")
             op = comm_op(name, collective if isinstance(collective, str) else None)
-            group = str(group) if isinstance(group, (str, int)) else None
+            group, seq = process_group(args), sequence_number(args)
         nbytes = event_bytes(args) if comm else None
         if cat in GPU_CATEGORIES:
             corr = args.get("correlation")
             self.kernels.append((_span(rank=-1, tid=f"stream {args.get('stream', tid)}",
                                        name=short_kernel_name(name), kind=kind, start_us=start,
-                                       end_us=start + dur, bytes=nbytes, op=op, group=group),
+                                       end_us=start + dur, bytes=nbytes, op=op, group=group,
+                                       seq=seq),
                                  corr if isinstance(corr, int) else None))
         else:
             self.cpu.append(_span(rank=-1, tid=str(tid), name=name, kind=kind, start_us=start,
-                                  end_us=start + dur, bytes=nbytes, op=op, group=group))
+                                  end_us=start + dur, bytes=nbytes, op=op, group=group, seq=seq))
 
     def _comm_call(self, name: str, cat: str, ts, dur, tid, args) -> None:
         """Keep a CPU op that launches a collective, with the op it names (else skip it) and
@@ -366,7 +386,8 @@ class TraceScan:
         nbytes = None if name.startswith("c10d::") else event_bytes(args)
         start, dur = _number(ts), _number(dur)
         if start is not None and dur is not None and dur >= 0 and (op != "other" or nbytes):
-            self.comm_calls.append((str(tid), start, start + dur, op, nbytes))
+            self.comm_calls.append(CommCall(str(tid), start, start + dur, op, nbytes,
+                                            process_group(args), sequence_number(args)))
 
     @property
     def on_gpu(self) -> bool:
@@ -617,10 +638,11 @@ def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
                     launch_bytes[hit] = kernel.bytes
             asked = calls.find(tid, ts)
             if asked is not None:
-                op, nbytes = asked
-                out.append(_with(kernel, rank=rank, op=op, step=steps.find(ts),
-                                 bytes=kernel.bytes if kernel.bytes is not None else nbytes,
-                                 kind="allreduce" if op == "all_reduce" else "collective"))
+                out.append(_with(kernel, rank=rank, op=asked.op, step=steps.find(ts),
+                                 bytes=kernel.bytes if kernel.bytes is not None else asked.bytes,
+                                 group=kernel.group if kernel.group is not None else asked.group,
+                                 seq=kernel.seq if kernel.seq is not None else asked.seq,
+                                 kind="allreduce" if asked.op == "all_reduce" else "collective"))
                 continue
         out.append(_with(kernel, rank=rank, kind=kind, step=steps.find(ts)))
     for s in launches:
@@ -629,32 +651,47 @@ def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
     return out
 
 
+class CommCall(NamedTuple):
+    """A CPU op that launches a collective (a c10d call, its NCCL/gloo annotation, or
+    record_param_comms), with what it says about it."""
+
+    tid: str
+    start: float
+    end: float
+    op: str
+    bytes: int | None
+    group: str | None
+    seq: int | None
+
+
 class _CallIndex:
     """The outermost collective-launching CPU op per thread: which op a launch at (thread,
     ts) was made for (c10d calls nest their annotations: the outer one asked), and the
-    message size the first nested annotation recorded."""
+    message size, process group and sequence number the first nested annotation that
+    records them gives (record_param_comms, in PyTorch since 2.1)."""
 
-    def __init__(self, calls: list[tuple[str, float, float, str, int | None]]):
-        groups: dict[str, list[list]] = defaultdict(list)
-        for tid, start, end, op, nbytes in sorted(calls, key=lambda c: (c[1], -c[2])):
-            mine = groups[tid]
-            if mine and end <= mine[-1][1]:    # nested in the previous outermost call
+    def __init__(self, calls: list[CommCall]):
+        groups: dict[str, list[CommCall]] = defaultdict(list)
+        for call in sorted(calls, key=lambda c: (c.start, -c.end)):
+            mine = groups[call.tid]
+            if mine and call.end <= mine[-1].end:    # nested in the previous outermost call
                 outer = mine[-1]
-                outer[2] = outer[2] if outer[2] != "other" else op
-                outer[3] = outer[3] if outer[3] is not None else nbytes
+                mine[-1] = outer._replace(**{
+                    field: getattr(call, field) for field in ("op", "bytes", "group", "seq")
+                    if getattr(outer, field) in (None, "other")})
             else:
-                mine.append([start, end, op, nbytes])
-        self.calls = {tid: [c for c in v if c[2] != "other"] for tid, v in groups.items()}
-        self.starts = {tid: [c[0] for c in v] for tid, v in self.calls.items()}
+                mine.append(call)
+        self.calls = {tid: [c for c in v if c.op != "other"] for tid, v in groups.items()}
+        self.starts = {tid: [c.start for c in v] for tid, v in self.calls.items()}
 
-    def find(self, tid: str, ts: float) -> tuple[str, int | None] | None:
-        """(op, bytes) of the call that launched at (tid, ts), or None."""
+    def find(self, tid: str, ts: float) -> CommCall | None:
+        """The call that launched at (tid, ts), or None."""
         starts = self.starts.get(tid)
         if not starts:
             return None
         i = bisect.bisect_right(starts, ts) - 1
         call = self.calls[tid][i] if i >= 0 else None
-        return (call[2], call[3]) if call is not None and ts < call[1] else None
+        return call if call is not None and ts < call.end else None
 
 
 class _PhaseIndex:

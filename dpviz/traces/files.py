@@ -46,6 +46,8 @@ class _Args(msgspec.Struct):
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
     input_type: Any = msgspec.field(default=None, name="Input type")
     group: Any = msgspec.field(default=None, name="Process Group Name")
+    group_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    seq: Any = msgspec.field(default=None, name="Seq")
 
     def get(self, name: str, default: Any = None) -> Any:
         """An arg by the name the trace gives it, as a dict of the args written would."""

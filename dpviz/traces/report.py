@@ -157,8 +157,10 @@ def _stragglers(record: RunRecord, labels: dict[int, str], step: int) -> str:
                   [[s.step, labels[s.straggler], ", ".join(labels[r] for r in s.ranking)]
                    + [f"{s.waited_ms[r]:.2f}" for r in ranks] for s in ranking])]
     shown = [c for c in instances if c.step == step]
-    out.append(f"<p>The {len(shown)} matched collectives of step {step} (every step's are in "
-               "summary.json):</p>")
+    how = " and ".join(sorted({c.matched_by for c in shown}))
+    out.append(f"<p>The {len(shown)} matched collectives of step {step}"
+               + (f", matched per communicator by {how}" if how else "")
+               + " (every step's are in summary.json):</p>")
     out.append(_table(["step", "#", "op", "MiB", "skew ms", "last to arrive"]
                       + [f"{labels[r]} waits / moves ms" for r in ranks],
                       [[c.step, c.index, c.op, "" if c.bytes is None else f"{c.bytes / 2**20:.2f}",
