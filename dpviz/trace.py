@@ -42,18 +42,19 @@ DTYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "int
                "long int": 8, "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
                "Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1,
                "Char": 1, "Short": 2, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1}
-GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 # Categories profilers of torch 1.9–2.13 write that dpviz reads or knowingly skips; an X
 # event of any other category is kept as an "other" span (a newer profiler, not an error).
 KNOWN_CATEGORIES = frozenset({
     "cpu_op", "user_annotation", "gpu_user_annotation", "cuda_runtime", "cuda_driver",
     "python_function", "Trace", "ac2g", "async_cpu_to_gpu", "fwdbwd", "cpu_instant_event", "overhead",
-    "cuda_profiler_range", "Runtime", "Operator", "Kernel", "Memcpy", "Memset",
+    "cuda_profiler_range", "Runtime", "Operator", "Kernel", "Memcpy", "Memset", "cuda_sync",
     *GPU_CATEGORIES})
 # Known categories that never become spans (launch timing comes from the ac2g flows, or from
 # the runtime call with the kernel's correlation id).
 SKIPPED_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "python_function", "Trace",
-                                "gpu_user_annotation", "overhead", "Runtime"})
+                                "gpu_user_annotation", "overhead", "Runtime",
+                                "cuda_sync"})   # a stream or event sync: waiting, not GPU work
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})   # launch calls (CUDA, HIP)
 FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu"})   # CPU launch → GPU event flows
 # CPU ops that launch collectives: PyTorch's c10d calls, their NCCL/gloo annotations, and
@@ -70,6 +71,10 @@ COMM_OPS = {"reducescatter": "reduce_scatter", "allreduce": "all_reduce",
             "barrier": "barrier", "sendrecv": "send_recv", "send": "send_recv",
             "recv": "send_recv", "gather": "gather", "scatter": "scatter", "reduce": "reduce"}
 
+
+# Marks a note about a figure HTA computes differently (and why): summary.json and the report
+# list these notes apart.
+HTA_DIFFERS = "where HTA differs: "
 
 # Phases read for no span, silently: metadata, instant events, flow steps and ends, and
 # flow starts of categories other than the CPU → GPU launch flows.
@@ -275,6 +280,8 @@ class TraceScan:
         self.malformed = 0
         self.unknown: Counter[str] = Counter()       # unknown categories kept as "other"
         self.phases_skipped: Counter[str] = Counter()  # ph values dpviz does not read
+        self.stream_args: Counter[str] = Counter()   # names of non-GPU events with a stream number
+        self.stream_args_end: tuple[float, str] | None = None   # (end, name) of the last of them
 
     def add(self, ev) -> None:
         """Read one trace event (any JSON value: junk is counted, never raised)."""
@@ -307,11 +314,15 @@ class TraceScan:
             if type(ph) is str:
                 phased += 1
             if ph == "X":
-                name = e.name
+                name, args = e.name, e.args
                 if type(cat) is not str:
                     malformed += 1
-                elif cat in SKIPPED_CATEGORIES:
-                    if cat in RUNTIME_CATEGORIES and (args := e.args) is not None:
+                    continue
+                if args is not None and cat not in GPU_CATEGORIES and (
+                        args.get("stream") if type(args) is dict else getattr(args, "stream", None)) is not None:
+                    self._stream_arg(name, e.ts, e.dur, args)
+                if cat in SKIPPED_CATEGORIES:
+                    if cat in RUNTIME_CATEGORIES and args is not None:
                         corr = args.get("correlation") if type(args) is dict else getattr(args, "correlation", None)
                         ts = _number(e.ts)
                         if type(corr) is int and ts is not None:
@@ -324,7 +335,7 @@ class TraceScan:
                     if start is not None and dur is not None and dur >= 0:
                         cpu_ops.append((e.tid, start, start + dur))
                 else:
-                    complete(kind, cat, name, e.ts, e.dur, e.tid, e.args)
+                    complete(kind, cat, name, e.ts, e.dur, e.tid, args)
             elif ph == "s" and type(cat) is str and cat in FLOW_CATEGORIES:   # CPU end of a launch → kernel flow
                 ts, flow = _number(e.ts), e.id
                 if ts is not None and isinstance(flow, int):
@@ -334,6 +345,21 @@ class TraceScan:
         self.events += count
         self.phased += phased
         self.malformed += malformed
+
+    def _stream_arg(self, name, ts, dur, args) -> None:
+        """Count an event that is no GPU work but carries a stream number: HTA reads every
+        event whose `stream` arg is a whole number other than -1 as a GPU kernel."""
+        stream = args.get("stream") if type(args) is dict else getattr(args, "stream", None)
+        try:
+            if int(stream) == -1:
+                return
+        except (TypeError, ValueError, OverflowError):   # e.g. ROCm's '0x0': HTA reads -1
+            return
+        self.stream_args[str(name)] += 1
+        start, dur = _number(ts), _number(dur)
+        if start is not None and dur is not None and (
+                self.stream_args_end is None or start + dur > self.stream_args_end[0]):
+            self.stream_args_end = (start + dur, str(name))
 
     def _complete(self, kind: str | None, cat: str, name: str, ts, dur, tid, args) -> None:
         """Read one complete ('X') event of kind `kind` (`classify`'s) that is neither a
@@ -440,9 +466,28 @@ class TraceScan:
         early = sum(c in launches and first is not None and launches[c][1] < first
                     for _, c in self.kernels)
         if early:
-            out.append(f"rank {rank}: {early} GPU events were launched before the first step: in no "
-                       "step here, while HTA's breakdown counts them (its idle share can differ)")
+            out.append(f"rank {rank}: {HTA_DIFFERS}{early} GPU events were launched before the "
+                       "first step: in no step here, while HTA's breakdown counts them (its idle "
+                       "share can differ)")
         return out
+
+    def _stream_args_note(self, rank: int) -> str:
+        """Events HTA reads as GPU kernels and dpviz does not, and how far past the last
+        GPU event the last of them reaches (HTA's breakdown window runs to it)."""
+        names = ", ".join(f"{name} ×{n}" for name, n in self.stream_args.most_common(3))
+        more = len(self.stream_args) - 3
+        note = (f"rank {rank}: {HTA_DIFFERS}{sum(self.stream_args.values())} events that are no "
+                f"GPU work carry a stream number ({names}{f', {more} more names' if more > 0 else ''}): "
+                "HTA's breakdown counts them as GPU kernels (as compute, and its window can start "
+                "or end at one); dpviz counts GPU kernels and memory copies only")
+        last_gpu = max((k.end_us for k, _ in self.kernels), default=None)
+        if self.stream_args_end is not None and last_gpu is not None:
+            end, name = self.stream_args_end
+            if end > last_gpu:
+                note += (f"; the last, {name}, ends {(end - last_gpu) / 1e3:.1f} ms after the last "
+                         "GPU kernel or copy: where it falls in an analysed step, HTA's window runs "
+                         "to it (a larger idle share)")
+        return note
 
     def _whole_trace_step(self) -> list[Span]:
         """A trace without step annotations is one step (figures need steps), or none if empty."""
@@ -466,6 +511,12 @@ class TraceScan:
                        "call prof.step() every iteration): the whole trace is step 0")
         if self.on_gpu:
             out += self._gpu_notes(rank)
+        elif not any(s.kind == "step" and s.name.startswith(STEP_PREFIX) for s in self.cpu):
+            out.append(f"rank {rank}: {HTA_DIFFERS}a CPU-only trace: HTA's temporal breakdown "
+                       "fails on it (it reads GPU kernels only); dpviz's compute here is its own "
+                       "definition, the time some CPU op runs on a thread that runs no collective")
+        if self.stream_args:
+            out.append(self._stream_args_note(rank))
         ran_as = [] if self.on_gpu else _ops_asked_for(self.cpu, self.c10d)[1]
         if ran_as:
             out.append(f"rank {rank}: {len(ran_as)} collectives ran as another gloo op: "
