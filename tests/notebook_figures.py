@@ -3,7 +3,7 @@ every matplotlib Figure made while a cell runs — pyplot's and the widgets' own
 after the cell with dpviz.plots.legibility, and one JSON line per figure is appended to the
 log named by DPVIZ_FIGURE_LOG: the cell, the figure's titles, overlapping labels (tick labels
 included), labels on bars they cannot be read on, type under 7 pt, titles naming fewer models
-than drawn, and the labels `place_labels` hid."""
+than drawn, the smallest type as shown, and the labels `place_labels` hid."""
 import json
 import os
 
@@ -25,8 +25,8 @@ def _titles(fig):
 def _check(result):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from dpviz.plots.legibility import (hidden_texts, overlapping_texts, small_texts, texts_over_bars,
-                                        title_missing_models)
+    from dpviz.plots.legibility import (hidden_texts, overlapping_texts, shown_sizes, small_texts,
+                                        texts_over_bars, title_missing_models)
 
     cell = result.info.raw_cell.strip().splitlines()[0][:80] if result.info.raw_cell.strip() else ""
     with open(os.environ["DPVIZ_FIGURE_LOG"], "a") as log:
@@ -38,7 +38,8 @@ def _check(result):
                     FigureCanvasAgg(fig)
                 line = {"cell": cell, "titles": _titles(fig), "overlaps": overlapping_texts(fig),
                         "hidden": hidden_texts(fig), "over_bars": texts_over_bars(fig),
-                        "small": small_texts(fig), "titles_missing": title_missing_models(fig)}
+                        "small": small_texts(fig), "titles_missing": title_missing_models(fig),
+                        "smallest_pt": min((round(pt, 1) for _, pt in shown_sizes(fig)), default=None)}
                 bad = line["overlaps"] or line["over_bars"] or line["small"] or line["titles_missing"]
                 if bad and os.environ.get("DPVIZ_FIGURE_DIR"):   # to look at
                     fig.savefig(os.path.join(os.environ["DPVIZ_FIGURE_DIR"], f"{id(fig)}.png"))

@@ -58,7 +58,9 @@ def test_figures_draw_the_record(record):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.experts.plots import plot_exchange_bytes, plot_tokens_per_expert
+    from dpviz.experts.plots import plot_exchange_bytes, plot_expert_parallel, plot_tokens_per_expert
+    from dpviz.plots.legibility import overlapping_texts, small_texts, texts_over_bars
+    from dpviz.plots.style import COLUMN_IN
 
     ax = plot_tokens_per_expert(record)
     heights = [p.get_height() for p in ax.patches]
@@ -66,4 +68,7 @@ def test_figures_draw_the_record(record):
     ax = plot_exchange_bytes(record)
     tops = [p.get_y() + p.get_height() for p in ax.patches][1::2]     # dispatch, then combine on top
     assert tops == [b / 1024 for r in record.runs for b in r.bytes_sent]
+    fig = plot_expert_parallel(record)   # both, stacked a notebook column wide: no type scaled down
+    assert fig.get_figwidth() <= COLUMN_IN and len(fig.axes) == 2
+    assert overlapping_texts(fig) == [] and texts_over_bars(fig) == [] and small_texts(fig) == []
     plt.close("all")

@@ -15,7 +15,8 @@ from dpviz.buckets.live import sweep_config
 from dpviz.buckets.records import ONE_BUCKET_CAP_MB, BucketSweep, cap_row
 from dpviz.accumulation.plots import plot_schedule, plot_sweep_bytes, plot_sweep_time
 from dpviz.buckets.plots import plot_bucket_timeline, plot_contrast, plot_gradient_sizes, plot_layout, plot_sweep
-from dpviz.plots.legibility import hidden_texts, overlapping_texts, small_texts, texts_over_bars, title_missing_models
+from dpviz.plots.legibility import (hidden_texts, overlapping_texts, shown_sizes, small_texts, texts_over_bars,
+                                    title_missing_models)
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +70,7 @@ def test_small_type_and_a_title_naming_fewer_models_than_drawn_are_caught():
     wide, bx = plt.subplots(figsize=(15.4, 2))      # shown scaled to an 11-inch column: 7 pt reads as 5
     bx.text(0.5, 0.5, "1.5", fontsize=7)
     assert ("1.5", 5.0) in small_texts(wide)
+    assert min(pt for _, pt in shown_sizes(wide)) == pytest.approx(5.0)   # what the notebook test prints
     plt.close(wide)
     ax.set_title("measured after one real step: mlp 1, gpt 2, cnn 3 parameters")
     assert title_missing_models(fig) == []

@@ -255,8 +255,10 @@ def test_figures_draw_the_records(cluster3, synced):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.dp_vs_ddp.plots import plot_dp_phases, plot_step_time, plot_traffic
+    from dpviz.dp_vs_ddp.plots import plot_dp_phases, plot_dp_vs_ddp, plot_step_time, plot_traffic
     from dpviz.lifecycle.plots import plot_buffers, plot_construction, plot_sampler
+    from dpviz.plots.legibility import overlapping_texts, small_texts, texts_over_bars
+    from dpviz.plots.style import COLUMN_IN
 
     shards = L.sampler_shards(cluster=cluster3, dataset_size=10, epochs=2)
     assert len(plot_sampler(shards).patches) == 2 * 12        # 3 ranks × 4 slots per epoch
@@ -272,6 +274,9 @@ def test_figures_draw_the_records(cluster3, synced):
     assert len(plot_traffic(rec).patches) == 2 * (2 + 3) + 2 * 2
     assert len(plot_step_time(rec).lines) == 3                # DP, parameter server, DDP
     assert len(plot_dp_phases(rec).patches) == 4 * len(DR.DP_PHASES)  # N = 1 … 4, stacked
+    fig = plot_dp_vs_ddp(rec)   # the three, a notebook column wide: no type scaled down
+    assert fig.get_figwidth() <= COLUMN_IN and len(fig.axes) == 3
+    assert overlapping_texts(fig) == [] and texts_over_bars(fig) == [] and small_texts(fig) == []
     plt.close("all")
 
 

@@ -16,11 +16,9 @@ from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOK = Path(__file__).with_name("notebook_figures.py")
-# Known findings of the under-7-pt check, open (issue 30): figures wider than the notebook shows
-# them, whose type reads at 4.8-6.9 pt once scaled down. Strict: the test fails once they read.
-TOO_SMALL = {"02_collectives": "the primitives' grid numbers and the busBW labels read at 6.3-6.9 pt",
-             "08_dp_vs_ddp_lifecycle": "a 16 in figure: its type reads at 4.8-5.9 pt",
-             "14_pipeline_and_experts": "the experts pair at 13 in: its type reads at 5-6 pt"}
+# Known findings of the under-7-pt check still open, notebook → why, run as strict xfails (the
+# test fails once they read): none. A figure no wider than the notebook column keeps its type.
+TOO_SMALL: dict[str, str] = {}
 NOTEBOOKS = [pytest.param(p, id=p.stem, marks=pytest.mark.xfail(strict=True, reason=TOO_SMALL[p.stem]))
              if p.stem in TOO_SMALL else pytest.param(p, id=p.stem)
              for p in sorted((ROOT / "notebooks").glob("*.ipynb"))]
@@ -46,7 +44,8 @@ def test_every_label_of_the_notebooks_figures_reads(path, tmp_path, monkeypatch)
         for text, why in fig["hidden"]:   # said, not failed: each was tried in every position first
             print(f"{path.stem}: cell {fig['cell']!r}: label {text!r} hidden ({why})")
             assert why, fig
-    print(f"{path.stem}: {len(figures)} figures checked")
+    smallest = min((f["smallest_pt"] for f in figures if f["smallest_pt"] is not None), default=None)
+    print(f"{path.stem}: {len(figures)} figures checked, smallest type {smallest} pt as shown")
     collisions = [(fig["cell"], fig["titles"], fig["overlaps"]) for fig in figures if fig["overlaps"]]
     assert collisions == [], f"{len(figures)} figures checked"
     for check in ("over_bars", "small", "titles_missing"):

@@ -10,6 +10,8 @@ matplotlib.use("Agg")
 from dpviz.collectives.primitives import PRIMITIVES, ranks_in, record_primitives  # noqa: E402
 from dpviz.launch import Cluster  # noqa: E402
 from dpviz.collectives.plots import plot_primitive  # noqa: E402
+from dpviz.plots.legibility import overlapping_texts, small_texts  # noqa: E402
+from dpviz.plots.style import COLUMN_IN  # noqa: E402
 from dpviz.record import load, save  # noqa: E402
 
 N, K, ROOT = 3, 2, 1  # three ranks (not a power of two), a non-zero root
@@ -86,7 +88,11 @@ def test_barrier_releases_no_rank_before_the_last_arrives(prims):
 def test_record_round_trips_and_draws(prims, tmp_path):
     assert load(save(prims, tmp_path / "primitives.json")) == prims
     for name in PRIMITIVES:
-        assert name in plot_primitive(prims, name).get_title(loc="left")
+        ax = plot_primitive(prims, name)
+        assert name in ax.get_title(loc="left")
+        # no wider than a notebook column (shown unscaled), every value readable
+        assert ax.figure.get_figwidth() <= COLUMN_IN and small_texts(ax.figure) == []
+        assert overlapping_texts(ax.figure) == []
 
 
 @pytest.mark.parametrize("kwargs,message", [(dict(elements=0), "elements"), (dict(root=5), "root")])

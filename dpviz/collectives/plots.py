@@ -81,8 +81,9 @@ def traffic_table(records: Sequence[CollectiveRecord]) -> list[dict]:
 # --- draw ---------------------------------------------------------------------------------
 
 def draw_grid(ax, x0: float, rows: Sequence[Sequence[float]], holds, n_ranks: int,
-               bounds: Sequence[int] = ()) -> None:
-    """Cells of width 1 from x0; row 0 (rank 0) on top. Chunk borders at `bounds`.
+               bounds: Sequence[int] = (), fontsize: float = 7) -> None:
+    """Cells of width 1 from x0; row 0 (rank 0) on top. Chunk borders at `bounds`; the values
+    in `fontsize` pt (larger where the cells leave room).
 
     All stripes go into one PatchCollection: a ring figure has thousands of them.
     """
@@ -96,7 +97,7 @@ def draw_grid(ax, x0: float, rows: Sequence[Sequence[float]], holds, n_ranks: in
             for k, src in enumerate(ranks):
                 stripes.append(Rectangle((x0 + i + k * width, y), width, 1))
                 colors.append(style.rank_color(src))
-            ax.text(x0 + i + 0.5, y + 0.5, f"{value:g}", ha="center", va="center", fontsize=7,
+            ax.text(x0 + i + 0.5, y + 0.5, f"{value:g}", ha="center", va="center", fontsize=fontsize,
                     color=style.TEXT)
     ax.add_collection(PatchCollection(stripes, facecolors=colors, alpha=0.5, linewidths=0))
     cells = [Rectangle((x0 + i, n_ranks - 1 - r), 1, 1) for r, values in enumerate(rows) for i in range(len(values))]
@@ -128,9 +129,10 @@ def plot_primitive(record: PrimitivesRecord, name: str, ax=None):
     n = record.world_size
     left = max(len(v) for v in run.before)
     right = max(len(v) for v in run.after)
-    ax = style.new_axes(ax, figsize=(2 + 0.42 * (left + right + 2), 0.5 + 0.45 * n))
-    draw_grid(ax, 0, run.before, run.before_from, n)
-    draw_grid(ax, left + 2, run.after, run.after_from, n)
+    # no wider than a notebook column: a wider figure is shown scaled down, its numbers with it
+    ax = style.new_axes(ax, figsize=(min(style.COLUMN_IN, 2 + 0.42 * (left + right + 2)), 0.5 + 0.45 * n))
+    draw_grid(ax, 0, run.before, run.before_from, n, fontsize=8)   # a cell holds three digits at 8 pt
+    draw_grid(ax, left + 2, run.after, run.after_from, n, fontsize=8)
     ax.annotate("", xy=(left + 1.8, n / 2), xytext=(left + 0.2, n / 2),
                 arrowprops=dict(arrowstyle="->", color=style.TEXT, lw=1.5))
     ax.text(left / 2, n + 0.15, "before", ha="center", fontsize=9)

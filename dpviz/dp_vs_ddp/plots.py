@@ -104,3 +104,17 @@ def plot_dp_phases(record: DpVsDdp, ax=None):
     style.tidy(ax)
     style.tag(ax, "live")
     return ax
+
+
+def plot_dp_vs_ddp(record: DpVsDdp):
+    """The three panels in one figure a notebook column wide, so no type is scaled down: the
+    traffic across the top (one bar per worker and N needs the width), step time and DP's
+    phases below it. Returns the Figure."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplot_mosaic([["traffic", "traffic"], ["time", "phases"]], layout="constrained",
+                                   figsize=(style.COLUMN_IN, 7.4), height_ratios=(1.1, 1))
+    plot_traffic(record, axes["traffic"])
+    plot_step_time(record, axes["time"])
+    plot_dp_phases(record, axes["phases"])
+    return fig

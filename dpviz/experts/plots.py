@@ -56,3 +56,15 @@ def plot_exchange_bytes(record: ExpertParallelRecord, ax=None):
     style.tidy(ax)
     style.tag(ax, "live")
     return ax
+
+
+def plot_expert_parallel(record: ExpertParallelRecord):
+    """Tokens per expert above the bytes exchanged, each a notebook column wide: side by side
+    the routers' tick labels run into each other, and a wider figure is shown scaled down,
+    its type with it. Returns the Figure."""
+    import matplotlib.pyplot as plt
+
+    fig, (tokens, exchange) = plt.subplots(2, 1, figsize=(style.COLUMN_IN, 6.6), layout="constrained")
+    plot_tokens_per_expert(record, tokens)
+    plot_exchange_bytes(record, exchange)
+    return fig

@@ -82,8 +82,7 @@ def place_labels(texts: list[Text], why: str, shifts_pt: tuple[tuple[float, floa
     kept = Boxes(text_extent(t, renderer) for t in visible_texts(fig) if id(t) not in placing)
     if avoid_bars:
         for ax in {t.axes for t in texts if t.axes is not None}:
-            for box, _ in bar_boxes(ax):
-                kept.add(box)
+            kept.extents = np.vstack([kept.extents, bar_extents(ax)[0]])
     hidden = []
     for text in texts:
         base = text.get_transform()
@@ -185,42 +184,58 @@ def bar_boxes(ax) -> list[tuple[Bbox, tuple]]:
     """(display box, RGBA face colour) of every filled bar the axes draws: Rectangles and the
     rectangles of polygon collections (`dpviz.plots.bars.hbars`), not bands (`fill_between`)
     that labels are meant to sit on; in drawing order. Call after a draw."""
+    extents, faces = bar_extents(ax)
+    return [(Bbox.from_extents(*e), face) for e, face in zip(extents, faces)]
+
+
+def bar_extents(ax) -> tuple[np.ndarray, list[tuple]]:
+    """`bar_boxes` as (n, 4) rows of display (x0, y0, x1, y1) and their faces: a timeline
+    holds hundreds of bars, and one `Bbox` each was most of a knob move's label placement."""
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Rectangle
 
-    out = []
+    extents, faces = [np.empty((0, 4))], []
     drawn = sorted(ax.get_children(), key=lambda a: a.get_zorder())   # stable: drawing order
     for artist in drawn:
         if isinstance(artist, Rectangle) and artist is not ax.patch:
             face = artist.get_facecolor()
             if artist.get_visible() and artist.get_fill() and face[3] > 0:
-                out.append((artist.get_window_extent(), tuple(face)))
+                extents.append([_sorted(artist.get_window_extent())])
+                faces.append(tuple(face))
         elif isinstance(artist, PolyCollection) and artist.get_visible():
-            out += _collection_bars(artist)
-    return out
+            rows, bar_faces = _collection_bars(artist)
+            extents.append(rows)
+            faces += bar_faces
+    return np.vstack(extents), faces
 
 
-def _collection_bars(collection) -> list[tuple[Bbox, tuple]]:
-    """The filled rectangles of a polygon collection (a bar, not a band from `fill_between`),
-    their corners transformed in one call: a timeline holds hundreds and `Path.get_extents`
-    one at a time was most of a knob move's label placement."""
-    faces = collection.get_facecolors()
-    bars, corners = [], []
-    for i, path in enumerate(collection.get_paths()):
-        face = tuple(faces[i % len(faces)]) if len(faces) else (0, 0, 0, 0)
-        if face[3] > 0 and _is_rectangle(path.vertices):
-            bars.append(face)
-            corners += [path.vertices.min(axis=0), path.vertices.max(axis=0)]
-    if not bars:
-        return []
+def _collection_bars(collection) -> tuple[np.ndarray, list[tuple]]:
+    """The display extents and faces of a polygon collection's filled rectangles (a bar, not a
+    band from `fill_between`), in drawing order, tested and transformed all at once."""
+    paths, colours = collection.get_paths(), collection.get_facecolors()
+    if not paths or not len(colours):
+        return np.empty((0, 4)), []
+    rgba = colours[np.arange(len(paths)) % len(colours)]
+    bars, corners = [np.empty(0, int)], [np.empty((0, 2, 2))]
+    for size in (4, 5):   # a rectangle's outline, closed or not
+        index = np.array([i for i, path in enumerate(paths) if len(path.vertices) == size and rgba[i, 3] > 0], int)
+        if len(index):
+            vertices = np.stack([paths[i].vertices for i in index])
+            keep = _are_rectangles(vertices)
+            bars.append(index[keep])
+            corners.append(np.stack([vertices[keep].min(axis=1), vertices[keep].max(axis=1)], axis=1))
+    order = np.argsort(np.concatenate(bars), kind="stable")
+    bars, corners = np.concatenate(bars)[order], np.concatenate(corners)[order]
     # axis scales are separable, so a rectangle's two corners bound its transformed extent
-    points = collection.get_transform().transform(np.array(corners)).reshape(-1, 2, 2)
-    return [(Bbox.from_extents(*p.min(axis=0), *p.max(axis=0)), face) for p, face in zip(points, bars)]
+    points = collection.get_transform().transform(corners.reshape(-1, 2)).reshape(-1, 2, 2)
+    return np.hstack([points.min(axis=1), points.max(axis=1)]), [tuple(rgba[i]) for i in bars]
 
 
-def _is_rectangle(vertices) -> bool:
-    """An axis-aligned rectangle's outline: two distinct x and two distinct y values."""
-    return 4 <= len(vertices) <= 5 and len(set(vertices[:, 0].round(9))) == 2 and len(set(vertices[:, 1].round(9))) == 2
+def _are_rectangles(vertices: np.ndarray) -> np.ndarray:
+    """For (n, k, 2) outlines: which are axis-aligned rectangles, with two distinct x and two
+    distinct y values."""
+    ordered = np.sort(vertices.round(9), axis=1)
+    return np.all((ordered[:, 1:] != ordered[:, :-1]).sum(axis=1) == 1, axis=1)
 
 
 def _luminance(rgba) -> float:
@@ -285,9 +300,14 @@ def small_texts(fig: Figure, min_pt: float = MIN_FONT_PT) -> list[tuple[str, flo
     """(label, size in pt as shown) of every drawn label smaller than `min_pt` where the
     notebook shows it: a figure wider than COLUMN_IN is scaled down to the column, and its
     type with it: 7 pt type on a figure wider than the column reads smaller."""
+    return [(text, round(pt, 1)) for text, pt in shown_sizes(fig) if pt < min_pt - 1e-9]
+
+
+def shown_sizes(fig: Figure) -> list[tuple[str, float]]:
+    """(label, size in pt as the notebook shows it) of every drawn label: the figure is scaled
+    down to COLUMN_IN if wider, its type with it. Call after a draw."""
     shown = min(1.0, COLUMN_IN / fig.get_figwidth())
-    return [(t.get_text(), round(t.get_fontsize() * shown, 1)) for t in visible_texts(fig)
-            if t.get_fontsize() * shown < min_pt - 1e-9]
+    return [(t.get_text(), t.get_fontsize() * shown) for t in visible_texts(fig)]
 
 
 def title_missing_models(fig: Figure, models: tuple[str, ...] | None = None) -> list[tuple[str, list[str]]]:
