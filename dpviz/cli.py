@@ -3,6 +3,8 @@
 A subject's commands live in its package (`dpviz/<subject>/cli.py`, a second one in
 `cli_<name>.py`); commands that span subjects (run, animate, book, tour, torchrun) in
 `dpviz.commands`. Each defines NAME, HELP, `add_arguments(parser)` and `main(args) -> int`.
+Names and helps are read from the source (`discover.command_modules`), and only the chosen
+command's module is imported: a command pays for its own imports, not for every other's.
 Bad input prints one line, `dpviz: error: …`, and exits 2; a failing rank exits 1.
 """
 from __future__ import annotations
@@ -10,41 +12,49 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from pathlib import Path
 
-from .launch import RankError
-
-PACKAGE = Path(__file__).resolve().parent
+from .discover import command_modules
 
 
-def _command_modules():
-    shared = (f"commands.{p.stem}" for p in (PACKAGE / "commands").glob("*.py") if not p.stem.startswith("_"))
-    subjects = (f"{p.parent.name}.{p.stem}" for p in PACKAGE.glob("*/cli*.py"))
-    for name in sorted({*shared, *subjects}):
-        yield importlib.import_module(f"{__package__}.{name}")
-
-
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """Every command listed; the arguments of the one `argv` names (its module imported)."""
     parser = argparse.ArgumentParser(
         prog="dpviz", description="Run, record and draw data-parallel training on live ranks.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in sorted(_command_modules(), key=lambda m: m.NAME):
-        cmd = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
-        module.add_arguments(cmd)
-        cmd.set_defaults(handler=module.main)
+    chosen = _chosen(sys.argv[1:] if argv is None else argv)
+    for name, (module_name, help_) in sorted(command_modules().items()):
+        cmd = sub.add_parser(name, help=help_, description=help_)
+        if name == chosen:
+            module = importlib.import_module(f"{__package__}.{module_name}")
+            module.add_arguments(cmd)
+            cmd.set_defaults(handler=module.main)
     return parser
 
 
+def _chosen(argv: list[str]) -> str | None:
+    """The command's name: the first argument that is not an option (the top level has no
+    option taking a value)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     try:
         return args.handler(args) or 0
-    except RankError as err:
-        print(f"dpviz: {err}", file=sys.stderr)
-        return 1
     except (ValueError, FileNotFoundError) as err:  # bad input: one clear line, no traceback
         parser.exit(2, f"dpviz {args.command}: error: {err}\n")
     except KeyboardInterrupt:
         print("dpviz: interrupted; ranks stopped", file=sys.stderr)
         return 130
+    except RuntimeError as err:
+        if not _rank_failed(err):
+            raise
+        print(f"dpviz: {err}", file=sys.stderr)
+        return 1
+
+
+def _rank_failed(err: BaseException) -> bool:
+    """A rank raised, died or hung: only commands that launch ranks import the launcher."""
+    launch = sys.modules.get(f"{__package__}.launch")
+    return launch is not None and isinstance(err, launch.RankError)

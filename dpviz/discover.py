@@ -64,3 +64,29 @@ def facade_exports(package: Path = PACKAGE, marker: str = "FACADE") -> dict[str,
             if found.setdefault(name, relative) != relative:
                 raise RuntimeError(f"{package.name}.{name} is offered by both {found[name]} and {relative}")
     return found
+
+
+COMMAND_FIELD = re.compile(r"^(NAME|HELP)\s*=\s*(.*(?:\n[ \t]+.*)*)", re.M)
+
+
+@functools.lru_cache(maxsize=None)
+def command_modules(package: Path = PACKAGE) -> dict[str, tuple[str, str]]:
+    """Command name → (module, help) of every CLI command: `commands/<name>.py` and
+    `<subject>/cli*.py`, read from their `NAME = "…"` and `HELP = …` string literals, so
+    `dpviz --help` imports none of them and `dpviz X` imports only X's module."""
+    import ast
+
+    files = [*(package / "commands").glob("*.py"), *package.glob("*/cli*.py")]
+    found: dict[str, tuple[str, str]] = {}
+    for path in sorted(files):
+        if path.name.startswith("_"):
+            continue
+        fields = dict(COMMAND_FIELD.findall(path.read_text(encoding="utf-8")))
+        if set(fields) != {"NAME", "HELP"}:
+            raise RuntimeError(f"{path} is a command file without a NAME and HELP at module level")
+        name, help_ = (ast.literal_eval(fields[k]) for k in ("NAME", "HELP"))
+        module = f"{path.parent.name}.{path.stem}"
+        if name in found:
+            raise RuntimeError(f"command {name!r} is defined in both {found[name][0]} and {module}")
+        found[name] = (module, help_)
+    return found

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from .record import RunRecord, Span
-from .trace import COMM_KINDS, CPU_OPS, PROFILER_STEP, STEP_PREFIX
+from .trace import COMM_KINDS, CPU_OPS, PROFILER_STEP, STEP_PREFIX, collector_paused
 
 FACADE = ("describe", "summarize")  # what `dpviz.<name>` offers from here
 
@@ -31,11 +31,17 @@ COMPUTE_KINDS = ("forward", "backward", "recompute", "optimizer", "compute")
 def union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """Merge overlapping [start, end) intervals."""
     merged: list[tuple[float, float]] = []
+    lo = hi = None
     for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        if hi is not None and start <= hi:
+            if end > hi:
+                hi = end
         else:
-            merged.append((start, end))
+            if hi is not None:
+                merged.append((lo, hi))
+            lo, hi = start, end
+    if hi is not None:
+        merged.append((lo, hi))
     return merged
 
 
@@ -46,11 +52,14 @@ def length(intervals: list[tuple[float, float]]) -> float:
 def intersection(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> float:
     """Total time covered by both interval sets."""
     a, b = union(a), union(b)
-    total, i, j = 0.0, 0, 0
-    while i < len(a) and j < len(b):
-        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        total += max(0.0, hi - lo)
-        if a[i][1] < b[j][1]:
+    total, i, j, na, nb = 0.0, 0, 0, len(a), len(b)
+    while i < na and j < nb:
+        (a0, a1), (b0, b1) = a[i], b[j]
+        lo = a0 if a0 > b0 else b0
+        hi = a1 if a1 < b1 else b1
+        if hi > lo:
+            total += hi - lo
+        if a1 < b1:
             i += 1
         else:
             j += 1
@@ -108,6 +117,7 @@ def summarize_step(spans: list[Span], rank: int, step: int) -> StepSummary:
                     [s for s in mine if s.step == step])
 
 
+@collector_paused()
 def summarize(record: RunRecord, steps: list[int] | None = None) -> list[StepSummary]:
     """Every (rank, step) summary; `steps` picks some (default: all). Linear in spans."""
     chosen = record.steps if steps is None else steps
@@ -144,9 +154,12 @@ def step_windows(spans: list[Span]) -> dict[int, tuple[float, float]]:
     first: dict[int, float] = {}
     last: dict[int, float] = {}
     for s in spans:
-        if s.step is not None and s.tid.startswith("stream "):
-            first[s.step] = min(first.get(s.step, math.inf), s.start_us)
-            last[s.step] = max(last.get(s.step, -math.inf), s.end_us)
+        step = s.step
+        if step is not None and s.tid.startswith("stream "):
+            if s.start_us < first.get(step, math.inf):
+                first[step] = s.start_us
+            if s.end_us > last.get(step, -math.inf):
+                last[step] = s.end_us
     starts = sorted((t, k) for k, t in first.items())
     for (start, step), after in zip(starts, [*starts[1:], None]):
         windows[step] = (start, after[0] if after is not None else last[step])
@@ -169,15 +182,20 @@ def _in_windows(spans: list[Span], windows: dict[int, tuple[float, float]]
     order = sorted(windows.items(), key=lambda kv: kv[1])
     starts = [w[0] for _, w in order]
     out: dict[int, list[_Cut]] = {step: [] for step in windows}
+    n = len(order)
     for s in spans:
-        if s.kind == "step" or s.step is None:
+        if s.step is None or s.kind == "step":
             continue
-        i = max(0, bisect.bisect_right(starts, s.start_us) - 1)
-        while i < len(order) and order[i][1][0] < max(s.end_us, s.start_us + 1e-9):
+        start, end = s.start_us, s.end_us
+        reach = end if end > start + 1e-9 else start + 1e-9   # a 0-µs span reaches past its start
+        i = bisect.bisect_right(starts, start) - 1
+        i = i if i > 0 else 0
+        while i < n and starts[i] < reach:
             step, (a, b) = order[i]
-            lo, hi = max(a, s.start_us), min(b, s.end_us)
-            if hi > lo or (s.start_us == s.end_us and a <= s.start_us < b):
-                out[step].append(_Cut(lo, max(lo, hi), s.kind, s.op))
+            lo = a if a > start else start
+            hi = b if b < end else end
+            if hi > lo or (start == end and a <= start < b):
+                out[step].append(_Cut(lo, hi if hi > lo else lo, s.kind, s.op))
             i += 1
     return out
 
@@ -407,7 +425,7 @@ def _recomputed(record: RunRecord) -> str:
 
 # --- whole-trace figures, as Holistic Trace Analysis (HTA) defines them --------------------
 
-BUSY_KINDS = (*COMPUTE_KINDS, *COMM_KINDS, "memcpy")   # what keeps a GPU (or CPU rank) busy
+BUSY_KINDS = frozenset({*COMPUTE_KINDS, *COMM_KINDS, "memcpy"})   # what keeps a GPU (or CPU rank) busy
 
 
 def _analysed(record: RunRecord, rank: int) -> list[_Cut]:
@@ -418,14 +436,16 @@ def _analysed(record: RunRecord, rank: int) -> list[_Cut]:
     origin (`config["clock_origin_us"]`) is rounded on its own clock."""
     steps = set(analysed_steps(record).steps)
     origin = record.config.get("clock_origin_us", 0.0)
-    out = []
+    out, ceil, floor = [], math.ceil, math.floor
     for s in record.spans:
-        if s.rank == rank and s.kind in BUSY_KINDS and (s.step in steps or not steps):
-            start = math.ceil(s.start_us + origin) - origin
-            out.append(_Cut(start, max(start, math.floor(s.end_us + origin) - origin), s.kind, s.op))
+        if s.rank == rank and s.kind in BUSY_KINDS and (not steps or s.step in steps):
+            start = ceil(s.start_us + origin) - origin
+            end = floor(s.end_us + origin) - origin
+            out.append(_Cut(start, end if end > start else start, s.kind, s.op))
     return out
 
 
+@collector_paused()
 def comm_compute_overlap(record: RunRecord, rank: int) -> float | None:
     """HTA's `get_comm_comp_overlap` for one rank, as a fraction: |comm ∩ compute| / |comm|
     over the analysed steps (None without communication)."""
@@ -450,6 +470,7 @@ class Breakdown:
     non_compute_pct: float
 
 
+@collector_paused()
 def temporal_breakdown(record: RunRecord) -> list[Breakdown]:
     """HTA's `get_temporal_breakdown`, per rank, over the analysed steps."""
     out = []

@@ -196,6 +196,7 @@ class Span:
     bucket: int | None = None
     op: str | None = None  # communication spans: the collective (one of trace.COMM_OPS)
     group: str | None = None  # ... and its process group, when the trace names it (NCCL)
+    seq: int | None = None    # ... and its sequence number in that group, when the trace has it
 
     @property
     def dur_us(self) -> float:

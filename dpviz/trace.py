@@ -17,12 +17,15 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import functools
+import gc
 import json
 import math
 import os
 import re
 from collections import Counter, defaultdict
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, Iterable, Iterator, NamedTuple
 
 from .record import RecordError, Span, read_json
 
@@ -39,18 +42,19 @@ DTYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "int
                "long int": 8, "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
                "Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1,
                "Char": 1, "Short": 2, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1}
-GPU_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset")
+GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 # Categories profilers of torch 1.9–2.13 write that dpviz reads or knowingly skips; an X
 # event of any other category is kept as an "other" span (a newer profiler, not an error).
 KNOWN_CATEGORIES = frozenset({
     "cpu_op", "user_annotation", "gpu_user_annotation", "cuda_runtime", "cuda_driver",
     "python_function", "Trace", "ac2g", "async_cpu_to_gpu", "fwdbwd", "cpu_instant_event", "overhead",
-    "cuda_profiler_range", "Runtime", "Operator", "Kernel", "Memcpy", "Memset",
+    "cuda_profiler_range", "Runtime", "Operator", "Kernel", "Memcpy", "Memset", "cuda_sync",
     *GPU_CATEGORIES})
 # Known categories that never become spans (launch timing comes from the ac2g flows, or from
 # the runtime call with the kernel's correlation id).
 SKIPPED_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "python_function", "Trace",
-                                "gpu_user_annotation", "overhead", "Runtime"})
+                                "gpu_user_annotation", "overhead", "Runtime",
+                                "cuda_sync"})   # a stream or event sync: waiting, not GPU work
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})   # launch calls (CUDA, HIP)
 FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu"})   # CPU launch → GPU event flows
 # CPU ops that launch collectives: PyTorch's c10d calls, their NCCL/gloo annotations, and
@@ -68,8 +72,49 @@ COMM_OPS = {"reducescatter": "reduce_scatter", "allreduce": "all_reduce",
             "recv": "send_recv", "gather": "gather", "scatter": "scatter", "reduce": "reduce"}
 
 
+# Marks a note about a figure HTA computes differently (and why): summary.json and the report
+# list these notes apart.
+HTA_DIFFERS = "where HTA differs: "
+
+# Phases read for no span, silently: metadata, instant events, flow steps and ends, and
+# flow starts of categories other than the CPU → GPU launch flows.
+QUIET_PHASES = ("M", "i", "I", "f", "s", "t")
+
+
+class EventFields(NamedTuple):
+    """One trace event's fields that `TraceScan` reads, with `dict.get`'s defaults."""
+
+    ph: Any
+    cat: Any
+    name: Any
+    ts: Any
+    dur: Any
+    tid: Any
+    id: Any
+    args: Any
+
+
 class TraceError(RecordError):
     """A trace file that is not a PyTorch profiler chrome trace."""
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a trace is read or its spans summed up,
+    and as it was after (a decorator or a `with`).
+
+    Both make a few objects per event or span (spans, tuples, cut intervals) and keep
+    most: every collection the allocations trigger walks all of them again, looking for
+    cycles they do not form, which costs about as much as the work itself. Memory is still
+    freed by reference counting as soon as nothing holds it.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def read_trace(path: str | os.PathLike) -> dict:
@@ -150,11 +195,37 @@ def classify(name: str, cat: str) -> str | None:
     return None
 
 
-def event_bytes(args: dict) -> int | None:
-    """Message size from an event's recorded shapes (gloo/c10d) or NCCL kernel args."""
+def _arg_map(args):
+    """An event's args as something `get` and `in` read: a dict, the fast reader's typed
+    args, or (anything else a trace wrote there) no args."""
+    return args if type(args) is dict or hasattr(args, "get") else {}
+
+
+def process_group(args) -> str | None:
+    """The process group a collective event names: its `Process Group Name` (the same on
+    every rank of the group), else its `Process Group Ranks`; None if neither."""
+    name = args.get("Process Group Name")
+    if isinstance(name, (str, int)) and not isinstance(name, bool):
+        return str(name)
+    ranks = args.get("Process Group Ranks")
+    return f"ranks {ranks}" if isinstance(ranks, (str, list)) and ranks else None
+
+
+def sequence_number(args) -> int | None:
+    """A collective's sequence number in its process group (`Seq`, written by newer
+    PyTorch): the same on every rank of the group for one collective."""
+    seq = args.get("Seq")
+    if isinstance(seq, str) and seq.isdigit():
+        return int(seq)
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+
+def event_bytes(args) -> int | None:
+    """Message size from an event's recorded shapes (gloo/c10d) or NCCL kernel args (a dict,
+    or anything `get` and `in` read as one)."""
     if "In msg nelems" in args:
         try:
-            return int(args["In msg nelems"]) * DTYPE_BYTES.get(str(args.get("dtype")), 4)
+            return int(args.get("In msg nelems")) * DTYPE_BYTES.get(str(args.get("dtype")), 4)
         except (TypeError, ValueError, OverflowError):
             return None
     dims, types = args.get("Input Dims"), args.get("Input type")
@@ -202,13 +273,15 @@ class TraceScan:
         self.launch_at: dict[int, tuple[str, float]] = {}  # flow id → (CPU thread, launch ts)
         self.runtime_at: dict[int, tuple[str, float]] = {}  # correlation id → (thread, ts) of the launch call
         self.c10d: list[tuple[float, str]] = []      # (ts, op) of every c10d::* collective call
-        self.comm_calls: list[tuple[str, float, float, str, int | None]] = []  # (thread, start, end, op, bytes)
-        self.cpu_ops: list[tuple[str, float, float]] = []  # (thread, start, end) of other CPU operators
+        self.comm_calls: list[CommCall] = []        # CPU ops that launch collectives
+        self.cpu_ops: list[tuple[Any, float, float]] = []  # (thread as written, start, end) of other CPU operators
         self.events = 0
         self.phased = 0          # events with a chrome-trace phase ('ph'): none means not a trace
         self.malformed = 0
         self.unknown: Counter[str] = Counter()       # unknown categories kept as "other"
         self.phases_skipped: Counter[str] = Counter()  # ph values dpviz does not read
+        self.stream_args: Counter[str] = Counter()   # names of non-GPU events with a stream number
+        self.stream_args_end: tuple[float, str] | None = None   # (end, name) of the last of them
 
     def add(self, ev) -> None:
         """Read one trace event (any JSON value: junk is counted, never raised)."""
@@ -216,47 +289,89 @@ class TraceScan:
             self.events += 1
             self.malformed += 1
             return
-        self.add_fields(ev.get("ph"), ev.get("cat", ""), ev.get("name"), ev.get("ts"),
-                        ev.get("dur", 0), ev.get("tid", ""), ev.get("id"), ev.get("args"))
+        self.add_batch((EventFields(ev.get("ph"), ev.get("cat", ""), ev.get("name"), ev.get("ts"),
+                                    ev.get("dur", 0), ev.get("tid", ""), ev.get("id"),
+                                    ev.get("args")),))
 
     def add_fields(self, ph, cat, name, ts, dur, tid, flow, args) -> None:
-        """Read one event given as its fields (the fast reader decodes only these); `args`
-        is a dict, or an object whose `to_dict()` gives the args dpviz reads."""
-        self.events += 1
-        if type(ph) is str:
-            self.phased += 1
-        if ph == "X" and type(cat) is str and cat in SKIPPED_CATEGORIES:   # most of a GPU trace
-            if cat in RUNTIME_CATEGORIES and args is not None:
-                corr = args.get("correlation") if type(args) is dict else getattr(args, "correlation", None)
-                ts = _number(ts)
-                if type(corr) is int and ts is not None:
-                    self.runtime_at[corr] = (str(tid), ts)
-            return
-        if ph == "s" and type(cat) is str and cat in FLOW_CATEGORIES:     # CPU end of a launch → kernel flow
-            ts = _number(ts)
-            if ts is not None and isinstance(flow, int):
-                self.launch_at[flow] = (str(tid), ts)
-            return
-        if ph != "X":
-            if ph not in ("M", "i", "I", "f", "s", "t"):
+        """Read one event given as its fields; `args` is a dict, or an object whose `get`
+        and `in` read the args dpviz reads as a dict of them would."""
+        self.add_batch((EventFields(ph, cat, name, ts, dur, tid, flow, args),))
+
+    def add_batch(self, events: Iterable) -> None:
+        """Read events given as objects with the fields as attributes (`ph`, `cat`, `name`,
+        `ts`, `dur`, `tid`, `id`, `args`: an `EventFields`, or the fast reader's typed events).
+
+        Most of a GPU trace is flow ends, instant events and runtime calls, which only
+        count or link: they are read here, in one loop, without a call per event.
+        """
+        runtime_at, launch_at, cpu_ops = self.runtime_at, self.launch_at, self.cpu_ops
+        complete = self._complete
+        count = phased = malformed = 0
+        for e in events:
+            count += 1
+            ph, cat = e.ph, e.cat
+            if type(ph) is str:
+                phased += 1
+            if ph == "X":
+                name, args = e.name, e.args
+                if type(cat) is not str:
+                    malformed += 1
+                    continue
+                if args is not None and cat not in GPU_CATEGORIES and (
+                        args.get("stream") if type(args) is dict else getattr(args, "stream", None)) is not None:
+                    self._stream_arg(name, e.ts, e.dur, args)
+                if cat in SKIPPED_CATEGORIES:
+                    if cat in RUNTIME_CATEGORIES and args is not None:
+                        corr = args.get("correlation") if type(args) is dict else getattr(args, "correlation", None)
+                        ts = _number(e.ts)
+                        if type(corr) is int and ts is not None:
+                            runtime_at[corr] = (str(e.tid), ts)
+                elif type(name) is not str:
+                    malformed += 1
+                elif ((kind := classify(name, cat)) is None and cat == "cpu_op"
+                      and not name.startswith(COMM_CALL_PREFIXES)):   # an operator: CPU traces' compute
+                    start, dur = _number(e.ts), _number(e.dur)
+                    if start is not None and dur is not None and dur >= 0:
+                        cpu_ops.append((e.tid, start, start + dur))
+                else:
+                    complete(kind, cat, name, e.ts, e.dur, e.tid, args)
+            elif ph == "s" and type(cat) is str and cat in FLOW_CATEGORIES:   # CPU end of a launch → kernel flow
+                ts, flow = _number(e.ts), e.id
+                if ts is not None and isinstance(flow, int):
+                    launch_at[flow] = (str(e.tid), ts)
+            elif ph not in QUIET_PHASES:
                 self.phases_skipped[str(ph)] += 1
+        self.events += count
+        self.phased += phased
+        self.malformed += malformed
+
+    def _stream_arg(self, name, ts, dur, args) -> None:
+        """Count an event that is no GPU work but carries a stream number: HTA reads every
+        event whose `stream` arg is a whole number other than -1 as a GPU kernel."""
+        stream = args.get("stream") if type(args) is dict else getattr(args, "stream", None)
+        try:
+            if int(stream) == -1:
+                return
+        except (TypeError, ValueError, OverflowError):   # e.g. ROCm's '0x0': HTA reads -1
             return
-        if not isinstance(cat, str) or not isinstance(name, str):
-            self.malformed += 1
-            return
-        kind = classify(name, cat)
-        if name.startswith("c10d::") and _number(ts) is not None:   # what PyTorch asked for
-            self.c10d.append((_number(ts), comm_op(name)))
+        self.stream_args[str(name)] += 1
+        start, dur = _number(ts), _number(dur)
+        if start is not None and dur is not None and (
+                self.stream_args_end is None or start + dur > self.stream_args_end[0]):
+            self.stream_args_end = (start + dur, str(name))
+
+    def _complete(self, kind: str | None, cat: str, name: str, ts, dur, tid, args) -> None:
+        """Read one complete ('X') event of kind `kind` (`classify`'s) that is neither a
+        runtime call nor a plain operator."""
         if name.startswith(COMM_CALL_PREFIXES):
+            if name.startswith("c10d::") and _number(ts) is not None:   # what PyTorch asked for
+                self.c10d.append((_number(ts), comm_op(name)))
             self._comm_call(name, cat, ts, dur, tid, args)
         if kind is None and cat not in KNOWN_CATEGORIES:
             kind = "other"
             self.unknown[cat] += 1
         if kind is None:
-            if cat == "cpu_op" and not name.startswith(COMM_CALL_PREFIXES):
-                start, dur = _number(ts), _number(dur)
-                if start is not None and dur is not None and dur >= 0:
-                    self.cpu_ops.append((str(tid), start, start + dur))
             return
         start, dur = _number(ts), _number(dur)
         if start is None or dur is None or dur < 0:
@@ -264,30 +379,31 @@ class TraceScan:
             return
         comm = kind in COMM_KINDS or kind == "allreduce_launch"   # the spans whose bytes count
         if comm or cat in GPU_CATEGORIES:   # (a forward op's shapes are read by no figure)
-            args = args if isinstance(args, dict) else args.to_dict() if hasattr(args, "to_dict") else {}
+            args = _arg_map(args)
         else:
             args = {}
-        op = group = None
+        op = group = seq = None
         if kind in COMM_KINDS:
-            collective, group = args.get("Collective name"), args.get("Process Group Name")
+            collective = args.get("Collective name")
             op = comm_op(name, collective if isinstance(collective, str) else None)
-            group = str(group) if isinstance(group, (str, int)) else None
+            group, seq = process_group(args), sequence_number(args)
         nbytes = event_bytes(args) if comm else None
         if cat in GPU_CATEGORIES:
             corr = args.get("correlation")
             self.kernels.append((_span(rank=-1, tid=f"stream {args.get('stream', tid)}",
                                        name=short_kernel_name(name), kind=kind, start_us=start,
-                                       end_us=start + dur, bytes=nbytes, op=op, group=group),
+                                       end_us=start + dur, bytes=nbytes, op=op, group=group,
+                                       seq=seq),
                                  corr if isinstance(corr, int) else None))
         else:
             self.cpu.append(_span(rank=-1, tid=str(tid), name=name, kind=kind, start_us=start,
-                                  end_us=start + dur, bytes=nbytes, op=op, group=group))
+                                  end_us=start + dur, bytes=nbytes, op=op, group=group, seq=seq))
 
     def _comm_call(self, name: str, cat: str, ts, dur, tid, args) -> None:
         """Keep a CPU op that launches a collective, with the op it names (else skip it) and
         the message size its recorded shapes give (`nccl:*` and record_param_comms record
         the tensor; a c10d call's TensorList shapes are empty)."""
-        args = args if isinstance(args, dict) else args.to_dict() if hasattr(args, "to_dict") else {}
+        args = _arg_map(args)
         if name == "record_param_comms":
             collective = args.get("Collective name")
             op = comm_op(collective) if isinstance(collective, str) else "other"
@@ -296,7 +412,8 @@ class TraceScan:
         nbytes = None if name.startswith("c10d::") else event_bytes(args)
         start, dur = _number(ts), _number(dur)
         if start is not None and dur is not None and dur >= 0 and (op != "other" or nbytes):
-            self.comm_calls.append((str(tid), start, start + dur, op, nbytes))
+            self.comm_calls.append(CommCall(str(tid), start, start + dur, op, nbytes,
+                                            process_group(args), sequence_number(args)))
 
     @property
     def on_gpu(self) -> bool:
@@ -308,7 +425,7 @@ class TraceScan:
         steps = _step_windows(cpu)
         if self.on_gpu:
             return _number_buckets(_gpu_spans(cpu, self.kernels, self._launches(), steps,
-                                              _CallIndex(self.comm_calls)), rank)
+                                              _CallIndex(self.comm_calls), rank), rank)
         cpu, _ = _ops_asked_for(cpu, self.c10d)
         own = any(s.kind == "step" and s.name.startswith(STEP_PREFIX) for s in cpu)
         compute = [] if own else _cpu_op_compute(self.cpu_ops, cpu)   # dpviz's: as recorded live
@@ -349,9 +466,28 @@ class TraceScan:
         early = sum(c in launches and first is not None and launches[c][1] < first
                     for _, c in self.kernels)
         if early:
-            out.append(f"rank {rank}: {early} GPU events were launched before the first step: in no "
-                       "step here, while HTA's breakdown counts them (its idle share can differ)")
+            out.append(f"rank {rank}: {HTA_DIFFERS}{early} GPU events were launched before the "
+                       "first step: in no step here, while HTA's breakdown counts them (its idle "
+                       "share can differ)")
         return out
+
+    def _stream_args_note(self, rank: int) -> str:
+        """Events HTA reads as GPU kernels and dpviz does not, and how far past the last
+        GPU event the last of them reaches (HTA's breakdown window runs to it)."""
+        names = ", ".join(f"{name} ×{n}" for name, n in self.stream_args.most_common(3))
+        more = len(self.stream_args) - 3
+        note = (f"rank {rank}: {HTA_DIFFERS}{sum(self.stream_args.values())} events that are no "
+                f"GPU work carry a stream number ({names}{f', {more} more names' if more > 0 else ''}): "
+                "HTA's breakdown counts them as GPU kernels (as compute, and its window can start "
+                "or end at one); dpviz counts GPU kernels and memory copies only")
+        last_gpu = max((k.end_us for k, _ in self.kernels), default=None)
+        if self.stream_args_end is not None and last_gpu is not None:
+            end, name = self.stream_args_end
+            if end > last_gpu:
+                note += (f"; the last, {name}, ends {(end - last_gpu) / 1e3:.1f} ms after the last "
+                         "GPU kernel or copy: where it falls in an analysed step, HTA's window runs "
+                         "to it (a larger idle share)")
+        return note
 
     def _whole_trace_step(self) -> list[Span]:
         """A trace without step annotations is one step (figures need steps), or none if empty."""
@@ -375,6 +511,12 @@ class TraceScan:
                        "call prof.step() every iteration): the whole trace is step 0")
         if self.on_gpu:
             out += self._gpu_notes(rank)
+        elif not any(s.kind == "step" and s.name.startswith(STEP_PREFIX) for s in self.cpu):
+            out.append(f"rank {rank}: {HTA_DIFFERS}a CPU-only trace: HTA's temporal breakdown "
+                       "fails on it (it reads GPU kernels only); dpviz's compute here is its own "
+                       "definition, the time some CPU op runs on a thread that runs no collective")
+        if self.stream_args:
+            out.append(self._stream_args_note(rank))
         ran_as = [] if self.on_gpu else _ops_asked_for(self.cpu, self.c10d)[1]
         if ran_as:
             out.append(f"rank {rank}: {len(ran_as)} collectives ran as another gloo op: "
@@ -405,6 +547,11 @@ def spans_from_trace(trace: dict, rank: int) -> list[Span]:
 def _number(value) -> float | None:
     if type(value) is float:   # most of a trace's times: the checks below, short-cut
         return value if math.isfinite(value) else None
+    if type(value) is int:     # the rest (whole µs): finite unless past float's range
+        try:
+            return float(value)
+        except OverflowError:
+            return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
@@ -429,8 +576,8 @@ def _cpu_op_compute(ops: list[tuple[str, float, float]], cpu: list[Span]) -> lis
     comm_threads = {s.tid for s in cpu if s.kind in COMM_KINDS}
     by_thread: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for tid, start, end in ops:
-        if tid not in comm_threads:
-            by_thread[tid].append((start, end))
+        if str(tid) not in comm_threads:
+            by_thread[str(tid)].append((start, end))
     out = []
     for tid, intervals in by_thread.items():
         merged: list[list[float]] = []
@@ -505,10 +652,10 @@ def _step_number(name: str) -> int | None:
 
 
 def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
-               launch_at: dict[int, tuple[str, float]], steps: _Steps, calls: "_CallIndex"
-               ) -> list[Span]:
-    """Kernels typed by the CPU op that launched them; steps and launches linked by
-    correlation id (flow events, or the launch call's own id).
+               launch_at: dict[int, tuple[str, float]], steps: _Steps, calls: "_CallIndex",
+               rank: int) -> list[Span]:
+    """Kernels typed by the CPU op that launched them, as `rank`'s; steps and launches
+    linked by correlation id (flow events, or the launch call's own id).
 
     A kernel belongs to the step its launch happened in (the GPU runs behind the CPU, so
     its own start may fall in the next ProfilerStep). A kernel whose launch is not in a trace
@@ -522,14 +669,14 @@ def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
     launch_index = _PhaseIndex(_group(launches, lambda s: (s.tid, "launch")))
     # kept from the CPU side: marks, and gloo's collectives on its own threads (gloo on CUDA
     # tensors: its work, copies to and from the GPU included, is CPU time; NCCL traces have none)
-    out = [_with(s, step=steps.find(s.start_us)) for s in cpu
+    out = [_with(s, rank=rank, step=steps.find(s.start_us)) for s in cpu
            if s.kind in ("step", "micro_step", "bucket_hook", "link", "other", *COMM_KINDS)]
     launch_bytes: dict[Span, int] = {}
     any_linked = any(corr in launch_at for _, corr in kernels)
     for kernel, corr in kernels:
         where = launch_at.get(corr) if corr is not None else None
         if where is None:
-            out.append(_with(kernel, step=None if any_linked else steps.find(kernel.start_us)))
+            out.append(_with(kernel, rank=rank, step=None if any_linked else steps.find(kernel.start_us)))
             continue
         tid, ts = where
         kind = kernel.kind
@@ -542,44 +689,60 @@ def _gpu_spans(cpu: list[Span], kernels: list[tuple[Span, int | None]],
                     launch_bytes[hit] = kernel.bytes
             asked = calls.find(tid, ts)
             if asked is not None:
-                op, nbytes = asked
-                out.append(_with(kernel, op=op, step=steps.find(ts),
-                                 bytes=kernel.bytes if kernel.bytes is not None else nbytes,
-                                 kind="allreduce" if op == "all_reduce" else "collective"))
+                out.append(_with(kernel, rank=rank, op=asked.op, step=steps.find(ts),
+                                 bytes=kernel.bytes if kernel.bytes is not None else asked.bytes,
+                                 group=kernel.group if kernel.group is not None else asked.group,
+                                 seq=kernel.seq if kernel.seq is not None else asked.seq,
+                                 kind="allreduce" if asked.op == "all_reduce" else "collective"))
                 continue
-        out.append(_with(kernel, kind=kind, step=steps.find(ts)))
+        out.append(_with(kernel, rank=rank, kind=kind, step=steps.find(ts)))
     for s in launches:
-        out.append(_with(s, step=steps.find(s.start_us),
+        out.append(_with(s, rank=rank, step=steps.find(s.start_us),
                          bytes=s.bytes if s.bytes is not None else launch_bytes.get(s)))
     return out
+
+
+class CommCall(NamedTuple):
+    """A CPU op that launches a collective (a c10d call, its NCCL/gloo annotation, or
+    record_param_comms), with what it says about it."""
+
+    tid: str
+    start: float
+    end: float
+    op: str
+    bytes: int | None
+    group: str | None
+    seq: int | None
 
 
 class _CallIndex:
     """The outermost collective-launching CPU op per thread: which op a launch at (thread,
     ts) was made for (c10d calls nest their annotations: the outer one asked), and the
-    message size the first nested annotation recorded."""
+    message size, process group and sequence number the first nested annotation that
+    records them gives (record_param_comms, in PyTorch since 2.1)."""
 
-    def __init__(self, calls: list[tuple[str, float, float, str, int | None]]):
-        groups: dict[str, list[list]] = defaultdict(list)
-        for tid, start, end, op, nbytes in sorted(calls, key=lambda c: (c[1], -c[2])):
-            mine = groups[tid]
-            if mine and end <= mine[-1][1]:    # nested in the previous outermost call
+    def __init__(self, calls: list[CommCall]):
+        groups: dict[str, list[CommCall]] = defaultdict(list)
+        for call in sorted(calls, key=lambda c: (c.start, -c.end)):
+            mine = groups[call.tid]
+            if mine and call.end <= mine[-1].end:    # nested in the previous outermost call
                 outer = mine[-1]
-                outer[2] = outer[2] if outer[2] != "other" else op
-                outer[3] = outer[3] if outer[3] is not None else nbytes
+                mine[-1] = outer._replace(**{
+                    field: getattr(call, field) for field in ("op", "bytes", "group", "seq")
+                    if getattr(outer, field) in (None, "other")})
             else:
-                mine.append([start, end, op, nbytes])
-        self.calls = {tid: [c for c in v if c[2] != "other"] for tid, v in groups.items()}
-        self.starts = {tid: [c[0] for c in v] for tid, v in self.calls.items()}
+                mine.append(call)
+        self.calls = {tid: [c for c in v if c.op != "other"] for tid, v in groups.items()}
+        self.starts = {tid: [c.start for c in v] for tid, v in self.calls.items()}
 
-    def find(self, tid: str, ts: float) -> tuple[str, int | None] | None:
-        """(op, bytes) of the call that launched at (tid, ts), or None."""
+    def find(self, tid: str, ts: float) -> CommCall | None:
+        """The call that launched at (tid, ts), or None."""
         starts = self.starts.get(tid)
         if not starts:
             return None
         i = bisect.bisect_right(starts, ts) - 1
         call = self.calls[tid][i] if i >= 0 else None
-        return (call[2], call[3]) if call is not None and ts < call[1] else None
+        return call if call is not None and ts < call.end else None
 
 
 class _PhaseIndex:
@@ -672,6 +835,8 @@ def _number_buckets(spans: list[Span], rank: int, steps: _Steps | None = None) -
             index = int(s.name.rsplit("#", 1)[1]) if named else counters[key]
             counters[key] += 1
             out.append(_with(s, rank=rank, step=step, bucket=index))
+        elif s.rank == rank and s.step == step:   # already so (a frozen span: no copy needed)
+            out.append(s)
         else:
             out.append(_with(s, rank=rank, step=step))
     return out

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from dpviz.cli import main
+from dpviz.discover import command_modules
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -23,6 +24,40 @@ def test_help_lists_subcommands_and_console_script_agrees():
         assert command in out.stdout
     script = subprocess.run([str(Path(sys.executable).parent / "dpviz"), "--help"], capture_output=True, text=True)
     assert script.returncode == 0 and script.stdout == out.stdout
+
+
+def test_each_command_is_listed_with_the_name_and_help_its_module_defines():
+    """`dpviz --help` reads names and helps from the source; importing the modules agrees."""
+    import importlib
+
+    listed = command_modules()
+    assert {"run", "animate", "load-trace", "report"} <= set(listed)
+    for name, (module_name, help_) in listed.items():
+        module = importlib.import_module(f"dpviz.{module_name}")
+        assert (module.NAME, module.HELP) == (name, help_)
+        assert callable(module.add_arguments) and callable(module.main)
+
+
+def test_a_command_imports_its_own_module_only():
+    """`dpviz load-trace` pays for no other command's imports, and for no plotting before it draws."""
+    probe = ("import sys; from dpviz.cli import build_parser; "
+             "build_parser(['load-trace', 'x']).parse_args(['load-trace', 'x']); "
+             "print(' '.join(sorted(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    loaded = set(out.stdout.split())
+    others = {f"dpviz.{m}" for n, (m, _) in command_modules().items() if n != "load-trace"}
+    assert "dpviz.traces.cli" in loaded and not loaded & others
+    assert not {m for m in loaded if m.startswith(("matplotlib", "torch"))}
+
+
+def test_a_failing_rank_is_told_apart_from_a_bug():
+    """A RankError exits 1 with its message; any other RuntimeError keeps its traceback."""
+    from dpviz.cli import _rank_failed
+    from dpviz.launch import RankError, RankTimeout
+
+    assert _rank_failed(RankError(0, "died")) and _rank_failed(RankTimeout([1], 5.0, "a task"))
+    assert not _rank_failed(RuntimeError("a bug"))
 
 
 @pytest.mark.parametrize("args, message", [

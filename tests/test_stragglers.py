@@ -8,7 +8,8 @@ import pytest
 
 from dpviz.cli import main as cli
 from dpviz.config import RunConfig
-from dpviz.traces.stragglers import collective_instances, match_collectives, straggler_ranking
+from dpviz.traces.stragglers import (ORDER, SEQUENCE, collective_instances, match_collectives,
+                                     straggler_ranking)
 from dpviz.traces.files import load_trace
 
 DATA = Path(__file__).parent / "data"
@@ -55,16 +56,17 @@ def test_live_slow_rank_is_the_straggler_and_the_others_wait_for_it(tmp_path, ca
 
 
 def _record(spans_by_rank: dict[int, list[tuple]], steps=((0, 0, 1000),)) -> "RunRecord":
-    """Ranks' collectives as (start µs, end µs, op, communicator) on stream sub-lanes."""
+    """Ranks' collectives as (start µs, end µs, op, communicator[, sequence number]) on
+    stream sub-lanes."""
     from dpviz.record import RunRecord, Span
 
     spans = [Span(rank=r, tid="m", name=f"ProfilerStep#{n}", kind="step", start_us=a, end_us=b, step=n)
              for r in spans_by_rank for n, a, b in steps]
     for rank, comms in spans_by_rank.items():
-        for start, end, op, group in comms:
+        for start, end, op, group, *seq in comms:
             step = next(n for n, a, b in steps if a <= start < b)
             spans.append(Span(rank=rank, tid=f"stream {group}", name=op, kind="collective",
-                              start_us=start, end_us=end, step=step, op=op))
+                              start_us=start, end_us=end, step=step, op=op, seq=(seq or [None])[0]))
     return RunRecord(config={}, world_size=len(spans_by_rank), spans=tuple(spans), buckets=(),
                      micro_steps=(), losses={}, checks=(), ddp_logging={})
 
@@ -117,13 +119,72 @@ def test_a_missing_instance_and_a_different_op_are_unmatched():
     assert sorted((u.rank, u.op) for u in unmatched) == [(0, "all_reduce"), (0, "broadcast"), (1, "all_gather")]
 
 
+def test_sequence_numbers_pair_what_issue_order_and_time_would_pair_wrong():
+    """Rank 1's first all-reduce ran before profiling started: in issue order rank 0's first
+    (seq 5) overlaps rank 1's only one (seq 6) and would pair with it; the numbers pair 6
+    with 6, and 5 has no partner."""
+    comms = {0: [(0, 100, "all_reduce", 3, 5), (100, 200, "all_reduce", 3, 6)],
+             1: [(50, 200, "all_reduce", 3, 6)]}
+    instances, unmatched = match_collectives(_record(comms))
+    (c,) = instances
+    assert c.matched_by == SEQUENCE and c.wait_ms == pytest.approx({0: 0.0, 1: 0.05})
+    assert [(u.rank, u.count) for u in unmatched] == [(0, 1)]
+    unnumbered = {r: [x[:4] for x in v] for r, v in comms.items()}
+    (by_order,), _ = match_collectives(_record(unnumbered))
+    assert by_order.matched_by == ORDER and by_order.wait_ms[0] == pytest.approx(0.05)
+    _check_physics(_record(comms))
+
+
+def test_a_numbered_pair_that_cannot_have_happened_is_unmatched():
+    """Seq 7 on both ranks but rank 1 starts after rank 0 ended (clocks that disagree): no
+    wait longer than a kernel is made up; it is unmatched."""
+    instances, unmatched = match_collectives(_record({0: [(0, 100, "all_reduce", 3, 7)],
+                                                      1: [(150, 300, "all_reduce", 3, 7)]}))
+    assert instances == [] and sorted(u.rank for u in unmatched) == [0, 1]
+
+
+def test_process_group_and_sequence_number_come_from_record_param_comms(tmp_path):
+    """Kernels that do not carry their process group (older kineto) take it, and the
+    sequence number, from the record_param_comms op that launched them; rank 1's trace
+    lacks seq 41 (its profiler started later): pairs by number, 41 unmatched."""
+    from handmade_traces import Rank
+
+    paths = []
+    for rank, calls in ((0, ((41, 100), (42, 400))), (1, ((42, 400),))):
+        r = Rank(rank).step(1, 0, 1000).step(2, 1000, 1000)
+        for seq, t in calls:
+            r.cpu("c10d::allreduce_", t, 50)
+            r.cpu("record_param_comms", t + 2, 40, **{"Collective name": "allreduce", "Seq": seq,
+                                                      "Process Group Name": "7",
+                                                      "Process Group Ranks": [0, 1]})
+            r.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", t + 100 + 50 * rank, 150,
+                     stream=20, launch=t + 10)
+        paths.append(r.write(tmp_path / f"rank{rank}.json.gz"))
+    record = load_trace(paths)
+    kernels = [s for s in record.spans if s.tid == "stream 20"]
+    assert {(s.rank, s.group, s.seq) for s in kernels} == {(0, "7", 41), (0, "7", 42), (1, "7", 42)}
+    instances, unmatched = match_collectives(record)
+    assert [(c.group, c.matched_by) for c in instances] == [("7", SEQUENCE)]
+    assert [(u.rank, u.group, u.count) for u in unmatched] == [(0, "7", 1)]
+    _check_physics(record)
+
+
 def test_real_sampled_ranks_obey_the_physics():
     """Two sampled ranks of a 128-rank job (tests/data/nccl-sampled-ranks): what pairs has
     kernels ending within a few µs of each other; what has no partner is unmatched."""
     record = load_trace(sorted((DATA / "nccl-sampled-ranks").glob("*.json.gz")))
     instances, unmatched = match_collectives(record)
     assert len(instances) == 5 and sum(u.count for u in unmatched) == 10
+    assert {c.matched_by for c in instances} == {ORDER}   # its PyTorch wrote no sequence numbers
     for c in instances:   # one instance ends on all ranks at about the same moment
         ends = [c.arrive_ms[r] + c.wait_ms[r] + c.move_ms[r] for r in c.arrive_ms]
         assert max(ends) - min(ends) < 0.5
     _check_physics(record)
+
+
+def test_a_real_traces_process_group_is_read_from_it():
+    """The A100 trace's NCCL kernels and record_param_comms name process group '0' (no
+    sequence numbers): its collectives are grouped by that name, not by their stream."""
+    record = load_trace(DATA / "nccl-a100-ddp")
+    comm = [s for s in record.spans if s.kind in ("allreduce", "collective")]
+    assert comm and {s.group for s in comm} == {"0"} and {s.seq for s in comm} == {None}

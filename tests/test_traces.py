@@ -92,6 +92,59 @@ def test_the_truncated_last_step_is_dropped_and_the_rule_printed(tmp_path, capsy
     assert "analysed steps 1-3 (4 dropped: the last ProfilerStep may be cut short" in out
 
 
+def _sync_trace(tmp_path, sync_end: float, op_stream=None) -> Path:
+    """One DDP-like rank, plus a `Stream Sync` (kineto's cuda_sync on stream 7, linked by
+    correlation id to the cudaStreamSynchronize called in step 6) ending at `sync_end` µs,
+    and a CPU op carrying `args.stream` when `op_stream` is given."""
+    r = ddp_gpu_rank(0)
+    r.cpu("cudaStreamSynchronize", 1900, 90, cat="cuda_runtime", correlation=99)
+    r.events.append({"ph": "X", "cat": "cuda_sync", "name": "Stream Sync", "ts": sync_end - 5,
+                     "dur": 5, "pid": 0, "tid": 7,
+                     "args": {"stream": 7, "wait_on_stream": -1, "correlation": 99}})
+    if op_stream is not None:
+        r.cpu("aten::record_stream", 20, 5, stream=op_stream)
+    return r.write(tmp_path / "rank0.json.gz")
+
+
+def test_where_hta_reads_a_sync_or_a_cpu_op_as_a_kernel_the_output_says_so(tmp_path, capsys):
+    """HTA takes every event with a whole-number `stream` arg for a GPU kernel: a Stream Sync
+    76 ms after the last kernel stretches its breakdown window (HTA 0.5.0 reads this trace
+    as 97.61 % idle over 78.96 ms; dpviz 4.08 % over 1.96 ms), and a CPU op with a stream
+    counts as compute. dpviz counts kernels and copies only; the notes, summary.json and
+    the report say where HTA's figures would differ and why."""
+    from dpviz.traces.summary import summary
+
+    plain = temporal_breakdown(load_trace(ddp_gpu_rank(0).write(tmp_path / "p" / "rank0.json.gz")))
+    last_kernel = 2000 + 1060 + 200   # ddp_gpu_rank: the last optimizer kernel's end, µs
+    record = load_trace(_sync_trace(tmp_path, last_kernel + 76_000, op_stream=7))
+    assert temporal_breakdown(record) == plain     # neither is GPU work to dpviz
+    (note,) = summary(record)["hta_differences"]
+    assert note.startswith("rank 0: where HTA differs: 2 events that are no GPU work carry a "
+                           "stream number (")
+    assert "aten::record_stream ×1" in note and "Stream Sync ×1" in note
+    assert "the last, Stream Sync, ends 76.0 ms after the last GPU kernel or copy: where it " \
+           "falls in an analysed step, HTA's window runs to it" in note
+    assert cli(["report", str(tmp_path / "rank0.json.gz"), "--out", str(tmp_path / "r.html")]) == 0
+    assert "76.0 ms after the last GPU kernel" in (tmp_path / "r.html").read_text()
+
+
+def test_a_stream_hta_cannot_read_as_a_number_is_no_difference(tmp_path):
+    """ROCm writes launch calls' streams as '0x0': HTA reads -1 (not a GPU event), so no note;
+    a sync inside the kernels' window is counted but stretches nothing."""
+    from dpviz.traces.summary import summary
+
+    record = load_trace(_sync_trace(tmp_path, 1500, op_stream="0x0"))
+    (note,) = summary(record)["hta_differences"]
+    assert "1 events that are no GPU work" in note and "after the last GPU kernel" not in note
+
+
+def test_a_cpu_only_trace_says_hta_has_no_breakdown_for_it():
+    from dpviz.traces.summary import summary
+
+    (note,) = summary(_load(DATA / "cpu-only-ops"))["hta_differences"]
+    assert "a CPU-only trace: HTA's temporal breakdown fails on it" in note
+
+
 def test_compute_fits_the_step_window_when_the_gpu_runs_behind(tmp_path):
     """The GPU runs 300 µs behind the CPU: timed where the kernels run, every row fits."""
     record = load_trace([ddp_gpu_rank(r).write(tmp_path / f"rank{r}.json.gz") for r in (0, 1)])

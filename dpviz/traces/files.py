@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 import msgspec
 
 from ..record import RunRecord, Span
-from ..trace import COMM_KINDS, TraceError, TraceScan, rank_from_name, shift
+from ..trace import COMM_KINDS, TraceError, TraceScan, collector_paused, rank_from_name, shift
 
 FACADE = ("load_trace",)  # what `dpviz.<name>` offers from here
 
@@ -46,19 +46,25 @@ class _Args(msgspec.Struct):
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
     input_type: Any = msgspec.field(default=None, name="Input type")
     group: Any = msgspec.field(default=None, name="Process Group Name")
+    group_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
+    seq: Any = msgspec.field(default=None, name="Seq")
 
-    def to_dict(self) -> dict:
-        """As the trace wrote them (args it did not write stay out)."""
-        return {name: value for name, value in zip(_ARG_NAMES, msgspec.structs.astuple(self))
-                if value is not None}
+    def get(self, name: str, default: Any = None) -> Any:
+        """An arg by the name the trace gives it, as a dict of the args written would."""
+        value = getattr(self, _ATTRS.get(name, "_"), None)
+        return default if value is None else value
+
+    def __contains__(self, name: str) -> bool:
+        return self.get(name) is not None
 
 
-_ARG_NAMES = ("stream", "correlation", "Collective name", "In msg nelems", "dtype", "Input Dims",
-              "Input type", "Process Group Name")
+# The trace's arg names → _Args' fields (args it did not write, or wrote as null, read as absent).
+_ATTRS = {f.encode_name: f.name for f in msgspec.structs.fields(_Args)}
 
 
 class _Event(msgspec.Struct):
-    """The fields of a trace event that TraceScan reads, with `dict.get`'s defaults."""
+    """The fields of a trace event that TraceScan reads (as `dpviz.trace.EventFields`),
+    with `dict.get`'s defaults."""
 
     ph: Any = None
     cat: Any = ""
@@ -252,6 +258,7 @@ class LoadedRank:
     seconds: float
 
 
+@collector_paused()
 def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
     """Stream one trace file through a TraceScan, find its rank, and resolve its spans.
 
@@ -260,7 +267,7 @@ def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
     """
     path = Path(path)
     scan, t0 = TraceScan(), time.perf_counter()
-    header = stream_events(path, scan.add, batch=lambda events: _feed(scan, events))
+    header = stream_events(path, scan.add, batch=scan.add_batch)
     seconds = time.perf_counter() - t0
     if scan.events and not scan.phased:
         raise TraceError(f"{path} is not a chrome trace: none of its {scan.events:,} events has "
@@ -296,12 +303,6 @@ def _node(value) -> dict | None:
     return value if ok else None
 
 
-def _feed(scan: TraceScan, events: list[_Event]) -> None:
-    add = scan.add_fields
-    for e in events:
-        add(e.ph, e.cat, e.name, e.ts, e.dur, e.tid, e.id, e.args)
-
-
 def _int(value) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -328,6 +329,7 @@ def trace_paths(inputs: str | os.PathLike | Iterable[str | os.PathLike]) -> list
     return out
 
 
+@collector_paused()
 def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
                ranks: Iterable[int | None] | None = None) -> RunRecord:
     """Per-rank profiler traces (`.json` or `.json.gz`, or folders of them) → one RunRecord

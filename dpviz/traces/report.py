@@ -59,7 +59,7 @@ def render_report(record: RunRecord, title: str = "dpviz report") -> str:
               "<p>Overlap = |communication ∩ compute| / |communication| over the analysed steps "
               "(n/a: no communication to overlap); breakdown over each rank's window from its first "
               f"to its last busy span in them; {_e(compute_definition(record))}.</p>",
-              _breakdown_table(data, labels),
+              _breakdown_table(data, labels), _hta_differences(data),
               "<h2>Across ranks: skew, waiting and stragglers</h2>", _stragglers(record, labels, step)]
     body = "\n".join(parts)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
@@ -102,6 +102,14 @@ def _table(header: list[str], rows: list[list]) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f"<div class='wide'><table><tr>{head}</tr>{body}</table></div>"   # scrolls, not the page
+
+
+def _hta_differences(data: dict) -> str:
+    """Where HTA would report another figure on these traces, and why (dpviz's is kept)."""
+    if not data["hta_differences"]:
+        return ""
+    items = "".join(f"<li>{_e(n)}</li>" for n in data["hta_differences"])
+    return f"<p>Where HTA's figures would differ from these, and why:</p><ul>{items}</ul>"
 
 
 def _notes(record: RunRecord) -> str:
@@ -157,8 +165,10 @@ def _stragglers(record: RunRecord, labels: dict[int, str], step: int) -> str:
                   [[s.step, labels[s.straggler], ", ".join(labels[r] for r in s.ranking)]
                    + [f"{s.waited_ms[r]:.2f}" for r in ranks] for s in ranking])]
     shown = [c for c in instances if c.step == step]
-    out.append(f"<p>The {len(shown)} matched collectives of step {step} (every step's are in "
-               "summary.json):</p>")
+    how = " and ".join(sorted({c.matched_by for c in shown}))
+    out.append(f"<p>The {len(shown)} matched collectives of step {step}"
+               + (f", matched per communicator by {how}" if how else "")
+               + " (every step's are in summary.json):</p>")
     out.append(_table(["step", "#", "op", "MiB", "skew ms", "last to arrive"]
                       + [f"{labels[r]} waits / moves ms" for r in ranks],
                       [[c.step, c.index, c.op, "" if c.bytes is None else f"{c.bytes / 2**20:.2f}",

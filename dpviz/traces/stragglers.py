@@ -7,13 +7,16 @@ last rank's) and how long the data then moved (from the last arrival to its own 
 The rank that keeps arriving last is the straggler: the others wait in its collectives.
 
 Matching follows that physics. Collectives are grouped per communicator: the process group
-the trace names (NCCL kernels since PyTorch 2.3), else the GPU stream a communicator's
-kernels run on, else one group (gloo: DDP's default group). Within a group, each rank's
-collectives are walked in issue order, and one from every rank is an instance only when
-all of them run the same op and overlap in time (the last arrival before the first end):
-so a rank's wait never exceeds its own kernel. A collective with no such partner on every
-loaded rank — the peers of a sampled rank are not loaded, an instance fell outside the
-profiled window — is reported as unmatched, never turned into a wait.
+the trace names (on NCCL kernels since PyTorch 2.3, or on the record_param_comms op that
+launched them), else the GPU stream a communicator's kernels run on, else one group (gloo:
+DDP's default group). Within a group, where every collective carries its sequence number
+(`Seq`, newer PyTorch), one number on every rank is one instance; otherwise each rank's
+collectives are walked in issue order. Either way one from every rank is an instance only
+when all of them run the same op and overlap in time (the last arrival before the first
+end): so a rank's wait never exceeds its own kernel. A collective with no such partner on
+every loaded rank — the peers of a sampled rank are not loaded, an instance fell outside
+the profiled window, clocks that disagree — is reported as unmatched, never turned into a
+wait.
 """
 from __future__ import annotations
 
@@ -23,6 +26,10 @@ from dataclasses import dataclass
 from ..overlap import length, step_windows
 from ..record import RunRecord, Span
 from ..trace import COMM_KINDS
+
+
+SEQUENCE = "sequence number"
+ORDER = "issue order and time"
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,7 @@ class CollectiveInstance:
     arrive_ms: dict[int, float]      # rank → when it entered the collective
     wait_ms: dict[int, float]        # rank → waiting for the last rank to arrive
     move_ms: dict[int, float]        # rank → from the last arrival to its own end
+    matched_by: str = ORDER          # SEQUENCE (the trace's numbers) or ORDER (issue order and time)
 
     @property
     def skew_ms(self) -> float:
@@ -86,7 +94,7 @@ def match_collectives(record: RunRecord) -> tuple[list[CollectiveInstance], list
     matched, lost = _match(record)
     t0 = _step_starts(record)
     instances, index = [], Counter()
-    for key, members in matched:
+    for key, members, how in matched:
         step = members[0][1].step
         last = max(s.start_us for _, s in members)
         instances.append(CollectiveInstance(
@@ -94,23 +102,28 @@ def match_collectives(record: RunRecord) -> tuple[list[CollectiveInstance], list
             bytes=members[0][1].bytes,
             arrive_ms={r: (s.start_us - t0.get(step, 0.0)) / 1e3 for r, s in members},
             wait_ms={r: (last - s.start_us) / 1e3 for r, s in members},
-            move_ms={r: (s.end_us - last) / 1e3 for r, s in members}))
+            move_ms={r: (s.end_us - last) / 1e3 for r, s in members}, matched_by=how))
         index[(step, key)] += 1
     return instances, lost
 
 
-def _match(record: RunRecord) -> tuple[list[tuple[str, list[tuple[int, Span]]]], list[Unmatched]]:
-    """(communicator, [(rank, span), ...]) per matched instance in time order; the rest."""
+Members = list[tuple[int, Span]]
+
+
+def _match(record: RunRecord) -> tuple[list[tuple[str, Members, str]], list[Unmatched]]:
+    """(communicator, [(rank, span), ...], how) per matched instance in time order; the rest."""
     by_key: dict[str, dict[int, list[Span]]] = defaultdict(lambda: defaultdict(list))
     for s in record.spans:
         if s.kind in COMM_KINDS and s.step is not None:
             by_key[communicator(s)][s.rank].append(s)
     ranks = sorted({s.rank for s in record.spans})
-    matched: list[tuple[str, list[tuple[int, Span]]]] = []
+    matched: list[tuple[str, Members, str]] = []
     lost: Counter = Counter()
     for key, lists in sorted(by_key.items()):
-        found, left = _walk({r: sorted(lists.get(r, []), key=lambda s: s.start_us) for r in ranks})
-        matched += [(key, m) for m in found]
+        mine = {r: sorted(lists.get(r, []), key=lambda s: s.start_us) for r in ranks}
+        how = SEQUENCE if _numbered(mine) else ORDER
+        found, left = (_by_sequence if how == SEQUENCE else _walk)(mine)
+        matched += [(key, m, how) for m in found]
         lost.update((s.step, s.rank, str(s.op), key) for s in left)
     matched.sort(key=lambda m: min(s.start_us for _, s in m[1]))
     return matched, [Unmatched(rank=r, step=step, op=None if op == "None" else op,
@@ -127,7 +140,41 @@ def _step_starts(record: RunRecord) -> dict[int, float]:
     return t0
 
 
-def _walk(lists: dict[int, list[Span]]) -> tuple[list[list[tuple[int, Span]]], list[Span]]:
+def _numbered(lists: dict[int, list[Span]]) -> bool:
+    """Whether every collective of a communicator carries a sequence number, each once per
+    rank (one number, one collective), on at least two ranks."""
+    return (sum(bool(v) for v in lists.values()) >= 2
+            and all(s.seq is not None for v in lists.values() for s in v)
+            and all(len({s.seq for s in v}) == len(v) for v in lists.values()))
+
+
+def _possible(heads: Members) -> bool:
+    """One collective on every rank can be one instance: the same op, and the last rank
+    arrives before the first one's kernel ends (else one rank would wait longer than its
+    own collective ran)."""
+    return (max(s.start_us for _, s in heads) <= min(s.end_us for _, s in heads)
+            and len({s.op for _, s in heads}) == 1)
+
+
+def _by_sequence(lists: dict[int, list[Span]]) -> tuple[list[Members], list[Span]]:
+    """Match one communicator's collectives across ranks by sequence number: a number every
+    rank ran is one instance if it is possible (`_possible`); every other collective is
+    unmatched. Linear in collectives."""
+    ranks = sorted(lists)
+    numbered = {r: {s.seq: s for s in lists[r]} for r in ranks}
+    common = set.intersection(*(set(v) for v in numbered.values()))
+    found: list[Members] = []
+    left = [s for r in ranks for s in lists[r] if s.seq not in common]
+    for seq in sorted(common):
+        heads = [(r, numbered[r][seq]) for r in ranks]
+        if _possible(heads):
+            found.append(heads)
+        else:
+            left += [s for _, s in heads]
+    return found, left
+
+
+def _walk(lists: dict[int, list[Span]]) -> tuple[list[Members], list[Span]]:
     """Match one communicator's collectives across ranks in issue order.
 
     At each turn, look at every rank's next collective. If they all run the same op and
@@ -144,8 +191,7 @@ def _walk(lists: dict[int, list[Span]]) -> tuple[list[list[tuple[int, Span]]], l
     while all(pos[r] < len(lists[r]) for r in ranks):
         heads = [(r, lists[r][pos[r]]) for r in ranks]
         first_end = min(heads, key=lambda h: h[1].end_us)
-        if (max(s.start_us for _, s in heads) <= first_end[1].end_us
-                and len({s.op for _, s in heads}) == 1):
+        if _possible(heads):
             found.append(heads)
             for r in ranks:
                 pos[r] += 1
@@ -170,7 +216,7 @@ def straggler_ranking(record: RunRecord) -> list[StepStragglers]:
     windows = {r: step_windows(v) for r, v in by_rank.items()}
     waits: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
     late: dict[int, dict[int, float]] = defaultdict(lambda: defaultdict(float))
-    for _, members in matched:
+    for _, members, _ in matched:
         step = members[0][1].step
         first = min(s.start_us for _, s in members)
         last = max(s.start_us for _, s in members)

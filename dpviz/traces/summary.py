@@ -6,6 +6,7 @@ HTA-style overlap fraction beside the overlap with backward, and communication b
 `overlap`: HTA's comm/comp overlap per rank, over the steps HTA analyses.
 `stragglers`: per step, ranks latest first (see stragglers.straggler_ranking); several ranks only.
 `unmatched_collectives`: per rank, step and op, collectives no loaded peer ran at the same time.
+`hta_differences`: the record's notes on where HTA computes a figure differently here, and why.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ..record import RunRecord
+from ..trace import HTA_DIFFERS
 from .stragglers import match_collectives, straggler_ranking
 from ..overlap import (analysed_steps, comm_compute_overlap, record_ranks, summarize,
                        temporal_breakdown)
@@ -39,7 +41,7 @@ def summary(record: RunRecord) -> dict:
                         for rank in record_ranks(record)],
             "breakdown": [asdict(b) for b in temporal_breakdown(record)],
             "stragglers": _stragglers(record), "unmatched_collectives": _unmatched(record),
-            "rows": rows}
+            "hta_differences": [n for n in record.notes if HTA_DIFFERS in n], "rows": rows}
 
 
 def _stragglers(record: RunRecord) -> list[dict]:
