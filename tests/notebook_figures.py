@@ -3,19 +3,21 @@
 `python tests/notebook_figures.py DIR` writes an IPython profile, DIR/ipython, whose startup file
 hooks every kernel started with IPYTHONDIR=DIR/ipython — nbval's included, since its kernels
 inherit the environment — so the notebooks are checked on the one run that tests them, unedited.
-In a hooked kernel every matplotlib Figure made while a cell runs — pyplot's and the widgets' own
-— is checked after the cell with dpviz.plots.legibility, and DIR/kernel-<pid>.jsonl gets one JSON
-line per figure (its titles, overlapping labels with tick labels included, labels on bars they
-cannot be read on, type under 7 pt, titles naming fewer models than drawn, the smallest type as
-shown, the labels `place_labels` hid), one per write to stderr, and one per cell that ran. The
-kernel is not told which notebook it runs, so each line names its cell by a fingerprint of the
-cell's source: the test finds the notebook whose code cells that kernel ran, in order."""
+In a hooked kernel every matplotlib Figure made while a cell runs — pyplot's and the widgets'
+own — is checked after the cell with dpviz.plots.legibility, and the kernel's own log,
+DIR/kernel-<pid>-<random>.jsonl, gets one JSON line per figure (its titles, overlapping labels
+with tick labels included, labels on bars they cannot be read on, type under 7 pt, titles naming
+fewer models than drawn, the smallest type as shown, the labels `place_labels` hid), one per
+write to stderr, and one per cell that ran. The kernel is not told which notebook it runs, so
+each line names its cell by a fingerprint of the cell's source: the test finds the notebook
+whose code cells that kernel ran, in order."""
 from __future__ import annotations
 
 import hashlib
 import json
 import os
 import sys
+import uuid
 from pathlib import Path
 
 # Loads this file in its own namespace, so a notebook sees none of the hook's names (a learner's
@@ -48,8 +50,8 @@ def install(log_dir: Path) -> Path:
     startup.mkdir(parents=True, exist_ok=True)
     for old in log_dir.glob("kernel-*.jsonl"):
         old.unlink()
-    hook_file = str(Path(__file__).resolve())
-    (startup / "00-dpviz-figures.py").write_text(STARTUP.format(hook=hook_file, log_dir=str(log_dir)))
+    text = STARTUP.format(hook=str(Path(__file__).resolve()), log_dir=str(log_dir))
+    (startup / "00-dpviz-figures.py").write_text(text)
     return log_dir / "ipython"
 
 
@@ -60,7 +62,8 @@ def hook(log_dir: str) -> None:
     import matplotlib.figure
     from IPython import get_ipython
 
-    log = os.path.join(log_dir, f"kernel-{os.getpid()}.jsonl")
+    # a pid may recur within one run
+    log = os.path.join(log_dir, f"kernel-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl")
     init = matplotlib.figure.Figure.__init__
 
     def remember(self, *args, **kwargs):
