@@ -4,7 +4,7 @@ PY := .venv/bin/python
 STAMP := .venv/.dpviz-installed
 NODE_STAMP := node_modules/.dpviz-installed
 
-.PHONY: setup lab tour book test test-kernels test-fast bench animations gpu-check gpu-bundle versions clean
+.PHONY: setup lab tour book test test-notebooks test-kernels test-fast bench animations gpu-check gpu-bundle versions clean
 
 setup: $(STAMP)
 $(STAMP): pyproject.toml scripts/setup.sh
@@ -23,12 +23,20 @@ tour: $(STAMP)  ## headless: execute every notebook and write HTML to out/tour/
 book: $(STAMP) $(NODE_STAMP)  ## the course site: notebooks executed live + videos → out/book/html/
 	$(PY) -m dpviz book --out out/book
 
-test: $(STAMP) $(NODE_STAMP)  ## every test: unit + live ranks + scenes + browser, every CPU kernel path, every notebook
+# Each notebook is executed once: nbval runs it in a kernel hooked to log every figure's
+# legibility and every stderr write (tests/notebook_figures.py), and the tests read that log.
+test: $(STAMP) $(NODE_STAMP)  ## every test: every notebook, unit + live ranks + scenes + browser, every CPU kernel path
 	@start=$$(date +%s); \
-	$(PY) -m pytest tests --durations=10 && \
-	$(MAKE) --no-print-directory test-kernels && \
-	$(PY) -m pytest --nbval-lax -p no:cacheprovider notebooks; \
+	$(MAKE) --no-print-directory test-notebooks && \
+	DPVIZ_FIGURE_LOG_DIR=$(abspath $(FIGURE_LOG)) $(PY) -m pytest tests --durations=10 && \
+	$(MAKE) --no-print-directory test-kernels; \
 	status=$$?; echo "== make test: $$(( $$(date +%s) - start )) s after set-up"; exit $$status
+
+FIGURE_LOG := out/notebook-figures
+NOTEBOOKS ?= notebooks
+test-notebooks: $(STAMP)  ## nbval over $(NOTEBOOKS), logging the figures to $(FIGURE_LOG)/ for tests/test_notebook_legibility.py
+	ipython_dir=$$($(PY) tests/notebook_figures.py $(FIGURE_LOG)) && \
+	IPYTHONDIR=$$ipython_dir $(PY) -m pytest --nbval-lax -p no:cacheprovider $(NOTEBOOKS)
 
 # ATen sums in another order on each CPU kernel path (default, AVX2, AVX-512), so the tests
 # that compare results with one process (`-m numeric`) run again under every other path the

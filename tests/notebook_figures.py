@@ -1,53 +1,131 @@
-"""Run inside a notebook's kernel by tests/test_notebook_legibility.py (never imported by dpviz):
-every matplotlib Figure made while a cell runs — pyplot's and the widgets' own — is checked
-after the cell with dpviz.plots.legibility, and one JSON line per figure is appended to the
-log named by DPVIZ_FIGURE_LOG: the cell, the figure's titles, overlapping labels (tick labels
-included), labels on bars they cannot be read on, type under 7 pt, titles naming fewer models
-than drawn, the smallest type as shown, and the labels `place_labels` hid."""
+"""The kernel side of tests/test_notebook_legibility.py (never imported by dpviz).
+
+`python tests/notebook_figures.py DIR` writes an IPython profile, DIR/ipython, whose startup file
+hooks every kernel started with IPYTHONDIR=DIR/ipython — nbval's included, since its kernels
+inherit the environment — so the notebooks are checked on the one run that tests them, unedited.
+In a hooked kernel every matplotlib Figure made while a cell runs — pyplot's and the widgets'
+own — is checked after the cell with dpviz.plots.legibility, and the kernel's own log,
+DIR/kernel-<pid>-<random>.jsonl, gets one JSON line per figure (its titles, overlapping labels
+with tick labels included, labels on bars they cannot be read on, type under 7 pt, titles naming
+fewer models than drawn, the smallest type as shown, the labels `place_labels` hid), one per
+write to stderr, and one per cell that ran. The kernel is not told which notebook it runs, so
+each line names its cell by a fingerprint of the cell's source: the test finds the notebook
+whose code cells that kernel ran, in order."""
+from __future__ import annotations
+
+import hashlib
 import json
 import os
+import sys
+import uuid
+from pathlib import Path
 
-import matplotlib.figure
+# Loads this file in its own namespace, so a notebook sees none of the hook's names (a learner's
+# copy has no `json` or `os` it forgot to import).
+STARTUP = """\
+def _dpviz_figure_hook():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("dpviz_notebook_figures", {hook!r})
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.hook({log_dir!r})
+_dpviz_figure_hook()
+del _dpviz_figure_hook
+"""
 
-_made = []
-_init = matplotlib.figure.Figure.__init__
+_made: list = []
+_cell = {"fingerprint": ""}   # the cell running, or the last one that ran
 
 
-def _remember(self, *args, **kwargs):
-    _init(self, *args, **kwargs)
-    _made.append(self)
+def fingerprint(source: str) -> str:
+    """What names a cell in the log: the kernel and the test both see its exact source."""
+    return hashlib.sha1(source.encode()).hexdigest()
 
 
-def _titles(fig):
-    return [t for ax in fig.axes for t in (ax.get_title(loc="left"), ax.get_title()) if t][:2]
+def install(log_dir: Path) -> Path:
+    """Write the profile that hooks kernels to log into `log_dir`, dropping the kernel logs of
+    an earlier run there (a stale log must not stand in for this one); return its IPYTHONDIR."""
+    log_dir = log_dir.resolve()   # kernels start in the notebook's folder
+    startup = log_dir / "ipython" / "profile_default" / "startup"
+    startup.mkdir(parents=True, exist_ok=True)
+    for old in log_dir.glob("kernel-*.jsonl"):
+        old.unlink()
+    text = STARTUP.format(hook=str(Path(__file__).resolve()), log_dir=str(log_dir))
+    (startup / "00-dpviz-figures.py").write_text(text)
+    return log_dir / "ipython"
 
 
-def _check(result):
+def hook(log_dir: str) -> None:
+    """In the kernel: remember every Figure made, note each cell as it starts, check its figures
+    after it, and log every write to stderr (ipykernel's stream, which also carries what the
+    kernel's child processes write to file descriptor 2)."""
+    import matplotlib.figure
+    from IPython import get_ipython
+
+    # a pid may recur within one run
+    log = os.path.join(log_dir, f"kernel-{os.getpid()}-{uuid.uuid4().hex[:8]}.jsonl")
+    init = matplotlib.figure.Figure.__init__
+
+    def remember(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        _made.append(self)
+
+    def write_stderr(text, write=sys.stderr.write):
+        if text:
+            _append(log, {"kind": "stderr", "cell": _cell["fingerprint"], "text": text[:300]})
+        return write(text)
+
+    matplotlib.figure.Figure.__init__ = remember
+    sys.stderr.write = write_stderr   # an instance attribute: ipykernel's fd watcher calls it too
+    events = get_ipython().events
+    events.register("pre_run_cell", _started)
+    events.register("post_run_cell", lambda result: _ran(log, result))
+
+
+def _append(log: str, line: dict) -> None:
+    with open(log, "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def _started(info) -> None:
+    if info.raw_cell.strip():
+        _cell["fingerprint"] = fingerprint(info.raw_cell)
+
+
+def _ran(log: str, result) -> None:
+    if not result.info.raw_cell.strip():   # nbclient never sends a blank cell; nbval does
+        return
+    cell = fingerprint(result.info.raw_cell)
+    for fig in _made:
+        if fig.axes:
+            _append(log, {"kind": "figure", "cell": cell, **_measure(fig)})
+    _made.clear()
+    _append(log, {"kind": "ran", "cell": cell})
+
+
+def _measure(fig) -> dict:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     from dpviz.plots.legibility import (hidden_texts, overlapping_texts, shown_sizes, small_texts,
                                         texts_over_bars, title_missing_models)
-
-    cell = result.info.raw_cell.strip().splitlines()[0][:80] if result.info.raw_cell.strip() else ""
-    with open(os.environ["DPVIZ_FIGURE_LOG"], "a") as log:
-        for fig in _made:
-            if not fig.axes:
-                continue
-            try:
-                if not hasattr(fig.canvas, "get_renderer"):   # closed by pyplot after it was shown
-                    FigureCanvasAgg(fig)
-                line = {"cell": cell, "titles": _titles(fig), "overlaps": overlapping_texts(fig),
-                        "hidden": hidden_texts(fig), "over_bars": texts_over_bars(fig),
-                        "small": small_texts(fig), "titles_missing": title_missing_models(fig),
-                        "smallest_pt": min((round(pt, 1) for _, pt in shown_sizes(fig)), default=None)}
-                bad = line["overlaps"] or line["over_bars"] or line["small"] or line["titles_missing"]
-                if bad and os.environ.get("DPVIZ_FIGURE_DIR"):   # to look at
-                    fig.savefig(os.path.join(os.environ["DPVIZ_FIGURE_DIR"], f"{id(fig)}.png"))
-            except Exception as err:   # reported by the test, not lost in the kernel
-                line = {"cell": cell, "error": repr(err)}
-            log.write(json.dumps(line) + "\n")
-    _made.clear()
+    try:
+        if not hasattr(fig.canvas, "get_renderer"):   # closed by pyplot after it was shown
+            FigureCanvasAgg(fig)
+        line = {"titles": _titles(fig), "overlaps": overlapping_texts(fig),
+                "hidden": hidden_texts(fig), "over_bars": texts_over_bars(fig),
+                "small": small_texts(fig), "titles_missing": title_missing_models(fig),
+                "smallest_pt": min((round(pt, 1) for _, pt in shown_sizes(fig)), default=None)}
+        bad = line["overlaps"] or line["over_bars"] or line["small"] or line["titles_missing"]
+        if bad and os.environ.get("DPVIZ_FIGURE_DIR"):   # to look at
+            fig.savefig(os.path.join(os.environ["DPVIZ_FIGURE_DIR"], f"{id(fig)}.png"))
+    except Exception as err:   # reported by the test, not lost in the kernel
+        return {"error": repr(err)}
+    return line
 
 
-matplotlib.figure.Figure.__init__ = _remember
-get_ipython().events.register("post_run_cell", _check)  # noqa: F821 (IPython's global)
+def _titles(fig) -> list[str]:
+    return [t for ax in fig.axes for t in (ax.get_title(loc="left"), ax.get_title()) if t][:2]
+
+
+if __name__ == "__main__":
+    print(install(Path(sys.argv[1])))
