@@ -49,7 +49,7 @@ test-kernels: $(STAMP)  ## the numeric-equivalence tests under every other ATEN_
 	done
 
 test-fast: $(STAMP)  ## unit and live-rank tests only (no browser, no notebooks)
-	$(PY) -m pytest tests -m "not browser"
+	$(PY) -m pytest tests -m "not browser and not notebooks"
 
 bench: $(STAMP)  ## the benchmarks: ratios measured side by side
 	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done

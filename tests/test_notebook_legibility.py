@@ -105,6 +105,7 @@ def run_hooked(path: Path, log_dir: Path, monkeypatch) -> dict[Path, list[dict]]
     return runs_by_notebook(log_dir, [path])
 
 
+@pytest.mark.notebooks
 @pytest.mark.parametrize("path", NOTEBOOKS)
 def test_every_label_of_the_notebooks_figures_reads(path, logged_runs, tmp_path, monkeypatch):
     runs = logged_runs if logged_runs is not None else run_hooked(path, tmp_path, monkeypatch)
