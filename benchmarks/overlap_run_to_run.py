@@ -1,13 +1,13 @@
 """Does notebook 03's overlap lesson hold from one fresh run to the next?
 
 Five times, as a fresh Run All would: start two ranks, size the emulated link as 03's first cell
-does (`dpviz.size_link` on 1 MiB buckets), then 03 §3 (`overlap_contrast`: 1 MiB buckets and one
-bucket, three runs each, taken in turn). Prints, per run, the link, the backward sized to and
+does (`dpviz.size_link` on 1 MiB buckets, five runs a pass), then 03 §3 (`overlap_contrast`:
+1 MiB buckets and one bucket, five runs each, taken in turn; `--repeats` changes both). Prints, per run, the link, the backward sized to and
 measured, and the share of one bucket's exposed communication the buckets hid; then whether the
 shares lie within ±10 points of each other and whether buckets exposed less communication than
 one bucket every time (issue 30's bar for "the lesson holds run to run").
 
-    PYTHONPATH=. python benchmarks/overlap_run_to_run.py [--runs 5]
+    PYTHONPATH=. python benchmarks/overlap_run_to_run.py [--runs 5] [--repeats 5]
 
 Run it on a quiet machine and note `uptime` beside the result: on 2 shared cores under other
 work, every backward stretches and the spread with it.
@@ -27,12 +27,12 @@ from dpviz.link.records import sizing_factor
 BAR_POINTS = 10.0   # shares within ±10 points of each other: max − min ≤ 20 points
 
 
-def one_fresh_run() -> dict:
-    """03's first cell and §3 on ranks started for this run."""
+def one_fresh_run(repeats: int) -> dict:
+    """03's first cell and §3 on ranks started for this run, `repeats` runs in each."""
     with dpviz.Cluster(2) as cluster:
         workload = sweep_config(steps=4, bucket_cap_mb=1.0)
-        cfg = workload.replace(link=size_link(workload, cluster=cluster))
-        bucketed, one = overlap_contrast(cfg, cluster=cluster, cap=1.0, repeats=3)
+        cfg = workload.replace(link=size_link(workload, cluster=cluster, repeats=repeats))
+        bucketed, one = overlap_contrast(cfg, cluster=cluster, cap=1.0, repeats=repeats)
     b, o = cap_row(*bucketed), cap_row(*one)
     measured = run_backward_ms(*bucketed)
     return dict(link=cfg.link, sized_to=cfg.link.sized_to_ms, measured=measured,
@@ -43,12 +43,13 @@ def one_fresh_run() -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="runs per sizing pass and per §3 arm, as notebook 03")
     args = parser.parse_args()
     print(f"load before: {os.getloadavg()[0]:.1f} (1 min), {os.cpu_count()} cores")
     rows = []
     for i in range(args.runs):
         start = time.perf_counter()
-        r = one_fresh_run()
+        r = one_fresh_run(args.repeats)
         rows.append(r)
         print(f"run {i + 1}: {r['link'].gbps:g} Gb/s, α {r['link'].latency_us:g} µs; backward sized to "
               f"{r['sized_to']:.1f} ms, §3 measured {r['measured']:.1f} ms ({r['factor']:.2f}×); exposed "
