@@ -82,7 +82,7 @@ def place_labels(texts: list[Text], why: str, shifts_pt: tuple[tuple[float, floa
     kept = Boxes(text_extent(t, renderer) for t in visible_texts(fig) if id(t) not in placing)
     if avoid_bars:
         for ax in {t.axes for t in texts if t.axes is not None}:
-            kept.extents = np.vstack([kept.extents, bar_extents(ax)[0]])
+            kept.add_rows(bar_extents(ax)[0])
     hidden = []
     for text in texts:
         base = text.get_transform()
@@ -141,7 +141,11 @@ class Boxes:
                            & (e[..., 3] >= b[..., 1]) & (e[..., 1] <= b[..., 3])))
 
     def add(self, box) -> None:
-        self.extents = np.vstack([self.extents, _sorted(box)])
+        self.add_rows(np.array([_sorted(box)]))
+
+    def add_rows(self, rows: np.ndarray) -> None:
+        """Add (n, 4) rows of (x0, y0, x1, y1), each already ordered."""
+        self.extents = np.vstack([self.extents, rows])
 
 
 def _sorted(box) -> tuple[float, float, float, float]:
@@ -216,9 +220,10 @@ def _collection_bars(collection) -> tuple[np.ndarray, list[tuple]]:
     if not paths or not len(colours):
         return np.empty((0, 4)), []
     rgba = colours[np.arange(len(paths)) % len(colours)]
+    sizes = np.array([len(path.vertices) for path in paths])
     bars, corners = [np.empty(0, int)], [np.empty((0, 2, 2))]
     for size in (4, 5):   # a rectangle's outline, closed or not
-        index = np.array([i for i, path in enumerate(paths) if len(path.vertices) == size and rgba[i, 3] > 0], int)
+        index = np.flatnonzero((sizes == size) & (rgba[:, 3] > 0))
         if len(index):
             vertices = np.stack([paths[i].vertices for i in index])
             keep = _are_rectangles(vertices)
