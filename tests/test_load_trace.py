@@ -6,7 +6,11 @@ from __future__ import annotations
 import contextlib
 import gzip
 import json
+import os
 import signal
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -15,6 +19,7 @@ from hypothesis import strategies as st
 
 from dpviz.traces import files as trace_files
 from dpviz.cli import main as cli
+from dpviz.traces.figure_process import can_fork
 from dpviz.traces.files import load_trace, stream_events
 from dpviz.traces.plots import allreduce_sizes, plot_allreduce_sizes
 from dpviz.plots.timeline import plot_timeline
@@ -361,3 +366,76 @@ def test_a_live_fsdp2_jobs_traces_show_all_gathers_and_reduce_scatters(tmp_path,
     assert all(set(r["comm_ms_by_op"]) == {"all_gather", "reduce_scatter"} for r in rows)
     assert cli(["report", *paths, "--out", str(tmp_path / "fsdp.html")]) == 0
     assert "reduce_scatter" in (tmp_path / "fsdp.html").read_text()
+
+
+# --- the figure process: matplotlib imported beside the read --------------------------------
+# pytest's own process runs threads (numpy's), so it draws here; the forked figure process is
+# what a fresh `dpviz load-trace` uses, so these tests start fresh processes.
+
+needs_fork = pytest.mark.skipif(sys.platform != "linux", reason="forking is used on Linux only")
+
+
+def _fresh_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=120, env=os.environ | {"MPLBACKEND": "Agg"})
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    header = path.read_bytes()[16:24]   # the IHDR chunk: width, height
+    return int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")
+
+
+@needs_fork
+def test_the_figure_process_writes_what_this_process_writes(tmp_path):
+    assert not can_fork()   # pytest's process: the figures below are drawn here
+    assert cli(["load-trace", str(GLOO34), "--out", str(tmp_path / "here")]) == 0
+    done = _fresh_python(f"""
+        import sys
+        from dpviz.traces.figure_process import can_fork
+        assert can_fork()   # a fresh process, before numpy: the figures are drawn by a child
+        from dpviz.cli import main
+        sys.exit(main(["load-trace", {str(GLOO34)!r}, "--out", {str(tmp_path / "child")!r}]))
+    """)
+    assert done.returncode == 0, done.stderr
+    here, child = (sorted(p.name for p in (tmp_path / d).iterdir()) for d in ("here", "child"))
+    assert here == child == ["allreduce-sizes.png", "record.json", "summary.json", "timeline.png"]
+    for name in ("timeline.png", "allreduce-sizes.png"):
+        assert _png_size(tmp_path / "here" / name) == _png_size(tmp_path / "child" / name)
+
+
+@needs_fork
+def test_a_figure_process_left_before_it_draws_is_stopped_and_reaped():
+    """A failed read leaves the block at once: the child, still importing, is killed and
+    reaped, not orphaned and not waited for."""
+    done = _fresh_python("""
+        import os
+        from dpviz.traces.figure_process import FigureProcess
+        try:
+            with FigureProcess() as figures:
+                pid = figures.pid
+                raise ValueError("the read failed")
+        except ValueError:
+            pass
+        assert figures.pid is None
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            print(pid)   # reaped: no longer this process's child
+    """)
+    assert done.returncode == 0, done.stderr
+    with pytest.raises(ProcessLookupError):   # and gone, not living on as an orphan
+        os.kill(int(done.stdout), 0)
+
+
+@needs_fork
+def test_a_figure_that_fails_in_the_child_raises_in_the_parent(tmp_path):
+    done = _fresh_python(f"""
+        from dpviz.traces.figure_process import FigureProcess
+        with FigureProcess() as figures:
+            from dpviz.traces.files import load_trace
+            figures.send(load_trace([{str(GLOO34)!r}]), 551, ["no-such-figure"], None, ("png",))
+            figures.wait()
+    """)
+    assert done.returncode == 1
+    assert "KeyError: 'no-such-figure'" in done.stderr   # the child's traceback
+    assert "RuntimeError: drawing the figures ['no-such-figure'] failed" in done.stderr

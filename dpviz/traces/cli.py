@@ -5,15 +5,12 @@ import argparse
 import os
 import shutil
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 
 from ..commands._args import comma_list
-from ..overlap import analysed_steps, describe, record_ranks
 from ..plots.files import FIGURE_FORMATS
-from ..record import save
-from ..trace import COMM_KINDS
-from .files import load_trace
-from .summary import write_summary
+from .figure_process import FigureProcess, can_fork
 
 NAME = "load-trace"
 HELP = "read per-rank PyTorch profiler traces (.json/.json.gz, NCCL or gloo) into a dpviz record"
@@ -42,6 +39,16 @@ def _formats(text: str) -> tuple[str, ...]:
 
 def main(args) -> int:
     out = checked_out_dir(args.out) if args.out else None   # fail before the (long) read
+    with FigureProcess() if out is not None and can_fork() else nullcontext() as figures:
+        return _load(args, out, figures)
+
+
+def _load(args, out: Path | None, figures: FigureProcess | None) -> int:
+    # imported only now, after the figure process forked: these imports run beside its own
+    from ..overlap import analysed_steps, describe, record_ranks
+    from ..trace import COMM_KINDS
+    from .files import load_trace
+
     record = load_trace(args.paths, ranks=args.ranks)
     print("\n".join(record.notes))
     print(describe(record))
@@ -52,7 +59,7 @@ def main(args) -> int:
         what = f"{s.op} bucket {s.bucket}" if s.bucket is not None else s.op
         print(f"step {step} rank {rank} {what}: {size} in {s.dur_us / 1e3:.2f} ms")
     if out is not None:
-        names = _write_staged(record, out, args.formats)
+        names = _write_staged(record, out, args.formats, figures)
         print(f"wrote {out}/{', '.join(names)}")
     return 0
 
@@ -71,13 +78,14 @@ def checked_out_dir(path: str | os.PathLike) -> Path:
     return out
 
 
-def _write_staged(record, out: Path, formats: tuple[str, ...]) -> list[str]:
+def _write_staged(record, out: Path, formats: tuple[str, ...],
+                  figures: FigureProcess | None = None) -> list[str]:
     """Write every output into a hidden folder beside `out`, then move the files in: a
     failure on the way leaves neither `out` nor part of its files."""
     base = out if out.exists() else next(p for p in out.parents if p.exists())
     staging = Path(tempfile.mkdtemp(prefix=".dpviz-load-trace-", dir=base))
     try:
-        _write(record, staging, formats)
+        _write(record, staging, formats, figures)
         out.mkdir(parents=True, exist_ok=True)
         names = sorted(p.name for p in staging.iterdir())
         for name in names:
@@ -87,27 +95,23 @@ def _write_staged(record, out: Path, formats: tuple[str, ...]) -> list[str]:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _write(record, out: Path, formats: tuple[str, ...]) -> None:
-    import matplotlib
+def _write(record, out: Path, formats: tuple[str, ...], figures: FigureProcess | None) -> None:
+    """record.json, summary.json and the figures, drawn by `figures` if given, else here."""
+    from ..overlap import analysed_steps
+    from ..record import save
+    from .figure_process import draw_figure, figures_to_draw
+    from .summary import write_summary
 
-    matplotlib.use("Agg")   # a CLI writes files; no window
-    import matplotlib.pyplot as plt
-
-    from ..plots.files import save_figure
-    from ..plots.timeline import plot_timeline
-    from .plots import allreduce_sizes, plot_allreduce_sizes, sizes_unknown
-
+    step = analysed_steps(record).steps[-1]
+    names, left_out = figures_to_draw(record, step)
+    if left_out:
+        print(left_out)
+    if figures is not None:
+        figures.send(record, step, names, out, formats)   # drawn while the files below are written
     save(record, out / "record.json")
     write_summary(record, out / "summary.json")
-    step = analysed_steps(record).steps[-1]
-    figures = [("timeline", lambda: plot_timeline(record, step=step))]
-    if any(s.kind in COMM_KINDS for s in record.spans_of(step=step)):
-        unknown = sizes_unknown(allreduce_sizes(record, step=step))
-        if unknown:
-            print(f"no allreduce-sizes figure: {unknown}")
-        else:
-            figures.append(("allreduce-sizes", lambda: plot_allreduce_sizes(record, step=step)))
-    for name, draw in figures:
-        ax = draw()
-        save_figure(ax.figure, out / name, formats=formats)
-        plt.close(ax.figure)
+    if figures is not None:
+        figures.wait()
+    else:
+        for name in names:
+            draw_figure(record, step, name, out, formats)
