@@ -41,12 +41,8 @@ test-notebooks: $(STAMP)  ## nbval over $(NOTEBOOKS), logging the figures to $(F
 # ATen sums in another order on each CPU kernel path (default, AVX2, AVX-512), so the tests
 # that compare results with one process (`-m numeric`) run again under every other path the
 # CPU supports: a comparison that holds only on one kind of CPU fails here, not on a newcomer's.
-test-kernels: $(STAMP)  ## the numeric-equivalence tests under every other ATEN_CPU_CAPABILITY
-	@for cap in $$($(PY) scripts/aten_capabilities.py --extra); do \
-	  echo "== numeric-equivalence tests with ATEN_CPU_CAPABILITY=$$cap"; start=$$(date +%s); \
-	  ATEN_CPU_CAPABILITY=$$cap $(PY) -m pytest tests -m numeric -q -p no:cacheprovider || exit 1; \
-	  echo "== ATEN_CPU_CAPABILITY=$$cap: $$(( $$(date +%s) - start )) s"; \
-	done
+test-kernels: $(STAMP)  ## the numeric-equivalence tests under every other ATEN_CPU_CAPABILITY, side by side
+	PY=$(PY) bash scripts/test_kernels.sh
 
 test-fast: $(STAMP)  ## unit and live-rank tests only (no browser, no notebooks)
 	$(PY) -m pytest tests -m "not browser and not notebooks"

@@ -10,7 +10,8 @@
 # any torch but the local CPU wheel (2.13.0 for Python 3.11 here) is a multi-GB CUDA build
 # from the registry (it runs on CPU), so this is a maintainer's run, never CI's.
 # PYTEST_ARGS (default: the suite without the browser tests, which drive the main .venv's
-# JupyterLab in chromium) says what runs. Tests run niced, one pair at a time.
+# JupyterLab in chromium, and without the notebook tests, which read what `make
+# test-notebooks` logged in the main .venv) says what runs. Tests run niced, one pair at a time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -18,8 +19,11 @@ DIR=${VERSIONS_DIR:-$HOME/.cache/dpviz-versions}
 LOGS=$DIR/logs
 PAIRS=("$@")
 ((${#PAIRS[@]})) || PAIRS=(3.11:2.11.0 3.11:2.15.0 3.10:2.13.0 3.12:2.13.0 3.13:2.13.0)
-read -r -a TEST_ARGS <<<"${PYTEST_ARGS:-tests -m not_browser}"
-TEST_ARGS=("${TEST_ARGS[@]/not_browser/not browser}")
+if [ -n "${PYTEST_ARGS:-}" ]; then
+  read -r -a TEST_ARGS <<<"$PYTEST_ARGS"
+else
+  TEST_ARGS=(tests -m "not browser and not notebooks")
+fi
 mkdir -p "$LOGS"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 

@@ -129,28 +129,45 @@ def _kernel_ready(url: str, token: str) -> bool:
     return True
 
 
-def _run_all(page, url: str, token: str, notebook: str, timeout_ms: int = 600_000) -> None:
-    """Open `notebook` in JupyterLab, Run All Cells, wait until the last cell has run."""
+def _open(page, url: str, token: str, notebook: str) -> None:
+    """Open `notebook` in JupyterLab and wait until its kernel is up."""
     page.goto(f"{url}/lab/tree/{notebook}?reset&token={token}")   # reset: only this notebook open
     page.locator(".jp-Notebook").wait_for(timeout=90_000)
     _accept_kernel_dialog(page)
     page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
     _wait_for(lambda: _kernel_ready(url, token), 120)   # the page can say idle before the kernel is up
+
+
+def _run_all(page, url: str, token: str, notebook: str, timeout_ms: int = 600_000) -> None:
+    """Open `notebook` in JupyterLab, Run All Cells, wait until the last cell has run."""
+    _open(page, url, token, notebook)
     page.get_by_role("menuitem", name="Run", exact=True).click()
     page.get_by_text("Run All Cells", exact=True).click()
-    _wait_until_all_ran(page, timeout_ms)
+    _wait_until_ran(page, page.locator(".jp-CodeCell").last, timeout_ms)
 
 
-# Run All stops at a cell that raised and leaves the kernel idle: an idle kernel this long
+def _run_through(page, url: str, token: str, notebook: str, index: int,
+                 timeout_ms: int = 600_000) -> None:
+    """Open `notebook` in JupyterLab and run its cells up to and including cell `index` (the
+    cell after it selected, then Run All Above Selected Cell): what a learner runs to reach
+    that section, and not the sections after it, which nbval runs."""
+    _open(page, url, token, notebook)
+    page.locator(".jp-Cell").nth(index + 1).locator(".jp-InputPrompt").click()
+    page.get_by_role("menuitem", name="Run", exact=True).click()
+    page.get_by_text("Run All Above Selected Cell", exact=True).click()
+    _wait_until_ran(page, page.locator(".jp-Cell").nth(index), timeout_ms)
+
+
+# A run stops at a cell that raised and leaves the kernel idle: an idle kernel this long
 # with the last cell not run means the run stopped (between two queued cells it is idle for
 # milliseconds), so the test fails then, saying why, instead of at its whole timeout.
 STOPPED_IDLE_S = 30
 
 
-def _wait_until_all_ran(page, timeout_ms: int) -> None:
-    """Wait until the last code cell shows its execution number (e.g. "[12]:"), every cell
-    done; fail as soon as the kernel sits idle without it, with the errors the page shows."""
-    done = page.locator(".jp-CodeCell").last.locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]"))
+def _wait_until_ran(page, last, timeout_ms: int) -> None:
+    """Wait until the cell `last` shows its execution number (e.g. "[12]:"), every cell up to
+    it done; fail as soon as the kernel sits idle without it, with the errors the page shows."""
+    done = last.locator(".jp-InputPrompt", has_text=re.compile(r"\[\d+\]"))
     idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
     deadline, idle_since = time.monotonic() + timeout_ms / 1e3, None
     while time.monotonic() < deadline:
@@ -160,7 +177,7 @@ def _wait_until_all_ran(page, timeout_ms: int) -> None:
         if idle_since is not None and time.monotonic() - idle_since > STOPPED_IDLE_S:
             errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
             ran = page.locator(".jp-CodeCell .jp-InputPrompt", has_text=re.compile(r"\[\d+\]")).count()
-            raise AssertionError(f"Run All stopped after {ran} numbered cells, the kernel idle for "
+            raise AssertionError(f"the run stopped after {ran} numbered cells, the kernel idle for "
                                  f"{STOPPED_IDLE_S} s; errors shown: "
                                  + (" | ".join(errors.all_inner_texts())[-3000:] or "none in view"))
         time.sleep(1)
@@ -285,7 +302,7 @@ def test_timing_sections_run_in_jupyterlab_and_are_photographed(lab, section):
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            _run_all(page, url, token, name, timeout_ms=900_000)
+            _run_through(page, url, token, name, index, timeout_ms=900_000)
             cell = page.locator(".jp-Cell").nth(index)
             cell.scroll_into_view_if_needed()
             cell.locator(".jp-OutputArea-output img").first.wait_for(timeout=60_000)
