@@ -1,4 +1,5 @@
-"""Every private torch call dpviz makes, each beside its fallback.
+"""Every private torch call dpviz makes, each beside its fallback; and the public names that
+differ between the torch versions dpviz supports.
 
 dpviz runs on the torch a learner already has, so nothing outside this module reaches into
 torch's internals. Each function below uses a private attribute where this torch has it and
@@ -162,3 +163,31 @@ def has_list_shapes() -> bool:
     from torch._C._autograd import _KinetoEvent
 
     return _private(_KinetoEvent, "structured_input_shapes") is not None
+
+
+# --- public names that changed between supported torch versions ----------------------------
+
+def all_gather_single(dist) -> Callable:
+    """`dist.all_gather_single` (torch 2.13 on, where `all_gather_into_tensor` is deprecated),
+    else `dist.all_gather_into_tensor`: the same collective, its older name."""
+    return getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+
+
+def reduce_scatter_single(dist) -> Callable:
+    """`dist.reduce_scatter_single`, else `dist.reduce_scatter_tensor` (its older name)."""
+    return getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+
+
+def ddp_syncing_buffers(ddp_class, module, forward_sync: bool, **kwargs):
+    """`ddp_class(module)` that broadcasts rank 0's buffers at construction, and again before
+    each forward only with `forward_sync`: DDP's `forward_sync_buffers` where it takes it
+    (`broadcast_buffers` is deprecated there). Before it, `broadcast_buffers` decided both, so
+    DDP is built with it on and its public attribute set after, which is what each forward
+    reads."""
+    import inspect
+
+    if "forward_sync_buffers" in inspect.signature(ddp_class.__init__).parameters:
+        return ddp_class(module, forward_sync_buffers=forward_sync, **kwargs)
+    ddp = ddp_class(module, broadcast_buffers=True, **kwargs)
+    ddp.broadcast_buffers = forward_sync
+    return ddp

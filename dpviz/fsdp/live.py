@@ -256,8 +256,11 @@ class LinkAllGather:
     def __call__(self, output_tensor, input_tensor, group, async_op: bool = False):
         import torch.distributed as dist
 
+        from ..torch_gate import all_gather_single
+
+        gather = all_gather_single(dist)
         return self.wire.submit("all_gather", self.unit, output_tensor.numel() * output_tensor.element_size(),
-                                lambda out, inp: dist.all_gather_single(out, inp, group=group, async_op=True),
+                                lambda out, inp: gather(out, inp, group=group, async_op=True),
                                 output_tensor, input_tensor)
 
 
@@ -276,9 +279,12 @@ class LinkReduceScatter:
     def __call__(self, output_tensor, input_tensor, group, op, async_op: bool = False):
         import torch.distributed as dist
 
+        from ..torch_gate import reduce_scatter_single
+
+        scatter = reduce_scatter_single(dist)
         self.wire.log.mark(self.unit, "backward", "left")
         return self.wire.submit("reduce_scatter", self.unit, input_tensor.numel() * input_tensor.element_size(),
-                                lambda out, inp: dist.reduce_scatter_single(out, inp, op=op, group=group, async_op=True),
+                                lambda out, inp: scatter(out, inp, op=op, group=group, async_op=True),
                                 output_tensor, input_tensor)
 
 
@@ -373,10 +379,12 @@ def backend_ran(group) -> dict[str, str]:
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile
 
+    from ..torch_gate import all_gather_single, reduce_scatter_single
+
     n = group.size()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        dist.all_gather_single(torch.empty(2 * n), torch.ones(2), group=group)
-        dist.reduce_scatter_single(torch.empty(2), torch.ones(2 * n), op=dist.ReduceOp.AVG, group=group)
+        all_gather_single(dist)(torch.empty(2 * n), torch.ones(2), group=group)
+        reduce_scatter_single(dist)(torch.empty(2), torch.ones(2 * n), op=dist.ReduceOp.AVG, group=group)
     events = sorted((e.time_range.start, e.name) for e in prof.events())
     backend = dist.get_backend(group)
     ran = [name for _, name in events if name.startswith(f"{backend}:")]

@@ -225,6 +225,7 @@ def lifecycle_rank(ctx: RankContext, cfg, width: int, steps: int, forward_sync_b
     """Different init per rank → DDP(...) → train on shifted data → rank 0 saves → all load."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
+    from ..torch_gate import ddp_syncing_buffers
     from ..workloads.live import describe_workload, use_import_path
 
     use_import_path(list(paths))
@@ -234,7 +235,7 @@ def lifecycle_rank(ctx: RankContext, cfg, width: int, steps: int, forward_sync_b
             b.add_(float(ctx.rank))
     weight = next(p for p in model.parameters() if p.dim() >= 2)
     before, diffs = weight.reshape(-1)[:6].tolist(), _state_diffs(model, "before")  # a few to draw
-    ddp = DDP(model, forward_sync_buffers=forward_sync_buffers)  # 2) broadcasts rank 0's state
+    ddp = ddp_syncing_buffers(DDP, model, forward_sync_buffers)  # 2) broadcasts rank 0's state
     after, diffs = weight.reshape(-1)[:6].tolist(), {**diffs, **_state_diffs(model, "after")}
     running, at_forward = _train(ddp, batch, loss, steps)      # 3) train on rank-shifted inputs
     return dict(before=before, after=after, diffs=diffs, at_forward=at_forward, running=running,

@@ -40,6 +40,8 @@ class _Comm:
         import torch
         import torch.distributed as dist
 
+        from ..torch_gate import all_gather_single, reduce_scatter_single
+
         if self.n == 1:                  # Megatron skips collectives in a group of one
             return t
         t = t.contiguous()
@@ -48,10 +50,10 @@ class _Comm:
             dist.all_reduce(out, group=self.group)
         elif op == "all_gather":
             out = torch.empty((t.shape[0] * self.n, *t.shape[1:]), dtype=t.dtype)
-            dist.all_gather_single(out, t, group=self.group)
+            all_gather_single(dist)(out, t, group=self.group)
         else:
             out = torch.empty((t.shape[0] // self.n, *t.shape[1:]), dtype=t.dtype)
-            dist.reduce_scatter_single(out, t, group=self.group)
+            reduce_scatter_single(dist)(out, t, group=self.group)
         where = WHERE.get((self.mode, phase, op)) or WHERE[(self.mode, phase)]
         self.log.append(dict(op=op, phase=phase, where=where, in_bytes=t.numel() * t.element_size(),
                              out_bytes=out.numel() * out.element_size()))
