@@ -4,7 +4,12 @@ Every time a rank starts or stops torch.profiler, kineto logs a line like
 
     USDT:2026-11-23 16:34:55 9987:9987 SyncActivityProfilerHandler.cpp:52] profiler_start
 
-to the process's stderr (file descriptor 2, from C++). A 4-rank run prints dozens; under a
+to the process's stderr (file descriptor 2, from C++); a CUDA build of torch on a machine
+without a GPU logs instead, once per process,
+
+    ERROR:2026-11-26 19:57:26 3031:3031 DeviceProperties.cpp:48] gpuGetDeviceCount failed with code 35
+
+A 4-rank run prints dozens; under a
 notebook cell they show in red, often run together ("profiler_startUSDT:…") where ranks share
 one stream, and read like errors to a learner. They are not errors. So each rank's fd 2 is a
 pipe of its own and the parent relays it to its own `sys.stderr` (the terminal, or the cell
@@ -28,6 +33,12 @@ from typing import BinaryIO, Callable
 
 # one kineto profiler_start/stop record, wherever it sits in a line
 USDT_RECORD = re.compile(rb"USDT:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ [\w.]+:\d+\] profiler_(?:start|stop)")
+# kineto finding no GPU for a CUDA build: the run is a CPU run, as dpviz already knows
+NO_GPU_RECORD = re.compile(rb"ERROR:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \d+:\d+ DeviceProperties\.cpp:\d+\] "
+                           rb"gpuGetDeviceCount failed with code \d+")
+# torch 2.11's profiler warns at every start that events are not kept across cycles; dpviz
+# starts each profile once, so there is no later cycle to lose
+CYCLE_WARNING = "Warning: Profiler clears events at the end of each cycle"
 
 
 def drop_profiler_lines(data: bytes) -> bytes:
@@ -35,7 +46,7 @@ def drop_profiler_lines(data: bytes) -> bytes:
     any other text in it stays (a message run together with a record keeps its words)."""
     kept = []
     for line in data.splitlines(keepends=True):
-        stripped = USDT_RECORD.sub(b"", line)
+        stripped = NO_GPU_RECORD.sub(b"", USDT_RECORD.sub(b"", line))
         if stripped == line or stripped.strip():
             kept.append(stripped)
     return b"".join(kept)
@@ -134,6 +145,14 @@ def attach_stderr(writer) -> None:
     """In a rank: make fd 2 (C++ and Python alike) the pipe the parent relays."""
     os.dup2(writer.fileno(), 2)
     writer.close()
+    ignore_cycle_warning()
+
+
+def ignore_cycle_warning() -> None:
+    """Leave out torch's warning that a profiler keeps no events across cycles (`CYCLE_WARNING`)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message=CYCLE_WARNING, category=UserWarning)
 
 
 def filter_own_stderr() -> None:
@@ -145,6 +164,7 @@ def filter_own_stderr() -> None:
                             stdout=2)        # the filter writes where our stderr went so far
     os.dup2(proc.stdin.fileno(), 2)
     proc.stdin.close()
+    ignore_cycle_warning()
 
 
 @contextmanager
@@ -152,6 +172,7 @@ def quiet_profiler():
     """While the block runs, this process's fd 2 goes to a scratch file; afterwards everything
     it received but the profiler's records is written to `sys.stderr`, in order. For a profiler
     started in this process (ranks have their own pipes already)."""
+    ignore_cycle_warning()
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as scratch:

@@ -23,6 +23,25 @@ def test_drops_exactly_the_profiler_records_even_run_together():
                                          b"RuntimeError: boom\n\nUSDT: someone else's line\n")
 
 
+def test_drops_a_cuda_builds_no_gpu_line_and_keeps_other_errors():
+    no_gpu = b"ERROR:2026-11-26 19:57:26 3031:3031 DeviceProperties.cpp:48] gpuGetDeviceCount failed with code 35"
+    other = b"ERROR:2026-11-26 19:57:26 3031:3031 DeviceProperties.cpp:48] something else failed\n"
+    assert drop_profiler_lines(no_gpu + b"\n" + other + START + b"\n") == other
+
+
+def test_ranks_leave_out_the_profilers_cycle_warning_and_keep_others():
+    import warnings
+
+    from dpviz.rank_stderr import CYCLE_WARNING, ignore_cycle_warning
+
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ignore_cycle_warning()
+        warnings.warn(CYCLE_WARNING + ". Only events from the current cycle will be reported.", UserWarning)
+        warnings.warn("a real one", UserWarning)
+    assert [str(w.message) for w in seen] == ["a real one"]
+
+
 def test_line_filter_is_the_same_whatever_the_chunks():
     data = START + b"\nreal line\n" + STOP + b"\nno newline at the end"
     out = []
@@ -39,10 +58,11 @@ def _python(code: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
 
 
 def test_the_profiler_does_print_usdt_lines_here():
-    """The premise: without dpviz in between, kineto's lines do reach stderr."""
+    """The premise: without dpviz in between, kineto's lines do reach stderr (its
+    profiler_start/stop records; a CUDA build without a GPU prints its device-count line)."""
     done = _python("import torch\nfrom torch.profiler import profile\n"
                    "with profile(): torch.ones(2).sum()")
-    assert "profiler_start" in done.stderr, done.stderr
+    assert drop_profiler_lines(done.stderr.encode()) != done.stderr.encode(), done.stderr
 
 
 def test_cli_run_prints_no_usdt_line(tmp_path):
