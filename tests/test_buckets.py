@@ -340,9 +340,14 @@ def test_the_overlap_story_is_built_from_the_step_it_replays(linked_runs):
     early = sum(b.ready_ms < many.backward_end_ms for b in many.buckets)
     assert f"{early} of {len(many.buckets)} buckets fire before backward ends" in fire and early >= 2
     assert "one bucket fires only when its last gradient" in bucket_story(one)[1].caption
-    overlap = bucket_story(one)[2].caption
-    assert overlap.startswith("almost nothing ran beside backward") or overlap.startswith("0.")
-    assert "beside the remaining backward" not in overlap
+    # the one bucket fires only when its last gradient is ready, so only backward's tail after
+    # that can run beside its all-reduce (a tail of µs, or longer where the core is shared)
+    from dpviz.overlap import intersection
+
+    tail = one.backward_end_ms - one.buckets[0].ready_ms
+    beside = intersection([(b.comm_start_ms, b.end_ms) for b in one.buckets], one.backward)
+    assert beside <= max(tail, 0.0) + 1e-9
+    assert f"{beside:.1f} of" in bucket_story(one)[2].caption   # the caption says what was measured
     for tl in (many, one):
         assert "link transfers" in story_summary(tl)         # drawn and counted, not left out
         assert [b.name for b in bucket_story(tl)] == ["forward", "buckets fire", "overlap", "optimizer waits"]
