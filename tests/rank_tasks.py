@@ -282,3 +282,28 @@ def hold_until_replied(ctx, name: str) -> bool:
 
 def dropped(ctx) -> list[str]:
     return list(DROPPED)
+
+
+def gather_scatter_by_both_names(ctx) -> dict:
+    """All-gather and reduce-scatter through the torch gate, with this torch's names and as a
+    torch that has only the older ones (`all_gather_into_tensor`, `reduce_scatter_tensor`)."""
+    import types
+    import warnings
+
+    import torch
+    import torch.distributed as dist
+
+    from dpviz.torch_gate import all_gather_single, reduce_scatter_single
+
+    older = types.SimpleNamespace(all_gather_into_tensor=dist.all_gather_into_tensor,
+                                  reduce_scatter_tensor=dist.reduce_scatter_tensor)
+    out = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)   # the older names, deprecated here
+        for name, names in (("newer", dist), ("older", older)):
+            gathered, scattered = torch.empty(2 * ctx.world_size), torch.empty(2)
+            all_gather_single(names)(gathered, torch.full((2,), float(ctx.rank)))
+            reduce_scatter_single(names)(scattered, torch.arange(2.0 * ctx.world_size))
+            out[name] = (gathered.tolist(), scattered.tolist())
+    return out
+

@@ -97,3 +97,15 @@ def test_the_fallback_keeps_tensor_shapes_and_leaves_a_tensor_lists_bytes_unknow
     plain = input_shapes(_WithoutListShapes(events["aten::add_"]))
     assert plain == args["aten::add_"]["Input Dims"]
     assert event_bytes({"Input Dims": plain, "Input type": events["aten::add_"].dtypes()}) == 2 * 3 * 4
+
+
+def test_collectives_by_their_older_names_give_what_the_newer_give(cluster2):
+    """A torch without `all_gather_single` / `reduce_scatter_single` (2.11) is given the same
+    collectives by their older names; small whole numbers, so the sums are exact."""
+    from rank_tasks import gather_scatter_by_both_names
+
+    for rank, got in enumerate(cluster2.run_task(gather_scatter_by_both_names)):
+        assert got["older"] == got["newer"]
+        assert got["newer"][0] == [0.0, 0.0, 1.0, 1.0]                  # each rank's pair, in rank order
+        assert got["newer"][1] == [4.0 * rank, 4.0 * rank + 2.0]        # 2 ranks × arange(4), its half
+
