@@ -76,6 +76,11 @@ def scene_class(name: str):
     return getattr(module, spec.cls)
 
 
+# A dry run builds every animation frame by frame, at this many frames a second: each
+# animation's objects are made and updated through its run, in a fraction of a video's frames.
+DRY_RUN_FPS = 5
+
+
 def render(name: str, record_path: str | os.PathLike, out: str | os.PathLike | None = None,
            fmt: str = "mp4", quality: str = "low", dry_run: bool = False) -> Path | None:
     """Render scene `name` from a record into `out` (or only check it builds, with dry_run)."""
@@ -95,7 +100,7 @@ def render(name: str, record_path: str | os.PathLike, out: str | os.PathLike | N
         settings = {"quality": f"{quality}_quality", "format": "mp4" if fmt == "png" else fmt,
                     "save_sections": fmt == "png", "media_dir": media,
                     "disable_caching": True, "progress_bar": "none", "verbosity": "WARNING",
-                    "dry_run": dry_run}
+                    "dry_run": dry_run, **({"frame_rate": DRY_RUN_FPS} if dry_run else {})}
         with tempconfig(settings):
             scene = cls(record=record)
             scene.render()

@@ -18,7 +18,7 @@ def add_arguments(p) -> None:
     p.add_argument("--out", help="output file, e.g. ring.mp4 or ring.gif; a folder with 'all' or --format png")
     p.add_argument("--format", choices=FORMATS, help="mp4, gif, or png (a folder of NN-section.png stills); default: from --out's suffix, else mp4")
     p.add_argument("--quality", choices=QUALITIES, default="low")
-    p.add_argument("--dry-run", action="store_true", help="build every frame's objects, write nothing")
+    p.add_argument("--dry-run", action="store_true", help="build every scene frame by frame (at a few frames a second), write nothing")
 
 
 def main(args) -> int:
