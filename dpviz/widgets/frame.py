@@ -1,7 +1,7 @@
 """The frame of a figure redrawn in place: the artists a knob's move does not change.
 
 A slider's figure keeps its layout and its axis limits between moves (`dpviz.widgets.slider`),
-so its axes' frame (spines, ticks, lane names, axis labels, legend, source stamp) comes out the
+so its axes' frame (spines, ticks, lane names, axis labels, legend) comes out the
 same pixels move after move, and rendering its text glyph by glyph was most of a move's Agg
 draw. The frame is rasterized once and kept as a background; a move restores it and draws
 only the changing artists over it (matplotlib's blitting). Two conditions keep that frame
@@ -24,18 +24,17 @@ from matplotlib.transforms import Bbox, IdentityTransform
 
 from ..plots.legends import look
 from ..plots.legibility import Boxes, text_extent
-from ..plots.style import SOURCE_GID
 
 PAD_PX = 2   # each side: half a 2-pt line, a stamp's 1.4-pt box pad; both sides: + an antialiased pixel
 
 
 def frame_artists(ax) -> list[Any]:
-    """The axes' artists that show the frame, not the data: patch, spines, axes, source stamp,
-    and the legend unless it is placed where the data leaves room (loc="best", code 0), which
-    moves with the data."""
-    stamps = [t for t in ax.texts if t.get_gid() == SOURCE_GID]
+    """The axes' artists that show the frame, not the data: patch, spines, axes, and the legend
+    unless it is placed where the data leaves room (loc="best", code 0), which moves with the
+    data. The source stamp is drawn with the data: its note (how drawn data was adjusted, e.g.
+    all-reduce ends capped) comes and goes with the run."""
     legend = [ax.legend_] if ax.legend_ is not None and ax.legend_._loc != 0 else []
-    return [ax.patch, *ax.spines.values(), ax.xaxis, ax.yaxis, *stamps, *legend]
+    return [ax.patch, *ax.spines.values(), ax.xaxis, ax.yaxis, *legend]
 
 
 def changing_artists(ax) -> list[Any]:
@@ -46,19 +45,17 @@ def changing_artists(ax) -> list[Any]:
 
 def frame_key(ax) -> tuple:
     """Everything the frame's pixels depend on besides the figure's kept layout: limits, scales,
-    ticks and their labels, axis labels, spines, legend entries, source stamps."""
+    ticks and their labels, axis labels, spines, legend entries."""
     axes = tuple((axis.get_scale(), tuple(axis.get_view_interval()), _ticks_key(axis),
                   _params(axis.get_tick_params()), _params(axis.get_tick_params(which="minor")),
                   _text_key(axis.label))
                  for axis in (ax.xaxis, ax.yaxis))
     spines = tuple((name, s.get_visible(), look(s)) for name, s in ax.spines.items())
-    stamps = tuple((_text_key(t), t.xyann, look(t.get_bbox_patch())) for t in ax.texts
-                   if t.get_gid() == SOURCE_GID)
     leg = ax.legend_ if ax.legend_ in frame_artists(ax) else None
     legend = None if leg is None else (
         tuple(map(_text_key, [*leg.get_texts(), leg.get_title()])), tuple(map(look, leg.legend_handles)),
         str(leg._loc), tuple(leg.get_bbox_to_anchor().bounds), leg.get_frame_on(), look(leg.get_frame()))
-    return ax.axison, look(ax.patch), axes, spines, stamps, legend
+    return ax.axison, look(ax.patch), axes, spines, legend
 
 
 def _ticks_key(axis) -> tuple:
