@@ -5,7 +5,7 @@ Every time a rank starts or stops torch.profiler, kineto logs a line like
     USDT:2026-11-23 16:34:55 9987:9987 SyncActivityProfilerHandler.cpp:52] profiler_start
 
 to the process's stderr (file descriptor 2, from C++); a CUDA build of torch on a machine
-without a GPU logs instead, once per process,
+without a GPU logs a line like
 
     ERROR:2026-11-26 19:57:26 3031:3031 DeviceProperties.cpp:48] gpuGetDeviceCount failed with code 35
 

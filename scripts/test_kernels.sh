@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The numeric-equivalence tests (`-m numeric`) under every ATEN_CPU_CAPABILITY but the one
 # torch picks by itself (`make test-kernels`). The kernel paths run side by side, each in its
-# own pytest process with its own log and temp folder: a run spends much of its time starting
-# ranks and waiting on them, so two at once finish sooner than one after the other
-# (benchmarks/README.md, "make test"). A failing path prints its whole log.
+# own pytest process with its own log and temp folder; two at once finish sooner than one
+# after the other (timed in benchmarks/README.md, "make test"). A failing path prints its
+# whole log.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}

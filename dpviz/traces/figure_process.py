@@ -71,6 +71,7 @@ class FigureProcess:
 
     def __init__(self) -> None:
         read_end, self._write_end = os.pipe()
+        self._names: list[str] = []   # the figures sent, for the error message
         self._pid = os.fork()
         if self._pid == 0:
             os.close(self._write_end)
@@ -115,36 +116,36 @@ class FigureProcess:
 
 
 def _child(read_end: int) -> None:
-    """The child's whole life: import, read the job from the pipe, draw the first figure and
-    fork a sibling for each other one, exit with 0 only if every figure was written."""
-    code = 1
-    try:
+    """The child's whole life: import, read the job from the pipe, fork a sibling for each
+    figure but the first, draw the first; exit with 0 only if every figure was written."""
+    def draw_all() -> bool:
         signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
         import_plotting()
         with os.fdopen(read_end, "rb") as pipe:
             record, step, names, out, formats = pickle.load(pipe)
         siblings = [_fork_drawing(record, step, name, out, formats) for name in names[1:]]
         draw_figure(record, step, names[0], out, formats)
-        code = 0 if all(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == 0 for p in siblings) \
-            else 1
-    except BaseException:  # noqa: BLE001 - reported here, the exit code tells the parent
-        traceback.print_exc()
-    finally:
-        sys.stderr.flush()
-        os._exit(code)
+        return all(os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) == 0 for p in siblings)
+
+    _exit_with(draw_all)
 
 
 def _fork_drawing(record, step: int, name: str, out: Path, formats: tuple[str, ...]) -> int:
     """Fork a process (with matplotlib imported already) that draws `name`; its pid."""
     pid = os.fork()
     if pid == 0:
-        code = 1
-        try:
-            draw_figure(record, step, name, out, formats)
-            code = 0
-        except BaseException:  # noqa: BLE001 - reported here, the exit code tells the parent
-            traceback.print_exc()
-        finally:
-            sys.stderr.flush()
-            os._exit(code)
+        _exit_with(lambda: draw_figure(record, step, name, out, formats) or True)
     return pid
+
+
+def _exit_with(work) -> None:
+    """End this forked process once `work()` returns: exit code 0 if it returned true, else
+    1, with the traceback on stderr if it raised (the exit code is all the parent reads)."""
+    ok = False
+    try:
+        ok = work()
+    except BaseException:  # noqa: BLE001 - reported here, the exit code tells the parent
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(0 if ok else 1)
