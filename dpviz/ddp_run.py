@@ -38,6 +38,19 @@ class BucketLog:
         self.step = 0
         self.micro_step = 0
         self.seen: list[dict] = []
+        self.in_flight: list = []  # this step's all-reduce Work handles, until `settle`
+
+    def settle(self) -> None:
+        """Wait until every all-reduce this step issued has ended its profiler event.
+
+        gloo's worker thread completes a collective's future first and records the end of
+        its `gloo:all_reduce` event after, so backward can return, and a profiler stop,
+        before the last bucket's event has ended: that event is then missing from the
+        profile. `Work.wait()` returns only after the worker has finished the work, end
+        event included; DDP already waited on the futures, so this waits microseconds."""
+        for work in self.in_flight:
+            work.wait()
+        self.in_flight.clear()
 
 
 def _recording_allreduce(state: BucketLog, bucket):
@@ -69,7 +82,9 @@ def _hand_over(state: BucketLog, index: int, buf):
         return done
     if state.link is not None:
         return state.link.send(index, buf)
-    return dist.all_reduce(buf, async_op=True).get_future().then(lambda f: f.value()[0])
+    work = dist.all_reduce(buf, async_op=True)
+    state.in_flight.append(work)
+    return work.get_future().then(lambda f: f.value()[0])
 
 
 def record_buckets(ddp, model, world_size: int, link=None) -> BucketLog:
@@ -103,6 +118,7 @@ def train_step(ctx: RankContext, cfg: RunConfig, ddp, opt, log: BucketLog, step:
         total += loss.item() * scale / cfg.accum_steps
     opt.step()
     opt.zero_grad(set_to_none=True)
+    log.settle()
     return total
 
 

@@ -307,3 +307,33 @@ def gather_scatter_by_both_names(ctx) -> dict:
             out[name] = (gathered.tolist(), scattered.tolist())
     return out
 
+
+
+def all_reduces_profiled_per_step(ctx, steps: int) -> dict:
+    """Each of `steps` training steps under its own profiler, stopped as soon as the step
+    returns: how many buckets the hook handed over and how many `gloo:all_reduce` events
+    the profile holds, per step, and how many all-reduces the log still holds in flight."""
+    from contextlib import nullcontext
+
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.profiler import ProfilerActivity, profile
+
+    from dpviz.config import RunConfig
+    from dpviz.ddp_run import record_buckets, train_step
+    from dpviz.workloads.live import build_mlp
+
+    cfg = RunConfig(world_size=ctx.world_size, bucket_cap_mb=0.002)
+    model = build_mlp(cfg)
+    ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb)
+    opt = torch.optim.SGD(ddp.parameters(), lr=cfg.lr)
+    log = record_buckets(ddp, model, ctx.world_size)
+    train_step(ctx, cfg, ddp, opt, log, 0, lambda name: nullcontext())   # one bucket; DDP rebuilds after
+    counts = []
+    for step in range(1, steps + 1):
+        before = len(log.seen)
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+            train_step(ctx, cfg, ddp, opt, log, step, lambda name: nullcontext())
+        recorded = sum(e.name == "gloo:all_reduce" for e in prof.events())
+        counts.append((len(log.seen) - before, recorded))
+    return {"counts": counts, "in_flight": len(log.in_flight)}

@@ -119,6 +119,17 @@ def test_record_files_round_trip_and_traces_open_as_chrome_json(record4):
         assert any(e.get("name") == "gloo:all_reduce" for e in trace["traceEvents"])
 
 
+def test_a_profile_stopped_as_its_step_returns_holds_every_buckets_all_reduce(cluster2):
+    # gloo ends an all-reduce's profiler event after completing its future: without the
+    # step's settle, a profile stopped at once can miss the last bucket's event
+    from rank_tasks import all_reduces_profiled_per_step
+
+    for rank in cluster2.run_task(all_reduces_profiled_per_step, 20):
+        assert rank["in_flight"] == 0
+        assert all(handed > 1 for handed, _ in rank["counts"])   # several buckets a step
+        assert [recorded for _, recorded in rank["counts"]] == [handed for handed, _ in rank["counts"]]
+
+
 def test_warm_cluster_reruns_give_the_same_numbers(cluster2):
     a = run(cluster=cluster2, world_size=2, steps=2)
     b = run(cluster=cluster2, world_size=2, steps=2)
