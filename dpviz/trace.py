@@ -172,6 +172,8 @@ def classify(name: str, cat: str) -> str | None:
         return "memcpy"
     if cat == "gpu_user_annotation":
         return None   # GPU-side copies of CPU annotations: the kernels say it better
+    if name.startswith("aten::"):
+        return None   # an operator (most CPU events): no mark, phase or collective is one
     if name.startswith((STEP_PREFIX, PROFILER_STEP)):
         return "step"
     if name.startswith(MICRO_PREFIX):
