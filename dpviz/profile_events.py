@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterable
 
 from .torch_gate import input_shapes
-from .trace import CLOCK_MARK, COMM_KINDS, TraceScan, classify
+from .trace import CLOCK_MARK, COMM_KINDS, EventFields, TraceScan, classify
 
 # (name, category, start ns, duration ns, thread, input shapes, input dtypes)
 Event = tuple[str, str, int, int, int, list, list]
@@ -85,14 +85,12 @@ def scan_events(events: Iterable[Event], origin_ns: int) -> tuple[TraceScan, flo
     field by field as their chrome trace would give them (µs from `origin_ns`, shapes and
     types as `args`), without building the trace's dicts. Also returns the middle of the
     clock mark on that clock (None without one), where the link thread's times go."""
-    scan, mark = TraceScan(), None
-    add = scan.add_fields
-    for name, cat, start, dur, tid, shapes, dtypes in events:
-        ts, dur_us = (start - origin_ns) / 1e3, dur / 1e3
-        add("X", cat, name, ts, dur_us, tid, None,
-            {"Input Dims": shapes, "Input type": dtypes} if shapes else None)
-        if name == CLOCK_MARK:
-            mark = ts + dur_us / 2
+    fields = [EventFields("X", cat, name, (start - origin_ns) / 1e3, dur / 1e3, tid, None,
+                          {"Input Dims": shapes, "Input type": dtypes} if shapes else None)
+              for name, cat, start, dur, tid, shapes, dtypes in events]
+    scan = TraceScan()
+    scan.add_batch(fields)
+    mark = next((e.ts + e.dur / 2 for e in reversed(fields) if e.name == CLOCK_MARK), None)
     return scan, mark
 
 

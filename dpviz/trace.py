@@ -295,11 +295,6 @@ class TraceScan:
                                     ev.get("dur", 0), ev.get("tid", ""), ev.get("id"),
                                     ev.get("args")),))
 
-    def add_fields(self, ph, cat, name, ts, dur, tid, flow, args) -> None:
-        """Read one event given as its fields; `args` is a dict, or an object whose `get`
-        and `in` read the args dpviz reads as a dict of them would."""
-        self.add_batch((EventFields(ph, cat, name, ts, dur, tid, flow, args),))
-
     def add_batch(self, events: Iterable) -> None:
         """Read events given as objects with the fields as attributes (`ph`, `cat`, `name`,
         `ts`, `dur`, `tid`, `id`, `args`: an `EventFields`, or the fast reader's typed events).
