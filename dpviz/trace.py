@@ -787,13 +787,13 @@ def _outermost(spans: list[Span]) -> list[Span]:
 def _end_by_micro_step(spans: list[Span]) -> list[Span]:
     """A gloo all-reduce ends, at the latest, when the micro-step that launched it ends.
 
-    gloo completes the work's future (waking DDP, which waits for every bucket before
-    `backward()` returns) and only then records the end of `gloo:all_reduce`. On a busy machine
-    that record can land milliseconds late, after the optimizer has started (seen in 5-10 % of
-    steps on 2 shared cores; most likely the worker thread waits for the GIL to run the comm
-    hook's Python callback in between). dpviz's
-    micro-step annotation closes right after `backward()` returns, so its end is a measured
-    upper bound on every all-reduce it launched. Traces without micro-steps are left as is.
+    gloo's worker thread completes the work's future (waking DDP, which waits for every bucket
+    before `backward()` returns, and running the comm hook's Python `then` callback, which
+    needs the GIL) and only then records the end of `gloo:all_reduce` (ProcessGroupGloo's
+    finishWorkGloo: the future first, then `finish`). On a busy machine that record can land
+    milliseconds late, after the optimizer has started. dpviz's micro-step annotation closes
+    right after `backward()` returns, so its end is a measured upper bound on every all-reduce
+    it launched. Traces without micro-steps are left as is.
     """
     micro = _PhaseIndex({("micro",): sorted((s for s in spans if s.kind == "micro_step"),
                                             key=lambda s: s.start_us)})
