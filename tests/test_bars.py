@@ -9,7 +9,35 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+from dpviz.plots import bars as bars_module
 from dpviz.plots.bars import hbars
+
+# hbars adds its collection by matplotlib 3.11's add_collection steps where this matplotlib has
+# them (`_AUTOLIM_STEPS`), else as broken_barh does: asking for the autoscale at the next draw,
+# or autoscaling now where the private call is missing. The tests below take every way.
+WAYS = ["3.11 steps", "as broken_barh", "as broken_barh, autoscaled now"]
+
+
+@pytest.fixture(params=WAYS)
+def way(request, monkeypatch):
+    if request.param == WAYS[0]:
+        if not bars_module._AUTOLIM_STEPS:
+            pytest.skip(f"matplotlib {matplotlib.__version__} lacks 3.11's add_collection steps")
+    else:
+        monkeypatch.setattr(bars_module, "_AUTOLIM_STEPS", False)
+        if request.param == WAYS[2]:
+            monkeypatch.setattr(bars_module, "_REQUEST_AUTOSCALE", None)
+    return request.param
+
+
+def _add_collection_autoscales() -> bool:
+    """Whether this matplotlib's add_collection autoscales the view itself (3.11 on); before,
+    broken_barh asked for the autoscale after adding its collection."""
+    from matplotlib.collections import PolyCollection
+
+    ax = Figure().add_subplot()
+    ax.add_collection(PolyCollection([[(0, 0), (0, 5), (5, 5), (5, 0)]]))
+    return ax.get_xlim() != (0.0, 1.0)
 
 
 def _draw(add) -> tuple[np.ndarray, tuple]:
@@ -24,7 +52,7 @@ def _draw(add) -> tuple[np.ndarray, tuple]:
 @pytest.mark.parametrize("kwargs", [dict(facecolors=["#4C72B0", "#DD8452", "#55A868"]),
                                     dict(facecolors="white", edgecolor="#8172B3", hatch="..", lw=0.8),
                                     dict(facecolors="none", edgecolor="#222222", linestyle=":")])
-def test_hbars_draws_the_pixels_of_broken_barh(kwargs):
+def test_hbars_draws_the_pixels_of_broken_barh(kwargs, way):
     ranges, lane = [(0.13, 2.71), (2.84, 0.0071), (5.5, 3.333)], (1.2, 0.55)
     mine, theirs = _draw(lambda ax: hbars(ax, ranges, lane, **kwargs)), \
         _draw(lambda ax: ax.broken_barh(ranges, lane, **kwargs))
@@ -90,11 +118,13 @@ def test_bars_on_several_lanes_are_the_bars_drawn_lane_by_lane():
 
 
 @pytest.mark.parametrize("xscale", ["linear", "log"])
-def test_hbars_sets_the_limits_add_collection_sets(xscale):
+def test_hbars_sets_the_limits_add_collection_sets(xscale, way):
     """`hbars` measures its bars' data limits with numpy instead of asking matplotlib to measure
     the collection: the same data limits (bounds and smallest positive values, which a log
     axis starts from; a bar at nan is skipped), the same autoscaled view, and the bars still
-    count when the limits are recomputed (`relim`)."""
+    count when the limits are recomputed (`relim`) where matplotlib counts collections there
+    (3.11 on). The view is broken_barh's: where add_collection leaves it (before 3.11),
+    broken_barh autoscales after adding."""
     from matplotlib.collections import PolyCollection
 
     rng = np.random.default_rng(3)   # values whose trip through the data transform rounds
@@ -104,7 +134,10 @@ def test_hbars_sets_the_limits_add_collection_sets(xscale):
 
     def matplotlib_way(ax):
         verts = [[(x, y), (x, y + h), (x + w, y + h), (x + w, y)] for (x, w), (y, h) in zip(ranges, lanes)]
-        return ax.add_collection(PolyCollection(np.array(verts), facecolors=colors))
+        bars = ax.add_collection(PolyCollection(np.array(verts), facecolors=colors))
+        if not autoscales:
+            ax.autoscale_view()
+        return bars
 
     def twice(add):   # a second collection while the first's autoscale is pending, then a margin
         def both(ax):
@@ -114,6 +147,7 @@ def test_hbars_sets_the_limits_add_collection_sets(xscale):
             return bars
         return both
 
+    autoscales = _add_collection_autoscales()
     limits = {}
     for name, add in (("hbars", lambda ax: hbars(ax, ranges, lanes, facecolors=colors)), ("theirs", matplotlib_way)):
         for how, adding in (("once", add), ("twice", twice(add))):

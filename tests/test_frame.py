@@ -18,11 +18,27 @@ def _axes(xscale: str = "linear"):
     return ax
 
 
+def _datalim_is_in_data_units() -> bool:
+    """Whether this matplotlib's `Collection.get_datalim` gives a log axis's bars in data units:
+    3.11's takes the paths through the axis's non-affine part and back; 3.10's leaves them
+    in log10 units there (a bar from 2 to 50 gives 0.30 to 1.70)."""
+    from matplotlib.collections import PolyCollection
+
+    ax = _axes("log")
+    bars = ax.add_collection(PolyCollection([[(2, 0), (2, 1), (50, 1), (50, 0)]]), autolim=False)
+    return np.allclose(bars.get_datalim(ax.transData).intervalx, (2, 50))
+
+
 @pytest.mark.parametrize("xscale", ["linear", "log"])
 def test_a_collection_box_is_its_data_limits_in_pixels(xscale):
     """Bars, link dots and ticks (`vlines`) are boxed from their vertices in one pass: the box
-    matplotlib's `get_datalim` gives, in pixels (to float rounding: both take the vertices
-    through the data transform, in different orders); a scatter's offsets go to matplotlib."""
+    of their paths as drawn (each path's extent through the collection's transform), and the
+    box matplotlib's `get_datalim` gives, in pixels, where that is in data units (on a log
+    axis from 3.11 on) (to float rounding: both take the vertices through the data
+    transform, in different orders); a scatter's offsets go to matplotlib."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.transforms import Bbox
+
     ax = _axes(xscale)
     rng = np.random.default_rng(0)
     starts, widths = rng.uniform(0.5, 80, 30), rng.uniform(0.01, 9, 30)
@@ -33,9 +49,15 @@ def test_a_collection_box_is_its_data_limits_in_pixels(xscale):
                    ax.scatter(starts, widths)]
     ax.figure.canvas.draw()
     data = ax.transData
+    datalim_in_data = xscale == "linear" or _datalim_is_in_data_units()
     for collection in collections:
-        theirs = collection.get_datalim(data).transformed(data)
-        assert np.allclose(_collection_box(collection).get_points(), theirs.get_points(), rtol=0, atol=1e-6)
+        box = _collection_box(collection).get_points()
+        if not isinstance(collection, PathCollection):   # the scatter's markers are not in data units
+            drawn = Bbox.union([p.get_extents(collection.get_transform()) for p in collection.get_paths()])
+            assert np.allclose(box, drawn.get_points(), rtol=0, atol=1e-6)
+        if datalim_in_data or isinstance(collection, PathCollection):
+            theirs = collection.get_datalim(data).transformed(data)
+            assert np.allclose(box, theirs.get_points(), rtol=0, atol=1e-6)
 
 
 def test_a_collection_with_nothing_finite_to_box_has_a_box_that_is_not_finite():

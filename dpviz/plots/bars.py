@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Iterable
 
-import matplotlib
 import numpy as np
-from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.axes import Axes
+from matplotlib.collections import Collection, LineCollection, PolyCollection
 from matplotlib.colors import to_rgba
 
 
@@ -47,9 +47,15 @@ def _rgba(colors):
     return np.array([table[c] for c in colors], dtype=float)
 
 
-# matplotlib 3.11's add_collection(autolim=True): mark the collection for relim, bring stale
-# view limits up to date, grow the data limits, ask for autoscaling; older versions differ
-_AUTOLIM_3_11 = tuple(int(p) for p in matplotlib.__version__.split(".")[:2]) >= (3, 11)
+# matplotlib 3.11's add_collection(autolim=True) marks the collection for relim (`_set_in_autoscale`,
+# which came with that change), brings stale view limits up to date, grows the data limits and
+# asks for autoscaling; `_add_autoscaled` does the same steps with its own data limits. Before
+# 3.11 add_collection only grew the data limits and `broken_barh` asked for autoscaling itself;
+# and `_as_get_datalim_sees` follows 3.11's get_datalim, where 3.10's leaves a log axis's bars in
+# log units (tests/test_frame.py).
+_AUTOLIM_STEPS = (hasattr(Collection, "_set_in_autoscale") and hasattr(Axes, "_unstale_viewLim")
+                  and hasattr(Axes, "_request_autoscale_view"))
+_REQUEST_AUTOSCALE = getattr(Axes, "_request_autoscale_view", None)   # broken_barh's ask, before 3.11
 
 
 def _add_autoscaled(ax, collection: PolyCollection, vertices: np.ndarray) -> PolyCollection:
@@ -58,14 +64,29 @@ def _add_autoscaled(ax, collection: PolyCollection, vertices: np.ndarray) -> Pol
     matplotlib's path-by-path extents. `get_datalim` takes the
     vertices through the data transform and back (`_as_get_datalim_sees`), then their
     bounds and smallest positive values, non-finite ones skipped; `update_datalim` takes
-    the same bounds of the same points."""
-    if not _AUTOLIM_3_11:
-        return ax.add_collection(collection)
+    the same bounds of the same points. Where matplotlib lacks 3.11's steps, what
+    `broken_barh` does there (`_add_as_broken_barh`)."""
+    if not _AUTOLIM_STEPS:
+        return _add_as_broken_barh(ax, collection)
     ax.add_collection(collection, autolim=False)
     collection._set_in_autoscale(True)
     ax._unstale_viewLim()
     ax.update_datalim(_as_get_datalim_sees(ax, collection, vertices.reshape(-1, 2)))
     ax._request_autoscale_view()
+    return collection
+
+
+def _add_as_broken_barh(ax, collection: PolyCollection) -> PolyCollection:
+    """What `broken_barh` does with its collection on any matplotlib: add it with autolim,
+    then ask for autoscaling at the next draw. matplotlib 3.10's add_collection grows only the
+    data limits and its `broken_barh` asks for the autoscale after; 3.11's asks itself, and
+    asking again changes nothing. Without `_request_autoscale_view` (`_REQUEST_AUTOSCALE`), the
+    public `autoscale_view` now: the same limits for what is on the axes, one autoscale a call."""
+    ax.add_collection(collection)
+    if _REQUEST_AUTOSCALE is not None:
+        _REQUEST_AUTOSCALE(ax)
+    else:
+        ax.autoscale_view()
     return collection
 
 
