@@ -47,7 +47,7 @@ class BucketLog:
         its `gloo:all_reduce` event after, so backward can return, and a profiler stop,
         before the last bucket's event has ended: that event is then missing from the
         profile. `Work.wait()` returns only after the worker has finished the work, end
-        event included; DDP already waited on the futures, so this waits microseconds."""
+        event included; DDP already waited on the futures, so this waits only for that end."""
         for work in self.in_flight:
             work.wait()
         self.in_flight.clear()
