@@ -25,7 +25,7 @@ from matplotlib.transforms import Bbox, IdentityTransform
 from ..plots.legends import look
 from ..plots.legibility import Boxes, text_extent
 
-PAD_PX = 2   # each side: half a 2-pt line, a stamp's 1.4-pt box pad; both sides: + an antialiased pixel
+PAD_PX = 2   # each side: half a 2-pt line, and a 1.4-pt box pad around boxed text; both sides: + an antialiased pixel
 
 
 def frame_artists(ax) -> list[Any]:
