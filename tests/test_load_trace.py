@@ -159,6 +159,20 @@ def test_gzip_or_not_and_any_chunk_size_give_the_same_record(tmp_path, monkeypat
     assert load_trace(plain).spans == reference.spans
 
 
+def test_a_well_formed_trace_reaches_the_typed_reader_whole_whatever_the_chunks(tmp_path, monkeypatch):
+    """The event a chunk cuts is read with the next chunk, in a batch: only the list's last
+    event (no ',' follows it to cut after) goes to the value-by-value reader, never one per
+    chunk (which fails on the cut value first)."""
+    plain = tmp_path / "rank1.json"
+    plain.write_bytes(gzip.decompress(A100.read_bytes()))
+    events = json.loads(plain.read_text())["traceEvents"]
+    for chunk in (4096, 1 << 20):
+        monkeypatch.setattr(trace_files, "CHUNK_CHARS", chunk)
+        one_by_one, batched = [], []
+        stream_events(plain, one_by_one.append, batch=batched.extend)
+        assert (one_by_one, len(batched)) == (events[-1:], len(events) - 1)
+
+
 def test_fields_after_the_events_and_the_bare_array_form(tmp_path):
     trace = _trace(GLOO34)
     events = trace.pop("traceEvents")

@@ -136,19 +136,28 @@ class _Stream:
     def batch(self) -> list[_Event] | None:
         """Decode every whole event already buffered in one call, with the typed decoder.
 
-        The batch is cut after the last '}' followed by ',': if that cut is inside a string
-        or a nested value, '[' + batch + ']' is not valid JSON (a string or the event's own
-        '{' stays open), so a batch that decodes is exactly a run of whole events. None when
+        The batch is cut after the last '}' followed by ',' and the next event's '{' (inside
+        an event, '},' is followed by a key, so such a cut is rarely inside one). If the cut
+        is inside a string or a nested value all the same, '[' + batch + ']' is not valid
+        JSON (a string or the event's own '{' stays open), so a batch that decodes is exactly
+        a run of whole events. None when
         no cut is buffered yet or the batch does not decode (an odd event: the caller reads
         it one value at a time, which counts what is malformed and names what is corrupt).
+
+        Less than a chunk left buffered is topped up first: what is left after a batch is
+        the event the chunk cut, and reading it value by value would fail once per chunk.
         """
         if self.done + self.pos < self.slow_until:
             return None
+        if len(self.buf) - self.pos < CHUNK_CHARS:
+            self._more()
         cut = self.buf.rfind("}", self.pos)
         while cut >= 0:
             after = _WS.match(self.buf, cut + 1).end()
             if after < len(self.buf) and self.buf[after] == ",":
-                break
+                after = _WS.match(self.buf, after + 1).end()
+                if after < len(self.buf) and self.buf[after] == "{":
+                    break
             cut = self.buf.rfind("}", self.pos, cut)
         if cut < 0:
             return None
