@@ -180,6 +180,7 @@ def test_live_record_is_learned_gradient_by_gradient(mlp_record):
     assert sum(g.bytes for g in learned.gradients) == sum(mlp_record.param_bytes)
     ready = [g.ready_ms for g in learned.gradients]
     assert ready == sorted(ready)
+    assert learned.accum_steps == 1 and any("K = 1" in note for note in learned.notes)
 
 
 @pytest.mark.parametrize("model", ["mlp", "gpt", "cnn"])
@@ -203,6 +204,7 @@ def test_what_if_against_live_runs_is_within_the_machines_own_noise(cluster2):
                               caps=(None, 0.25), accum_steps=(1, 2), repeats=3)
     what_if, noise = errors(check, "what-if"), errors(check, "repeat")
     assert what_if.rows == 3 and noise.rows == 3
+    assert {r.learned_from.split()[-1] for r in check.rows if r.check != "repeat"} == {"K=2"}   # the largest K
     assert what_if.median <= max(0.35, 2 * noise.median), format_check(check)
     assert errors(check, "replay").median <= 0.25, format_check(check)
 

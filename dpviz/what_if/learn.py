@@ -288,6 +288,10 @@ def _assemble(record: RunRecord, samples: dict[int, list[_Sample]]) -> LearnedSt
     per_gradient = not names[0].startswith("bucket ")
     if not per_gradient:
         notes.append("units are the recorded buckets (no per-gradient events): a smaller cap cannot split them")
+    if not trace and all(len(s.micro_starts) == 1 for s in per_rank):
+        notes.append("no micro-step that all-reduces nothing was recorded (K = 1): with accumulation, "
+                     "one is taken as long as the synchronising micro-step's forward and backward, "
+                     "the comm hooks taken out")
     if reduction.samples and reduction.fixed_ms == 0.0:
         notes.append("all-reduce cost taken as proportional to bytes (the recorded sizes barely differ)")
     sizes = [u[1] for u in alike[0].units]

@@ -22,7 +22,9 @@ FACADE = ("check_predictions",)
 # The grid the benchmark runs: 6 MiB of MLP gradients (6 × Linear 512), slow enough links
 # that communication shows beside this CPU's backward, caps from six buckets to one. The
 # source point is DDP's default cap: its two bucket sizes (1 and 5 MiB) let the all-reduce's
-# cost be split into a fixed and a per-byte part.
+# cost be split into a fixed and a per-byte part. It is recorded at the grid's largest K: a
+# step with accumulation holds both kinds of micro-step, while from K = 1 the model has to
+# take a micro-step that all-reduces nothing as long as the synchronising one's compute.
 CHECK_CONFIG = RunConfig(layers=6, width=512, steps=6, checks=False)
 CHECK_LINKS = (Link(1.0, 1000.0), Link(2.0, 500.0), Link(4.0, 250.0))
 CHECK_CAPS = (None, 0.5, 25.0)   # None: DDP's default (1 MiB first bucket, then 25)
@@ -36,7 +38,7 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
                       links=CHECK_LINKS, caps=CHECK_CAPS, accum_steps=(1, 4), repeats: int = 1,
                       cores: int | None = None) -> PredictionCheck:
     """Every point of world_sizes × links × caps × accum_steps run live on `cfg`'s workload,
-    each beside a prediction from the grid's first point (links[0], caps[0], K = 1) at the same
+    each beside a prediction from the grid's first link and cap at its largest K at the same
     world size, recorded right before it ("what-if"; on a shared machine the load drifts, so
     source and target run side by side, `repeats` times in turn: the row compares the median
     prediction with the pooled live steps); each source step is also replayed ("replay"), and
@@ -59,7 +61,7 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
     require_int("repeats", repeats, 1, 20)
     for cap in caps:
         cfg.replace(bucket_cap_mb=cap)   # bad caps and configs fail here, before any rank
-    source = (links[0], caps[0], 1)
+    source = (links[0], caps[0], max(accum_steps))
     targets = [p for p in itertools.product(links, caps, accum_steps) if p != source]
     rows, first = [], None
     for n in world_sizes:
@@ -69,7 +71,8 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
                 target = cfg.replace(world_size=n, link=link, bucket_cap_mb=cap, accum_steps=k)
                 sources, lives = [], []
                 for _ in range(repeats):   # source, target, source, target, …
-                    sources.append(run_live(cfg.replace(world_size=n, link=source[0], bucket_cap_mb=source[1]), ranks))
+                    sources.append(run_live(cfg.replace(world_size=n, link=source[0], bucket_cap_mb=source[1],
+                                                        accum_steps=source[2]), ranks))
                     lives.append(run_live(target, ranks))
                 learned = [learn(r) for r in sources]
                 first = first or learned[0]
