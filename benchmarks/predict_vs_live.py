@@ -7,7 +7,7 @@ from the first world size's step, compute scaled by core sharing (cross-N). Prin
 with the live step's spread (IQR over ranks and steady steps), the median and worst errors
 against the issue's goals, and the load average before and after, so the numbers carry their
 conditions. `--out FILE` saves the check record (JSON).
-Usage: python benchmarks/predict_vs_live.py [--world-sizes 2,3,4] [--steps 4] [--repeats 3] [--cores 2] [--out F]
+Usage: python benchmarks/predict_vs_live.py [--world-sizes 2,3,4] [--steps 6] [--repeats 3] [--cores 2] [--out F]
 """
 from __future__ import annotations
 
@@ -43,7 +43,8 @@ def verdict(check) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--world-sizes", default="2,3,4")
-    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=CHECK_CONFIG.steps,
+                        help="steps per run: the analysed ones after DDP's rebuild are what the model learns from")
     parser.add_argument("--repeats", type=int, default=3, help="source/target runs in turn per grid point")
     parser.add_argument("--cores", type=int, default=os.cpu_count())
     parser.add_argument("--out", default=None)
