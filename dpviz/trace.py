@@ -276,7 +276,9 @@ class TraceScan:
         self.runtime_at: dict[int, tuple[str, float]] = {}  # correlation id → (thread, ts) of the launch call
         self.c10d: list[tuple[float, str]] = []      # (ts, op) of every c10d::* collective call
         self.comm_calls: list[CommCall] = []        # CPU ops that launch collectives
-        self.cpu_ops: list[tuple[Any, float, float]] = []  # (thread as written, start, end) of other CPU operators
+        # (thread, ts, dur) as written of the other CPU operators: checked only where read
+        # (a CPU trace's compute), as a GPU trace has tens of thousands and never reads them
+        self.cpu_ops: list[tuple[Any, Any, Any]] = []
         self.events = 0
         self.phased = 0          # events with a chrome-trace phase ('ph'): none means not a trace
         self.malformed = 0
@@ -328,9 +330,7 @@ class TraceScan:
                     malformed += 1
                 elif ((kind := classify(name, cat)) is None and cat == "cpu_op"
                       and not name.startswith(COMM_CALL_PREFIXES)):   # an operator: CPU traces' compute
-                    start, dur = _number(e.ts), _number(e.dur)
-                    if start is not None and dur is not None and dur >= 0:
-                        cpu_ops.append((e.tid, start, start + dur))
+                    cpu_ops.append((e.tid, e.ts, e.dur))
                 else:
                     complete(kind, cat, name, e.ts, e.dur, e.tid, args)
             elif ph == "s" and type(cat) is str and cat in FLOW_CATEGORIES:   # CPU end of a launch → kernel flow
@@ -425,8 +425,17 @@ class TraceScan:
                                               _CallIndex(self.comm_calls), rank), rank)
         cpu, _ = _ops_asked_for(cpu, self.c10d)
         own = any(s.kind == "step" and s.name.startswith(STEP_PREFIX) for s in cpu)
-        compute = [] if own else _cpu_op_compute(self.cpu_ops, cpu)   # dpviz's: as recorded live
+        compute = [] if own else _cpu_op_compute(self._cpu_op_times(), cpu)   # dpviz's: as recorded live
         return _number_buckets(_end_by_micro_step(cpu + compute), rank, steps)
+
+    def _cpu_op_times(self) -> list[tuple[Any, float, float]]:
+        """(thread as written, start, end) of the other CPU operators with valid times."""
+        out = []
+        for tid, ts, dur in self.cpu_ops:
+            start, dur = _number(ts), _number(dur)
+            if start is not None and dur is not None and dur >= 0:
+                out.append((tid, start, start + dur))
+        return out
 
     def _launches(self) -> dict[int, tuple[str, float]]:
         """Correlation id → (CPU thread, launch time): flow events where the trace has them,
@@ -494,7 +503,7 @@ class TraceScan:
         times += [t for k, _ in self.kernels for t in (k.start_us, k.end_us)]
         times += [ts for _, ts in self.launch_at.values()]
         times += [ts for _, ts in self.runtime_at.values()]
-        times += [t for _, start, end in self.cpu_ops for t in (start, end)]
+        times += [t for _, start, end in self._cpu_op_times() for t in (start, end)]
         if not times:
             return []
         return [Span(rank=-1, tid="", name="whole trace", kind="step", start_us=min(times),
