@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import json
 import os
 import signal
@@ -157,6 +158,43 @@ def test_gzip_or_not_and_any_chunk_size_give_the_same_record(tmp_path, monkeypat
     # chunk boundaries inside numbers, strings and keys: 7 characters at a time
     monkeypatch.setattr(trace_files, "CHUNK_CHARS", 7)
     assert load_trace(plain).spans == reference.spans
+
+
+def test_without_isal_gzip_inflates_the_same_record(tmp_path):
+    """isal is optional: without it the stdlib's gzip reads the trace to the same record, and a
+    corrupt deflate stream is a TraceError either way."""
+    import subprocess
+    import sys
+
+    assert trace_files._GzipFile is not gzip.GzipFile   # the suite itself reads through isal
+    bad = tmp_path / "rank0.json.gz"
+    bad.write_bytes(gzip.compress(b"{}")[:10] + b"not deflate at all" * 4)
+    with pytest.raises(TraceError, match="cannot be read"):
+        load_trace(bad)
+
+    code = f"""
+import importlib.abc, sys
+class NoIsal(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "isal" or name.startswith("isal."):
+            raise ImportError("isal is blocked")
+sys.meta_path.insert(0, NoIsal())
+import gzip, hashlib, pathlib, tempfile
+from dpviz.traces import files
+from dpviz.trace import TraceError
+assert files._GzipFile is gzip.GzipFile
+print(hashlib.sha1(repr(files.load_trace({str(A100)!r}).spans).encode()).hexdigest())
+bad = pathlib.Path(tempfile.mkdtemp()) / "rank0.json.gz"
+bad.write_bytes(gzip.compress(b"{{}}")[:10] + b"not deflate at all" * 4)
+try:
+    files.load_trace(bad)
+except TraceError as err:
+    print("cannot be read" in str(err))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    digest, refused = done.stdout.split()
+    assert digest == hashlib.sha1(repr(load_trace(A100).spans).encode()).hexdigest() and refused == "True"
 
 
 def test_a_well_formed_trace_reaches_the_typed_reader_whole_whatever_the_chunks(tmp_path, monkeypatch):

@@ -10,7 +10,6 @@ inferred instead is written in the record's `notes`.
 """
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
@@ -26,6 +25,13 @@ import msgspec
 
 from ..record import RunRecord, Span
 from ..trace import COMM_KINDS, TraceError, TraceScan, collector_paused, rank_from_name, shift
+
+try:   # optional (`pip install dpviz[fast]`): ISA-L's inflate, the same bytes about twice as fast
+    from isal.igzip import IGzipFile as _GzipFile
+    from isal.isal_zlib import error as _InflateError
+except ImportError:
+    from gzip import GzipFile as _GzipFile
+    _InflateError = zlib.error
 
 FACADE = ("load_trace",)  # what `dpviz.<name>` offers from here
 
@@ -196,10 +202,10 @@ def stream_events(path: str | os.PathLike, sink: Callable[[Any], None],
         with open(path, "rb") as raw:
             gzipped = raw.read(2) == b"\x1f\x8b"
             raw.seek(0)
-            binary = gzip.GzipFile(fileobj=raw) if gzipped else raw
+            binary = _GzipFile(fileobj=raw) if gzipped else raw
             with io.TextIOWrapper(binary, encoding="utf-8") as text:
                 return _read_top_level(_Stream(text, path), sink, batch)
-    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as err:
+    except (OSError, EOFError, zlib.error, _InflateError, UnicodeDecodeError) as err:
         raise TraceError(f"{path} cannot be read ({type(err).__name__}: {err})") from None
 
 
