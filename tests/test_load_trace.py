@@ -160,13 +160,15 @@ def test_gzip_or_not_and_any_chunk_size_give_the_same_record(tmp_path, monkeypat
     assert load_trace(plain).spans == reference.spans
 
 
-def test_without_isal_gzip_inflates_the_same_record(tmp_path):
+def test_without_isal_gzip_inflates_the_same_record(tmp_path, monkeypatch):
     """isal is optional: without it the stdlib's gzip reads the trace to the same record, and a
-    corrupt deflate stream is a TraceError either way."""
+    corrupt deflate stream is a TraceError either way; small files never import isal."""
     import subprocess
     import sys
 
-    assert trace_files._GzipFile is not gzip.GzipFile   # the suite itself reads through isal
+    assert trace_files._inflater(A100.stat().st_size)[0] is not gzip.GzipFile   # this suite: isal
+    assert trace_files._inflater(trace_files.ISAL_FROM_BYTES - 1)[0] is gzip.GzipFile
+    monkeypatch.setattr(trace_files, "ISAL_FROM_BYTES", 0)
     bad = tmp_path / "rank0.json.gz"
     bad.write_bytes(gzip.compress(b"{}")[:10] + b"not deflate at all" * 4)
     with pytest.raises(TraceError, match="cannot be read"):
@@ -182,7 +184,8 @@ sys.meta_path.insert(0, NoIsal())
 import gzip, hashlib, pathlib, tempfile
 from dpviz.traces import files
 from dpviz.trace import TraceError
-assert files._GzipFile is gzip.GzipFile
+files.ISAL_FROM_BYTES = 0
+assert files._inflater(1 << 30)[0] is gzip.GzipFile
 print(hashlib.sha1(repr(files.load_trace({str(A100)!r}).spans).encode()).hexdigest())
 bad = pathlib.Path(tempfile.mkdtemp()) / "rank0.json.gz"
 bad.write_bytes(gzip.compress(b"{{}}")[:10] + b"not deflate at all" * 4)

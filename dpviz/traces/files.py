@@ -10,6 +10,7 @@ inferred instead is written in the record's `notes`.
 """
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -26,15 +27,9 @@ import msgspec
 from ..record import RunRecord, Span
 from ..trace import COMM_KINDS, TraceError, TraceScan, collector_paused, rank_from_name, shift
 
-try:   # optional (`pip install dpviz[fast]`): ISA-L's inflate, the same bytes about twice as fast
-    from isal.igzip import IGzipFile as _GzipFile
-    from isal.isal_zlib import error as _InflateError
-except ImportError:
-    from gzip import GzipFile as _GzipFile
-    _InflateError = zlib.error
-
 FACADE = ("load_trace",)  # what `dpviz.<name>` offers from here
 
+ISAL_FROM_BYTES = 512 << 10   # gzipped traces this big are inflated by ISA-L (benchmarks/README.md)
 CHUNK_CHARS = 1 << 20          # characters read at a time; doubled while one value spans more
 _WS = re.compile(r"[ \t\n\r]*")
 _DECODER = json.JSONDecoder()
@@ -198,15 +193,30 @@ def stream_events(path: str | os.PathLike, sink: Callable[[Any], None],
     path = Path(path)
     if not path.is_file():
         raise TraceError(f"no such trace file: {path}")
+    inflater, inflate_error = _inflater(path.stat().st_size)
     try:
         with open(path, "rb") as raw:
             gzipped = raw.read(2) == b"\x1f\x8b"
             raw.seek(0)
-            binary = _GzipFile(fileobj=raw) if gzipped else raw
+            binary = inflater(fileobj=raw) if gzipped else raw
             with io.TextIOWrapper(binary, encoding="utf-8") as text:
                 return _read_top_level(_Stream(text, path), sink, batch)
-    except (OSError, EOFError, zlib.error, _InflateError, UnicodeDecodeError) as err:
+    except (OSError, EOFError, zlib.error, inflate_error, UnicodeDecodeError) as err:
         raise TraceError(f"{path} cannot be read ({type(err).__name__}: {err})") from None
+
+
+def _inflater(nbytes: int) -> tuple[type, type[Exception]]:
+    """The gzip reader for a file of `nbytes` and the error its inflate raises: ISA-L's
+    (optional, `pip install dpviz[fast]`: the same bytes, about twice as fast) from
+    ISAL_FROM_BYTES on, where it saves more than its import costs; the stdlib's otherwise."""
+    if nbytes >= ISAL_FROM_BYTES:
+        try:
+            from isal.igzip import IGzipFile
+            from isal.isal_zlib import error
+            return IGzipFile, error
+        except ImportError:
+            pass
+    return gzip.GzipFile, zlib.error
 
 
 def _read_top_level(stream: _Stream, sink: Callable[[Any], None], batch: Batch | None) -> dict:
