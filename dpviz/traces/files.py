@@ -141,9 +141,9 @@ class _Stream:
         an event, '},' is followed by a key, so such a cut is rarely inside one). If the cut
         is inside a string or a nested value all the same, '[' + batch + ']' is not valid
         JSON (a string or the event's own '{' stays open), so a batch that decodes is exactly
-        a run of whole events. None when
-        no cut is buffered yet or the batch does not decode (an odd event: the caller reads
-        it one value at a time, which counts what is malformed and names what is corrupt).
+        a run of whole events. None when no cut is buffered yet or the batch does not decode
+        (an odd event: the caller reads it one value at a time, which counts what is
+        malformed and names what is corrupt).
 
         Less than a chunk left buffered is topped up first: what is left after a batch is
         the event the chunk cut, and reading it value by value would fail once per chunk.
@@ -207,8 +207,8 @@ def stream_events(path: str | os.PathLike, sink: Callable[[Any], None],
 
 def _inflater(nbytes: int) -> tuple[type, type[Exception]]:
     """The gzip reader for a file of `nbytes` and the error its inflate raises: ISA-L's
-    (optional, `pip install dpviz[fast]`: the same bytes, about twice as fast) from
-    ISAL_FROM_BYTES on, where it saves more than its import costs; the stdlib's otherwise."""
+    (optional, `pip install dpviz[fast]`: the same bytes, faster) from ISAL_FROM_BYTES on,
+    where it saves more than its import costs; the stdlib's otherwise."""
     if nbytes >= ISAL_FROM_BYTES:
         try:
             from isal.igzip import IGzipFile
