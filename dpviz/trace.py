@@ -22,7 +22,7 @@ import json
 import math
 import os
 import re
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple
@@ -825,27 +825,59 @@ def _number_buckets(spans: list[Span], rank: int, steps: _Steps | None = None) -
     """`spans` as `rank`'s, in `steps` (when given: a span's own step otherwise), each
     all-reduce, launch, hook and transfer with its bucket number.
 
-    DDP launches buckets in index order, and gloo/NCCL start them in launch order.
+    DDP launches buckets in index order, from one thread, so launches are numbered in start
+    order. Their all-reduces are too, except where sizes tell better: gloo's two worker
+    threads can start two all-reduces out of launch order, so where every all-reduce and
+    launch of a micro-step has its size, each all-reduce takes the number of the first
+    launch of its size not yet taken (`_by_size`).
     Numbering restarts at each micro-step: a micro-step that syncs (the last one, or every
     one when no_sync is misplaced) all-reduces every bucket from index 0 again.
     """
     counters: dict[tuple, int] = defaultdict(int)
     out = []
+    groups: dict[tuple, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))  # positions
+    segment = 0
     for s in sorted(spans, key=lambda s: s.start_us):
         step = steps.find(s.start_us) if steps is not None else s.step
         if s.kind == "micro_step":
             counters.clear()
+            segment += 1
         if s.kind in ("allreduce_launch", "allreduce", "bucket_hook", "link") and step is not None:
             key = (s.kind, step)
             named = s.kind in ("bucket_hook", "link")   # dpviz's own spans carry the index
             index = int(s.name.rsplit("#", 1)[1]) if named else counters[key]
             counters[key] += 1
+            groups[(step, segment)][s.kind].append(len(out))
             out.append(_with(s, rank=rank, step=step, bucket=index))
         elif s.rank == rank and s.step == step:   # already so (a frozen span: no copy needed)
             out.append(s)
         else:
             out.append(_with(s, rank=rank, step=step))
+    for group in groups.values():
+        for position, index in _by_size([out[i] for i in group["allreduce_launch"]],
+                                        group["allreduce"], out):
+            out[position] = _with(out[position], bucket=index)
     return out
+
+
+def _by_size(launches: list[Span], positions: list[int], out: list[Span]) -> list[tuple[int, int]]:
+    """(position in `out`, bucket) of each all-reduce at `positions` (in start order) whose
+    number its size gives: the first launch of that size not yet taken. None changes where
+    a size is missing or the sizes of launches and all-reduces differ as multisets (then
+    start order stands)."""
+    reduces = [out[i] for i in positions]
+    sizes = [s.bytes for s in reduces]
+    if not reduces or None in sizes or sorted(sizes) != sorted(x.bytes or 0 for x in launches):
+        return []
+    free: dict[int, deque] = defaultdict(deque)   # size → its launches' buckets, in order
+    for x in sorted(launches, key=lambda s: s.bucket):
+        free[x.bytes].append(x.bucket)
+    changes = []
+    for position, reduce in zip(positions, reduces):
+        bucket = free[reduce.bytes].popleft()
+        if bucket != reduce.bucket:
+            changes.append((position, bucket))
+    return changes
 
 
 def _with(span: Span, **changes) -> Span:

@@ -211,6 +211,33 @@ def test_a_gloo_allreduce_ends_by_the_end_of_the_micro_step_that_launched_it():
     assert ends == [(10, 30), (40, 61), (70, 95)]
 
 
+def test_gloo_allreduces_started_out_of_launch_order_take_their_bucket_from_their_size():
+    """gloo's two worker threads can start bucket 1's all-reduce before bucket 0's: where sizes
+    are recorded, each all-reduce is numbered by the launch of its size (launch order is DDP's
+    bucket order); where a size is missing or the sizes disagree, start order stands."""
+    def ann(name, ts, dur, tid=1, cat="user_annotation", **args):
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "tid": tid, "args": args}
+
+    def launch(ts, numel):
+        return ann("c10d::allreduce_", ts, 1, cat="cpu_op", **{"Input Dims": [[[numel]]],
+                                                              "Input type": ["TensorList"]})
+
+    def reduce(ts, numel, tid):
+        shapes = {} if numel is None else {"Input Dims": [[numel]], "Input type": ["float"]}
+        return ann("gloo:all_reduce", ts, 5, tid=tid, **shapes)
+
+    def numbered(first, second):
+        spans = _scan([ann("dpviz:step#0", 0, 100), ann("dpviz:micro_step#0", 1, 60),
+                       launch(10, 250), launch(12, 100), reduce(14, second, 3), reduce(15, first, 2)]).spans(0)
+        return [(s.kind, s.bucket, s.bytes) for s in sorted(spans, key=lambda s: s.start_us)
+                if s.kind in ("allreduce_launch", "allreduce")]
+
+    assert numbered(250, 100) == [("allreduce_launch", 0, 1000), ("allreduce_launch", 1, 400),
+                                  ("allreduce", 1, 400), ("allreduce", 0, 1000)]
+    assert [b for _, b, _ in numbered(250, None)][2:] == [0, 1]     # a size missing: start order
+    assert [b for _, b, _ in numbered(250, 250)][2:] == [0, 1]     # sizes that do not match
+
+
 def test_stored_gloo_allreduces_end_before_the_optimizer_starts(gloo_spans):
     for spans in gloo_spans.values():
         for step in (0, 1, 2):
