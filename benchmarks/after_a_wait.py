@@ -34,7 +34,6 @@ def main() -> None:
     waits = [float(w) for w in args.waits_ms.split(",")]
     torch.set_num_threads(1)
     cfg = CHECK_CONFIG.replace(world_size=1)
-    cfg = cfg.replace(batch_per_rank=cfg.batch_per_rank or 32)
     model = build_mlp(cfg)
     x, y = mlp_batch(cfg)(0, 0, cfg.batch_per_rank)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)

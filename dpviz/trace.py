@@ -835,7 +835,8 @@ def _number_buckets(spans: list[Span], rank: int, steps: _Steps | None = None) -
     """
     counters: dict[tuple, int] = defaultdict(int)
     out = []
-    groups: dict[tuple, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))  # positions
+    # (step, micro-step) → kind → positions in `out` of its launches and all-reduces
+    groups: dict[tuple, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     segment = 0
     for s in sorted(spans, key=lambda s: s.start_us):
         step = steps.find(s.start_us) if steps is not None else s.step
@@ -847,7 +848,8 @@ def _number_buckets(spans: list[Span], rank: int, steps: _Steps | None = None) -
             named = s.kind in ("bucket_hook", "link")   # dpviz's own spans carry the index
             index = int(s.name.rsplit("#", 1)[1]) if named else counters[key]
             counters[key] += 1
-            groups[(step, segment)][s.kind].append(len(out))
+            if s.kind in ("allreduce_launch", "allreduce"):
+                groups[(step, segment)][s.kind].append(len(out))
             out.append(_with(s, rank=rank, step=step, bucket=index))
         elif s.rank == rank and s.step == step:   # already so (a frozen span: no copy needed)
             out.append(s)
