@@ -62,3 +62,47 @@ def test_zero_stages_figure_is_a_model():
 
     assert style.tags_of(plot_zero_stages(7.5e9, 64)) == ["model"]
     plt.close("all")
+
+
+def _gloo_2rank() -> RunRecord:
+    from dpviz.traces.files import load_trace
+
+    return load_trace(sorted(map(str, (Path(__file__).parent / "data" / "dpviz-gloo-2rank").glob("*.json.gz"))))
+
+
+def _pixels(fig) -> bytes:
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80)
+    return Image.open(buf).convert("RGB").tobytes()
+
+
+def test_figures_for_files_match_pyplot_figures_and_pyplot_never_holds_them():
+    """load-trace and the report page draw their figures this way: no pyplot import, nothing
+    for a notebook to show; the same plotting code must give the same pixels."""
+    from dpviz.plots.timeline import plot_timeline
+
+    record, held = _gloo_2rank(), plt.get_fignums()
+    step = record.steps[-1]
+    with style.figures_for_files():
+        for_files = plot_timeline(record, step=step).figure
+    assert plt.get_fignums() == held   # pyplot neither holds nor shows it
+    shown = plot_timeline(record, step=step).figure
+    assert plt.get_fignums() == [*held, shown.number]
+    assert _pixels(for_files) == _pixels(shown)   # same code, same renderer: exact
+    plt.close(shown)
+
+
+def test_rendering_a_report_leaves_the_notebooks_backend_and_figures_as_they_were():
+    from dpviz.traces.report import render_report
+
+    record, backend, held = _gloo_2rank(), matplotlib.get_backend(), plt.get_fignums()
+    matplotlib.use("svg")   # any backend but the Agg the report draws with
+    try:
+        assert render_report(record).count("data:image/png") == 2
+        assert matplotlib.get_backend() == "svg" and plt.get_fignums() == held
+    finally:
+        matplotlib.use(backend)

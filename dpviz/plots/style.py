@@ -5,6 +5,10 @@ in a lecture video as in the notebook figure next to it.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 # Colour-blind-safe (Okabe–Ito) for ranks; compute vs communication kept apart by hue.
 RANK_COLORS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 KIND_COLORS = {
@@ -56,10 +60,30 @@ def kind_color(kind: str) -> str:
     return KIND_COLORS.get(kind, KIND_COLORS["other"])
 
 
+_FOR_FILES: ContextVar[bool] = ContextVar("dpviz_figures_for_files", default=False)
+
+
+@contextmanager
+def figures_for_files() -> Iterator[None]:
+    """Within it, `new_axes` makes plain `matplotlib.figure.Figure`s that pyplot never sees:
+    for code that only writes figures to files (a CLI, a report page). Such code then needs
+    neither pyplot's import nor `plt.close`, and a notebook shows none of them."""
+    token = _FOR_FILES.set(True)
+    try:
+        yield
+    finally:
+        _FOR_FILES.reset(token)
+
+
 def new_axes(ax=None, figsize=(10, 3.5)):
-    """The given axes, or a fresh figure's (library code never calls plt.show())."""
+    """The given axes, or a fresh figure's (library code never calls plt.show()): a pyplot
+    figure, which a notebook shows, except within `figures_for_files`."""
     if ax is not None:
         return ax
+    if _FOR_FILES.get():
+        from matplotlib.figure import Figure
+
+        return Figure(figsize=figsize, layout="constrained").subplots()
     import matplotlib.pyplot as plt
 
     _, ax = plt.subplots(figsize=figsize, layout="constrained")

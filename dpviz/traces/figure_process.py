@@ -10,6 +10,7 @@ by the same code. The record travels through a pipe, never through a file.
 """
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import signal
@@ -25,13 +26,12 @@ def can_fork() -> bool:
 
 
 def import_plotting() -> None:
-    """Everything drawing the figures imports (matplotlib most of all)."""
-    import matplotlib
+    """Everything drawing the figures imports: matplotlib's figure and its PNG canvas, not
+    pyplot (the figures are made for files, `style.figures_for_files`)."""
+    import matplotlib.backends.backend_agg  # noqa: F401
+    import matplotlib.figure  # noqa: F401
 
-    matplotlib.use("Agg")   # a CLI writes files; no window
-    import matplotlib.pyplot  # noqa: F401
-
-    from ..plots import files, timeline  # noqa: F401
+    from ..plots import files, style, timeline  # noqa: F401
     from . import plots  # noqa: F401
 
 
@@ -51,16 +51,15 @@ def figures_to_draw(record, step: int) -> tuple[list[str], str | None]:
 def draw_figure(record, step: int, name: str, out: Path, formats: tuple[str, ...]) -> None:
     """Draw figure `name` of `step` and write it into `out` in each of `formats`."""
     import_plotting()
-    import matplotlib.pyplot as plt
-
     from ..plots.files import save_figure
+    from ..plots.style import figures_for_files
     from ..plots.timeline import plot_timeline
     from .plots import plot_allreduce_sizes
 
     draw = {"timeline": plot_timeline, "allreduce-sizes": plot_allreduce_sizes}[name]
-    ax = draw(record, step=step)
+    with figures_for_files():
+        ax = draw(record, step=step)
     save_figure(ax.figure, out / name, formats=formats)
-    plt.close(ax.figure)
 
 
 class FigureProcess:
@@ -120,6 +119,7 @@ def _child(read_end: int) -> None:
     figure but the first, draw the first; exit with 0 only if every figure was written."""
     def draw_all() -> bool:
         signal.signal(signal.SIGINT, signal.SIG_IGN)   # Ctrl-C is the parent's to handle
+        gc.disable()   # a short life ended by os._exit: collections would only slow the imports
         import_plotting()
         with os.fdopen(read_end, "rb") as pipe:
             record, step, names, out, formats = pickle.load(pipe)

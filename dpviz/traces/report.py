@@ -13,6 +13,7 @@ import io
 import os
 from pathlib import Path
 
+from ..plots.style import figures_for_files
 from ..record import RunRecord
 from .stragglers import match_collectives, straggler_ranking
 from .summary import summary
@@ -26,10 +27,15 @@ def rank_labels(record: RunRecord) -> dict[int, str]:
 
 
 def render_report(record: RunRecord, title: str = "dpviz report") -> str:
-    """The page as one HTML string."""
-    import matplotlib
+    """The page as one HTML string; its figures are made for the page only (a notebook that
+    renders a report shows none of them, and its plotting backend stays as it was)."""
+    with figures_for_files():
+        body = _body(record, title)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
+            f"<style>{_CSS}</style></head><body>{body}</body></html>")
 
-    matplotlib.use("Agg")
+
+def _body(record: RunRecord, title: str) -> str:
     from ..plots.timeline import plot_timeline
     from .plots import allreduce_sizes, plot_allreduce_sizes, sizes_unknown
 
@@ -61,9 +67,7 @@ def render_report(record: RunRecord, title: str = "dpviz report") -> str:
               f"to its last busy span in them; {_e(compute_definition(record))}.</p>",
               _breakdown_table(data, labels), _hta_differences(data),
               "<h2>Across ranks: skew, waiting and stragglers</h2>", _stragglers(record, labels, step)]
-    body = "\n".join(parts)
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
-            f"<style>{_CSS}</style></head><body>{body}</body></html>")
+    return "\n".join(parts)
 
 
 def write_report(record: RunRecord, path: str | os.PathLike, title: str = "dpviz report") -> Path:
@@ -87,12 +91,8 @@ def _e(text) -> str:
 
 
 def _figure(ax, caption: str) -> str:
-    import matplotlib.pyplot as plt
-
-    fig = ax.figure
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100)
-    plt.close(fig)
+    ax.figure.savefig(buf, format="png", dpi=100)
     src = base64.b64encode(buf.getvalue()).decode("ascii")
     return (f"<figure><img alt='{_e(caption)}' src='data:image/png;base64,{src}'>"
             f"<figcaption>{_e(caption)}</figcaption></figure>")
