@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from manim import DOWN, RIGHT, UP, FadeIn, Rectangle, Text, VGroup
 
-from dpviz.overlap import steady_steps
+from dpviz.analysis.overlap import steady_steps
+from dpviz.app.scene import FONT_SIZE, RecordScene, fit, link_box
+from dpviz.core.record import RunRecord
 from dpviz.plots import style
-from dpviz.record import RunRecord
-from dpviz.scene import FONT_SIZE, RecordScene, fit, link_box
 
 MAX_RANKS = 4          # rows that fit the frame
 WIDTH = 11.0           # scene units for the step's duration
@@ -43,7 +43,7 @@ def inside(spans, window: tuple[float, float]):
 class AccumulationSchedule(RecordScene):
     RECORD_TYPE = RunRecord
     # what `dpviz animate all` runs live (called with out=FOLDER) and the file it draws
-    RECORDED_BY = ("dpviz.ddp_run:run", {"world_size": 2, "steps": 2, "accum_steps": 4, "bucket_cap_mb": 0.25})
+    RECORDED_BY = ("dpviz.engine.ddp_run:run", {"world_size": 2, "steps": 2, "accum_steps": 4, "bucket_cap_mb": 0.25})
     RECORD_FILE = "record.json"
 
     def construct(self):

@@ -5,7 +5,7 @@ Backward runs on the main thread; as its gradients become ready they fill DDP's 
 figures), then its all-reduce on the communication lane, beside the rest of backward where
 there is any; after backward the optimizer waits for the last bucket. Every time, and every
 caption, is from the record (`record.json` written by `dpviz run`): a one-bucket step is
-told as one (`dpviz.buckets.records.bucket_story`).
+told as one (`dpviz.lessons.buckets.records.bucket_story`).
 
     dpviz run --layers 8 --width 512 --bucket-cap-mb 1 --out run/
     dpviz animate buckets --record run/record.json --out buckets.mp4
@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from manim import DOWN, LEFT, UP, FadeIn, Line, Rectangle, Text, ValueTracker, VGroup, linear
 
-from dpviz.buckets.records import (StepTimeline, bucket_story, cap_label, step_end_ms, step_timeline,
-                                  story_summary)
+from dpviz.app.scene import FONT_SIZE, RecordScene, fit, link_box
+from dpviz.core.record import RunRecord
+from dpviz.lessons.buckets.records import (
+    StepTimeline, bucket_story, cap_label, step_end_ms, step_timeline, story_summary,
+)
 from dpviz.plots import style
-from dpviz.record import RunRecord
-from dpviz.scene import FONT_SIZE, RecordScene, fit, link_box
 
 X0, X1 = -2.7, 6.6            # the timeline's left and right edge (scene units)
 MAIN_Y, COMM_Y, LANE_H = 1.2, -0.6, 0.7
@@ -47,7 +48,7 @@ def cap_text(cap: float | None) -> str:
 class BucketOverlap(RecordScene):
     RECORD_TYPE = RunRecord
     # what `dpviz animate all` runs live (called with out=FOLDER) and the file it draws
-    RECORDED_BY = ("dpviz.ddp_run:run", {"world_size": 2, "steps": 3, "layers": 24, "width": 256,
+    RECORDED_BY = ("dpviz.engine.ddp_run:run", {"world_size": 2, "steps": 3, "layers": 24, "width": 256,
                                          "batch_per_rank": 128, "bucket_cap_mb": 1.0})
     RECORD_FILE = "record.json"
 

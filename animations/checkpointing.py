@@ -14,9 +14,9 @@ from manim import (DOWN, LEFT, RIGHT, UP, AnimationGroup, Axes, Create, FadeIn, 
                    LaggedStart, Rectangle, Square, Succession, Text, VGroup, VMobject, Write,
                    linear)
 
-from dpviz.checkpointing.records import CheckpointingRecord, MemoryRow, segments
+from dpviz.app.scene import FONT_SIZE, RecordScene
+from dpviz.lessons.checkpointing.records import CheckpointingRecord, MemoryRow, segments
 from dpviz.plots import style
-from dpviz.scene import FONT_SIZE, RecordScene
 
 MB = 2 ** 20
 MAX_POINTS = 150       # curve vertices per drawn phase (the peak of each bucket is kept)
@@ -50,7 +50,7 @@ def chosen_k(record: CheckpointingRecord) -> int:
 class CheckpointMemory(RecordScene):
     RECORD_TYPE = CheckpointingRecord
     # what `dpviz animate all` runs live (called with out=FOLDER) and the file it draws
-    RECORDED_BY = ("dpviz.checkpointing.live:measure_checkpointing", {"checkpoint_every": (0, 2, 4, 8)})
+    RECORDED_BY = ("dpviz.lessons.checkpointing.live:measure_checkpointing", {"checkpoint_every": (0, 2, 4, 8)})
     RECORD_FILE = "checkpointing.json"
 
     def construct(self):
@@ -124,7 +124,7 @@ class CheckpointMemory(RecordScene):
         segs = segments(n, k)
         if len(row.recompute_spans) != len(segs):
             raise ValueError(f"row k={k} has {len(row.recompute_spans)} recomputed forwards for "
-                             f"{len(segs)} segments: not a record from dpviz.checkpointing.live.measure_checkpointing")
+                             f"{len(segs)} segments: not a record from dpviz.lessons.checkpointing.live.measure_checkpointing")
         self.show_caption(f"checkpoint every {k}: forward keeps only each segment's input")
         for a in self.acts:
             a.set_fill(fwd_color)

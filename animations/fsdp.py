@@ -16,10 +16,11 @@ from __future__ import annotations
 from manim import (DOWN, LEFT, RIGHT, UP, DashedLine, Dot, Rectangle, Text, ValueTracker, VGroup, always_redraw,
                    linear)
 
-from dpviz.fsdp.records import (LOSS, ROOT, FsdpRecord, RankStep, describe_knobs, measured_peak, own_compute,
-                                record_peak_model)
+from dpviz.app.scene import FONT_SIZE, RecordScene
+from dpviz.lessons.fsdp.records import (
+    FsdpRecord, LOSS, ROOT, RankStep, describe_knobs, measured_peak, own_compute, record_peak_model,
+)
 from dpviz.plots import style
-from dpviz.scene import FONT_SIZE, RecordScene
 
 UNIT_Y, RANK_Y = 1.0, -2.1          # the units' row and the ranks' row
 BAR_X, BAR_BOTTOM, BAR_H = 6.2, -2.6, 4.6
@@ -63,7 +64,7 @@ def in_flight(step: RankStep, t_ms: float) -> list[tuple[str, str, float]]:
 class FsdpInTime(RecordScene):
     RECORD_TYPE = FsdpRecord
     # what `dpviz animate all` runs live (called with out=FOLDER) and the file it draws
-    RECORDED_BY = ("dpviz.fsdp.live:record_fsdp", {})
+    RECORDED_BY = ("dpviz.lessons.fsdp.live:record_fsdp", {})
     RECORD_FILE = "fsdp.json"
 
     def construct(self):

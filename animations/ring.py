@@ -12,10 +12,10 @@ from __future__ import annotations
 from manim import (LEFT, RIGHT, UP, Create, CurvedArrow, FadeIn, FadeOut, Rectangle,
                    Text, Transform, VGroup)
 
-from dpviz.collectives.record import CollectiveRecord, describe_collective
-from dpviz.collectives.schedule import holds_per_step
+from dpviz.app.scene import FONT_SIZE, RecordScene
+from dpviz.lessons.collectives.record import CollectiveRecord, describe_collective
+from dpviz.lessons.collectives.schedule import holds_per_step
 from dpviz.plots import style
-from dpviz.scene import FONT_SIZE, RecordScene
 
 PHASE_CAPTION = {
     "reduce_scatter": "reduce-scatter: send one chunk right, the receiver adds it",
@@ -78,7 +78,7 @@ class ChunkGrid:
 class RingAllReduce(RecordScene):
     RECORD_TYPE = CollectiveRecord
     # what `dpviz animate all` runs live (called with out=FOLDER) and the file it draws
-    RECORDED_BY = ("dpviz.collectives.execute:record_collective",
+    RECORDED_BY = ("dpviz.lessons.collectives.execute:record_collective",
                    {"algorithm": "ring", "elements": 16, "world_size": 4})
     RECORD_FILE = "ring.json"
 

@@ -16,8 +16,8 @@ import time
 
 import torch
 
-from dpviz.what_if.live import CHECK_CONFIG
-from dpviz.workloads.live import build_mlp, loss_fn, mlp_batch
+from dpviz.engine.workloads import build_mlp, loss_fn, mlp_batch
+from dpviz.lessons.what_if.live import CHECK_CONFIG
 
 
 def spin(seconds: float) -> None:

@@ -7,7 +7,7 @@ on subgroups of one warm cluster (N = 2 … --ranks). Same model, same batches, 
 worker. DP's bytes are what device 0 copies out (input shards, parameters, output gradients) and
 in (outputs, parameter gradients); rank bytes are each process's socket writes (/proc/self/io).
 Prints per N:
-  DP d0 out/P, in/P          (model: dpviz.dp_vs_ddp.records.expected_copy_bytes)
+  DP d0 out/P, in/P          (model: dpviz.lessons.dp_vs_ddp.records.expected_copy_bytes)
   PS r0 sent/P, DDP sent/P   (model: N−1 and 2(N−1)/N)
   step ms of DP / PS / DDP   (slowest rank; medians of --steps steps, median over --repeats)
 Usage: python benchmarks/dp_vs_ddp.py [--ranks 4] [--steps 8] [--repeats 3] [--width 1024]
@@ -18,7 +18,7 @@ import argparse
 import statistics
 
 from dpviz import Cluster, RunConfig
-from dpviz.dp_vs_ddp.live import dp_vs_ddp
+from dpviz.lessons.dp_vs_ddp.live import dp_vs_ddp
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """What FSDP2's prefetching buys on the emulated link: exposed communication and step time with
 prefetch on and off, side by side, and how long a knob move takes on warm ranks.
 
-The notebook's step (`dpviz.fsdp.live.DEMO_CONFIG`: the GPT, 2 ranks, classroom link) recorded
+The notebook's step (`dpviz.lessons.fsdp.live.DEMO_CONFIG`: the GPT, 2 ranks, classroom link) recorded
 with prefetch on and off, alternating repeat by repeat so drifting machine load hits both alike;
 a figure is the median over repeats of the mean over ranks. Prints the machine's load beside it.
 Usage: python benchmarks/fsdp_prefetch.py [--repeats 6] [--ranks 2] [--batch 64]
@@ -14,8 +14,8 @@ import statistics
 import time
 
 from dpviz import Cluster
-from dpviz.fsdp.live import DEMO_CONFIG, record_fsdp
-from dpviz.fsdp.records import summarize
+from dpviz.lessons.fsdp.live import DEMO_CONFIG, record_fsdp
+from dpviz.lessons.fsdp.records import summarize
 
 
 def main() -> None:

@@ -52,8 +52,8 @@ print(json.dumps({"seconds": seconds,
 """
 DPVIZ_SCRIPT = """
 import json, sys, time
-from dpviz.traces.files import load_trace
-from dpviz.overlap import comm_compute_overlap, record_ranks, summarize, temporal_breakdown
+from dpviz.analysis.trace_files import load_trace
+from dpviz.analysis.overlap import comm_compute_overlap, record_ranks, summarize, temporal_breakdown
 t0 = time.perf_counter()
 record = load_trace(sys.argv[1], ranks=json.loads(sys.argv[2]))
 overlap = [comm_compute_overlap(record, r) for r in record_ranks(record)]

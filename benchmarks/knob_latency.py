@@ -33,20 +33,23 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from dpviz import Cluster, RunConfig, ddp_run  # noqa: E402
-from dpviz.accumulation.live import DEMO_CONFIG, accumulation_link_slider, k_slider, live_config  # noqa: E402
-from dpviz.averaging.live import compare_averaging, period_slider  # noqa: E402
-from dpviz.buckets.live import bucket_cap_slider, link_bandwidth_slider, sweep_config  # noqa: E402
-from dpviz.config import for_slider  # noqa: E402
-from dpviz.link.records import SLIDER_FACTORS, as_link, slider_gbps  # noqa: E402
-from dpviz.launch import Cluster as _Cluster  # noqa: E402
-from dpviz.link.live import size_link  # noqa: E402
-from dpviz.assemble import assemble_run, rank_spans  # noqa: E402
-from dpviz.ddp_run import run, train_rank  # noqa: E402
-from dpviz.accumulation.plots import plot_schedule  # noqa: E402
-from dpviz.averaging.plots import plot_drift  # noqa: E402
-from dpviz.buckets.plots import plot_bucket_timeline  # noqa: E402
-from dpviz.trace import read_trace  # noqa: E402
+from dpviz import Cluster, RunConfig
+from dpviz.engine import ddp_run  # noqa: E402
+from dpviz.lessons.accumulation.live import (
+    DEMO_CONFIG, accumulation_link_slider, k_slider, live_config,
+)  # noqa: E402
+from dpviz.lessons.averaging.live import compare_averaging, period_slider  # noqa: E402
+from dpviz.lessons.buckets.live import bucket_cap_slider, link_bandwidth_slider, sweep_config  # noqa: E402
+from dpviz.core.config import for_slider  # noqa: E402
+from dpviz.core.link import SLIDER_FACTORS, as_link, slider_gbps  # noqa: E402
+from dpviz.engine.launch import Cluster as _Cluster  # noqa: E402
+from dpviz.engine.link_sizing import size_link  # noqa: E402
+from dpviz.engine.assemble import assemble_run, rank_spans  # noqa: E402
+from dpviz.engine.ddp_run import run, train_rank  # noqa: E402
+from dpviz.lessons.accumulation.plots import plot_schedule  # noqa: E402
+from dpviz.lessons.averaging.plots import plot_drift  # noqa: E402
+from dpviz.lessons.buckets.plots import plot_bucket_timeline  # noqa: E402
+from dpviz.analysis.scan import read_trace  # noqa: E402
 from dpviz.widgets.slider import FigurePanel as Figure, caption_html  # noqa: E402
 
 
@@ -73,7 +76,7 @@ def _old_figure(draw, figsize, record) -> bytes:
 # name → (build the widget on a cluster, two values to move between (or a function of the
 # cluster giving them), old run, draw, figsize), as the sliders run them (config.for_slider)
 BUCKETS = for_slider(sweep_config(steps=2))
-GPT_BUCKETS = for_slider(RunConfig(model="gpt", steps=2))   # the built-in transformer (dpviz.workloads.live)
+GPT_BUCKETS = for_slider(RunConfig(model="gpt", steps=2))   # the built-in transformer (dpviz.engine.workloads)
 K_LIVE = live_config(DEMO_CONFIG)
 K_LINKED = K_LIVE.replace(link="classroom")   # notebook 04 keeps the classroom preset
 timeline = lambda ax, r: plot_bucket_timeline(r, ax=ax)

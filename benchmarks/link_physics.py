@@ -13,13 +13,15 @@ import os
 import statistics
 
 from dpviz import Cluster, run
-from dpviz.accumulation import live as accumulation
-from dpviz.accumulation.records import describe_accumulation_sweep
-from dpviz.buckets.live import sweep_config
-from dpviz.buckets.records import (ONE_BUCKET_CAP_MB, BucketSweep, describe_overlap, format_sweep,
-                                   link_predictions, cap_row)
-from dpviz.link.records import describe_link
-from dpviz.link.live import size_link
+from dpviz.core.bucket_layout import ONE_BUCKET_CAP_MB
+from dpviz.core.link import describe_link
+from dpviz.engine.link_sizing import size_link
+from dpviz.lessons.accumulation import live as accumulation
+from dpviz.lessons.accumulation.records import describe_accumulation_sweep
+from dpviz.lessons.buckets.live import sweep_config
+from dpviz.lessons.buckets.records import (
+    BucketSweep, cap_row, describe_overlap, format_sweep, link_predictions,
+)
 
 CAPS = (0.25, 1.0, 4.0, ONE_BUCKET_CAP_MB)
 

@@ -19,10 +19,10 @@ import os
 import time
 
 import dpviz
-from dpviz.buckets.live import overlap_contrast, sweep_config
-from dpviz.buckets.records import cap_row, overlap_share
-from dpviz.link.live import run_backward_ms, size_link
-from dpviz.link.records import sizing_factor
+from dpviz.core.link import sizing_factor
+from dpviz.engine.link_sizing import run_backward_ms, size_link
+from dpviz.lessons.buckets.live import overlap_contrast, sweep_config
+from dpviz.lessons.buckets.records import cap_row, overlap_share
 
 BAR_POINTS = 10.0   # shares within ±10 points of each other: max − min ≤ 20 points
 

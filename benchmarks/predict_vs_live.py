@@ -15,9 +15,9 @@ import argparse
 import os
 import time
 
-from dpviz.what_if.live import CHECK_CONFIG, check_predictions
-from dpviz.what_if.records import errors, format_check
-from dpviz.record import save
+from dpviz.core.record import save
+from dpviz.lessons.what_if.live import CHECK_CONFIG, check_predictions
+from dpviz.lessons.what_if.records import errors, format_check
 
 GOALS = {"replay": (0.05, None), "what-if": (0.10, 0.25)}
 EXPOSED_GOAL = 0.15

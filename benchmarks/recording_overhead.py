@@ -27,8 +27,8 @@ def step_ms_rank(ctx, cfg: RunConfig, variant: str) -> list[float]:
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from dpviz.ddp_run import BucketLog, record_buckets, train_step
-    from dpviz.workloads.live import build_mlp
+    from dpviz.engine.ddp_run import BucketLog, record_buckets, train_step
+    from dpviz.engine.workloads import build_mlp
 
     model = build_mlp(cfg)
     ddp = DDP(model, bucket_cap_mb=cfg.bucket_cap_mb)

@@ -12,8 +12,8 @@ import argparse
 import statistics
 
 from dpviz import Cluster
-from dpviz.collectives.timing import bench_collectives, op_elements, ring_phases_rank
-from dpviz.commands._args import comma_list, positive_int, size_bytes
+from dpviz.core.arguments import comma_list, positive_int, size_bytes
+from dpviz.lessons.collectives.timing import bench_collectives, op_elements, ring_phases_rank
 
 OPS = ("all_reduce", "ring", "ring-unchunked", "tree", "naive")
 

@@ -10,8 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from dpviz.animate import SCENES, render
-from dpviz.export import record_scene_data
+from dpviz.app.animate import SCENES, render
+from dpviz.app.export import record_scene_data
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """One training step by layer: backward / forward and weight-gradient (W) / input-gradient (B).
 
-Profiled on one rank with one intra-op thread (dpviz.anatomy.live), median of --repeats steps, at a
+Profiled on one rank with one intra-op thread (dpviz.lessons.anatomy.live), median of --repeats steps, at a
 few batch sizes; FLOPs are equal for forward, B and W of a layer, so the ratios show how far
 CPU time departs from the FLOP count (B and W read their operands in different layouts).
 Usage: python benchmarks/step_anatomy.py [--width 512] [--layers 4] [--repeats 9]
@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from dpviz import Cluster, RunConfig
-from dpviz.anatomy.live import measure_anatomy
+from dpviz.lessons.anatomy.live import measure_anatomy
 
 
 def main() -> None:

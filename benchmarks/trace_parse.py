@@ -4,7 +4,7 @@ Measured side by side in one process, medians of repeats, on
   the real A100 NCCL trace in tests/data (.json.gz, ~40k events), and
   a long trace made from it: its events repeated --scale times, shifted in time (plain .json).
   json.load   = parse the whole file into Python objects (no classification at all)
-  stream      = dpviz.traces.files.stream_events: one event at a time, nothing kept
+  stream      = dpviz.analysis.trace_files.stream_events: one event at a time, nothing kept
   load_trace  = stream + classify + link kernels to launches + build the RunRecord
 Peak memory (tracemalloc, one run each) shows what streaming buys on large files.
 Usage: python benchmarks/trace_parse.py [--scale 8] [--repeats 3]
@@ -20,7 +20,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from dpviz.traces.files import load_trace, stream_events
+from dpviz.analysis.trace_files import load_trace, stream_events
 
 A100 = Path(__file__).resolve().parent.parent / "tests" / "data" / "a100-nccl-ddp-rank0.json.gz"
 

@@ -15,7 +15,7 @@ import statistics
 import time
 
 from dpviz import Cluster, RunConfig, run
-from dpviz.config import BUILTIN_MODELS
+from dpviz.core.config import BUILTIN_MODELS
 
 
 def timed(fn) -> float:

@@ -1,5 +1,5 @@
 # Sphinx configuration of the course site built by `make book` / `dpviz book` (copied into the
-# build's source folder beside the executed notebooks; see dpviz/book.py).
+# build's source folder beside the executed notebooks; see dpviz/app/book.py).
 project = "dpviz: data-parallel training, live"
 author = "dpviz contributors"
 extensions = ["myst_nb"]

@@ -13,7 +13,7 @@ import argparse
 import time
 
 from dpviz import RunConfig, run
-from dpviz.launch import using_cluster
+from dpviz.engine.launch import using_cluster
 
 
 def misnumbered(record) -> tuple[int, int]:

@@ -8,7 +8,7 @@ launches, and how many held them all but started in another order than DDP launc
 (gloo runs two worker threads; told apart by their recorded sizes). gloo's worker thread completes an
 all-reduce's future before it records the end of its profiler event, so a profiler stopped at
 once can lose the last bucket's event; `--wait` waits on each all-reduce's Work first (what
-`dpviz.ddp_run.BucketLog.settle` does), `--sleep-ms` sleeps before the stop instead.
+`dpviz.engine.ddp_run.BucketLog.settle` does), `--sleep-ms` sleeps before the stop instead.
 
 Usage: python scripts/gloo_profile_race.py [--steps 300] [--wait] [--sleep-ms 0]
 """

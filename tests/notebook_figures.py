@@ -106,8 +106,10 @@ def _ran(log: str, result) -> None:
 def _measure(fig) -> dict:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from dpviz.plots.legibility import (hidden_texts, overlapping_texts, shown_sizes, small_texts,
-                                        texts_over_bars, title_missing_models)
+    from dpviz.plots.legibility import (
+        hidden_texts, overlapping_texts, shown_sizes, small_texts, texts_over_bars,
+        title_missing_models,
+    )
     try:
         if not hasattr(fig.canvas, "get_renderer"):   # closed by pyplot after it was shown
             FigureCanvasAgg(fig)

@@ -45,7 +45,7 @@ def report_pid_then_wait_in_collective(ctx, pid_file: str) -> float:
 
 
 def fsdp2_trace(ctx, out_dir: str, steps: int = 2) -> str:
-    """Train dpviz's MLP under FSDP2 (fully_shard per Linear, as dpviz.zero.live does) with the
+    """Train dpviz's MLP under FSDP2 (fully_shard per Linear, as dpviz.lessons.zero.live does) with the
     profiler on; write this rank's chrome trace into `out_dir`, as a user's job would."""
     from pathlib import Path
 
@@ -53,10 +53,10 @@ def fsdp2_trace(ctx, out_dir: str, steps: int = 2) -> str:
     import torch.distributed as dist
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from dpviz.config import RunConfig
-    from dpviz.trace import STEP_PREFIX
-    from dpviz.workloads.live import build_mlp, loss_fn, rank_batch
-    from dpviz.zero.live import _wrap
+    from dpviz.core.config import RunConfig
+    from dpviz.analysis.scan import STEP_PREFIX
+    from dpviz.engine.workloads import build_mlp, loss_fn, rank_batch
+    from dpviz.lessons.zero.live import _wrap
 
     cfg = RunConfig(world_size=ctx.world_size, steps=steps)
     module, opt = _wrap(build_mlp(cfg), "fsdp", dist.group.WORLD)
@@ -101,10 +101,10 @@ def start_agreement(ctx, seed_by_rank: bool, bias_by_rank: bool = False) -> dict
     """dpviz's MLP built from one seed (or one per rank, or one seed but a bias set per rank):
     does `same_on_every_rank` say they
     match, and what does rank 1 hold after DDP's construction as a slider's light run does it?"""
-    from dpviz.config import RunConfig, for_slider
-    from dpviz.ddp_run import wrap_ddp
-    from dpviz.warm_ranks import same_on_every_rank
-    from dpviz.workloads.live import build_mlp, flat_params
+    from dpviz.core.config import RunConfig, for_slider
+    from dpviz.engine.ddp_run import wrap_ddp
+    from dpviz.engine.warm_ranks import same_on_every_rank
+    from dpviz.engine.workloads import build_mlp, flat_params
 
     cfg = for_slider(RunConfig(layers=2, width=16, seed=ctx.rank if seed_by_rank else 0))
     model = build_mlp(cfg)
@@ -123,8 +123,8 @@ def warm_workload_after_training(ctx, cfg) -> dict:
     object (kept) or not (a user's)?"""
     import torch
 
-    from dpviz.warm_ranks import fingerprint, warm_workload
-    from dpviz.workloads.live import build_workload
+    from dpviz.engine.warm_ranks import fingerprint, warm_workload
+    from dpviz.engine.workloads import build_workload
 
     first, known = warm_workload(cfg, torch.device("cpu"))
     with torch.no_grad():
@@ -147,7 +147,7 @@ def averaging_measures_both_ways(ctx) -> dict:
     import torch
     import torch.distributed as dist
 
-    from dpviz.averaging.live import _gathered, _measured
+    from dpviz.lessons.averaging.live import _gathered, _measured
 
     params = torch.randn(4099, generator=torch.Generator().manual_seed(ctx.rank))
     loss = torch.tensor(0.25 + ctx.rank / 3)
@@ -168,7 +168,7 @@ def averaging_measures_both_ways(ctx) -> dict:
 def averaging_gathered_step_by_step(ctx, cfg) -> bool:
     """compare_averaging's rank run with its measurement gathered once, and one step at a time
     (GATHER_FLOATS too small for two steps): the same record?"""
-    from dpviz.averaging import live as averaging
+    from dpviz.lessons.averaging import live as averaging
 
     once = averaging.averaging_rank(ctx, cfg, "parameter", 3, 7)
     kept, averaging.GATHER_FLOATS = averaging.GATHER_FLOATS, 1
@@ -181,7 +181,7 @@ def averaging_gathered_step_by_step(ctx, cfg) -> bool:
 def train_rank_with_shapes(ctx, cfg) -> dict:
     """`train_rank` with the profiler's shapes recorded whatever `records_shapes` decides (the
     record a run made before shapes could be left out), for comparison with a run's own."""
-    from dpviz import ddp_run
+    from dpviz.engine import ddp_run
 
     decide = ddp_run.records_shapes
     ddp_run.records_shapes = lambda *args: True
@@ -193,7 +193,7 @@ def train_rank_with_shapes(ctx, cfg) -> dict:
 
 def shapes_recorded(ctx, cfg) -> bool:
     """Whether `train_rank`'s profile of `cfg` recorded shapes (`records_shapes`' decision)."""
-    from dpviz import ddp_run
+    from dpviz.engine import ddp_run
 
     seen = []
     decide = ddp_run.records_shapes
@@ -211,8 +211,8 @@ def construction_broadcasts(ctx, cfg) -> int:
     import torch
     import torch.distributed as dist
 
-    from dpviz.ddp_run import wrap_ddp
-    from dpviz.warm_ranks import warm_workload
+    from dpviz.engine.ddp_run import wrap_ddp
+    from dpviz.engine.warm_ranks import warm_workload
 
     calls, real = [], dist._broadcast_coalesced
     dist._broadcast_coalesced = lambda *args, **kwargs: calls.append(1) or real(*args, **kwargs)
@@ -235,10 +235,10 @@ def steady_buckets_against_rebuilds(ctx, model: str, caps: list) -> list[tuple]:
 
     import torch.distributed as dist
 
-    from dpviz.config import RunConfig
-    from dpviz.torch_gate import ready_order
-    from dpviz.warm_ranks import steady_assignment
-    from dpviz.workloads.live import build_workload, compute_loss, rank_batch
+    from dpviz.core.config import RunConfig
+    from dpviz.engine.torch_gate import ready_order
+    from dpviz.engine.warm_ranks import steady_assignment
+    from dpviz.engine.workloads import build_workload, compute_loss, rank_batch
 
     cfg = RunConfig(model=model, world_size=ctx.world_size)
     workload = build_workload(cfg)
@@ -293,7 +293,7 @@ def gather_scatter_by_both_names(ctx) -> dict:
     import torch
     import torch.distributed as dist
 
-    from dpviz.torch_gate import all_gather_single, reduce_scatter_single
+    from dpviz.engine.torch_gate import all_gather_single, reduce_scatter_single
 
     older = types.SimpleNamespace(all_gather_into_tensor=dist.all_gather_into_tensor,
                                   reduce_scatter_tensor=dist.reduce_scatter_tensor)
@@ -319,9 +319,9 @@ def all_reduces_profiled_per_step(ctx, steps: int) -> dict:
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.profiler import ProfilerActivity, profile
 
-    from dpviz.config import RunConfig
-    from dpviz.ddp_run import record_buckets, train_step
-    from dpviz.workloads.live import build_mlp
+    from dpviz.core.config import RunConfig
+    from dpviz.engine.ddp_run import record_buckets, train_step
+    from dpviz.engine.workloads import build_mlp
 
     cfg = RunConfig(world_size=ctx.world_size, bucket_cap_mb=0.002)
     model = build_mlp(cfg)

@@ -7,15 +7,18 @@ import matplotlib
 import pytest
 
 from dpviz import load, run
-from dpviz.accumulation.live import (DEMO_CONFIG, check_accum_values, check_gradients, compare_scopes,
-                                     sweep_accumulation)
-from dpviz.accumulation.records import (AccumulationSweep, describe_scopes, describe_accumulation_sweep,
-                                        micro_step_counts, run_lengths, accumulation_row, with_gradients)
-from dpviz.cli import main as cli
-from dpviz.config import RunConfig
-from dpviz.rounding import gradient_bound, relative_bound
-from dpviz.workloads.live import reference_sgd_bound
-from dpviz.overlap import steady_steps
+from dpviz.analysis.overlap import steady_steps
+from dpviz.app.cli import main as cli
+from dpviz.core.config import RunConfig
+from dpviz.core.rounding import gradient_bound, relative_bound
+from dpviz.engine.workloads import reference_sgd_bound
+from dpviz.lessons.accumulation.live import (
+    DEMO_CONFIG, check_accum_values, check_gradients, compare_scopes, sweep_accumulation,
+)
+from dpviz.lessons.accumulation.records import (
+    AccumulationSweep, accumulation_row, describe_accumulation_sweep, describe_scopes,
+    micro_step_counts, run_lengths, with_gradients,
+)
 
 matplotlib.use("Agg")
 K = 3
@@ -132,7 +135,7 @@ def test_gradient_check_sees_the_pitfall_in_the_hook_and_right_gradients(cluster
 
 
 def test_sweep_traffic_is_constant_per_step_and_falls_as_1_over_k_per_sample(cluster2, tmp_path):
-    from dpviz.record import save
+    from dpviz.core.record import save
 
     result = sweep_accumulation(CFG.replace(steps=2), cluster=cluster2, ks=[1, 2, 4])
     rows = result.rows
@@ -168,7 +171,7 @@ def test_micro_step_counts_names_a_missing_step(k3):
 def test_figures_draw_what_the_records_hold(k3, scopes, cluster2):
     import matplotlib.pyplot as plt
 
-    from dpviz.accumulation.plots import plot_gradient_ratio, plot_schedule, plot_scopes
+    from dpviz.lessons.accumulation.plots import plot_gradient_ratio, plot_schedule, plot_scopes
 
     record, _ = k3
     step = steady_steps(record)[-1]
@@ -207,7 +210,7 @@ def test_cli_writes_the_sweep_record(tmp_path, capsys):
 
 @pytest.mark.manim
 def test_accumulation_scene_renders_from_a_real_record(k3):
-    from dpviz.animate import render
+    from dpviz.app.animate import render
 
     assert render("accumulation", k3[1], dry_run=True) is None
 
@@ -221,8 +224,8 @@ def test_run_lengths_keep_the_counts_short_at_any_k():
 def test_link_slider_says_when_a_move_started_or_restarted_ranks():
     """04's link-bandwidth slider (the same widget code as 03's) re-runs at K micro-steps; its
     status line says when a move had to start ranks, and how long that took."""
-    from dpviz.launch import Cluster
-    from dpviz.accumulation.live import accumulation_link_slider
+    from dpviz.engine.launch import Cluster
+    from dpviz.lessons.accumulation.live import accumulation_link_slider
 
     cluster = Cluster(2)   # not started yet: the first draw starts it
     try:
@@ -245,7 +248,7 @@ def test_link_slider_says_when_a_move_started_or_restarted_ranks():
 def test_a_k_slider_move_runs_two_steps_profiles_the_last_and_skips_the_checks():
     """The schedule draws no parameter check: a move skips their all_gather (as 03's cap
     slider does) and runs the rebuild step unprofiled and the one steady step it draws."""
-    from dpviz.accumulation.live import DEMO_CONFIG, live_config
+    from dpviz.lessons.accumulation.live import DEMO_CONFIG, live_config
 
     live = live_config(DEMO_CONFIG.replace(accum_steps=3))
     assert (live.steps, live.profile_from, live.checks, live.accum_steps) == (2, 1, False, 3)

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from dpviz import Cluster
-from dpviz.anatomy import live as A
-from dpviz.config import RunConfig
-from dpviz.anatomy.plots import anatomy_rows
+from dpviz.core.config import RunConfig
+from dpviz.lessons.anatomy import live as A
+from dpviz.lessons.anatomy.plots import anatomy_rows
 
 
 def test_classify_mm_by_shapes():
@@ -91,7 +91,7 @@ def test_activation_bytes_profiler_vs_hooks(anatomy):
 
 
 def test_record_round_trips_through_json(anatomy, tmp_path):
-    from dpviz import record
+    from dpviz.core import record
 
     assert record.from_dict(A.StepAnatomy, record.to_dict(anatomy)) == anatomy
     path = record.save(anatomy, tmp_path / "anatomy.json")
@@ -116,7 +116,7 @@ def test_figures_draw_the_record(anatomy):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.anatomy.plots import plot_activations, plot_anatomy
+    from dpviz.lessons.anatomy.plots import plot_activations, plot_anatomy
 
     assert len(plot_anatomy(anatomy).patches) == 4 * len(anatomy.layers)  # fwd, B, W, other
     bars = plot_activations(anatomy).patches    # profiler bars, then hooks: allocated here, input
@@ -172,7 +172,7 @@ def test_gpt_attention_saves_less_than_its_mlp(gpt_anatomy):
 
 
 def test_gpt_record_round_trips(gpt_anatomy, tmp_path):
-    from dpviz import record
+    from dpviz.core import record
 
     assert record.load(record.save(gpt_anatomy, tmp_path / "a.json"), expect=A.StepAnatomy) == gpt_anatomy
 

@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from dpviz.averaging import live as A
-from dpviz.averaging import records as R
-from dpviz.config import RunConfig
-from dpviz.rounding import relative_bound
-from dpviz.workloads.live import reference_sgd_bound
+from dpviz.core.config import RunConfig
+from dpviz.core.rounding import relative_bound
+from dpviz.engine.workloads import reference_sgd_bound
+from dpviz.lessons.averaging import live as A, records as R
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +109,7 @@ def test_figures_draw_the_records(cluster2, sum_example):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.averaging.plots import plot_drift, plot_uneven, plot_worked_example
+    from dpviz.lessons.averaging.plots import plot_drift, plot_uneven, plot_worked_example
 
     ax = plot_worked_example([sum_example])
     assert list(ax.lines[0].get_ydata()) == [1.0, 4.0, -2.0, 10.0]
@@ -157,7 +156,7 @@ def test_weight_averaging_hook_passes_a_parameter_check_but_is_not_large_batch_s
     import matplotlib
 
     matplotlib.use("Agg")
-    from dpviz.averaging.plots import plot_hook_check
+    from dpviz.lessons.averaging.plots import plot_hook_check
 
     assert len(plot_hook_check(cmp).lines) == 2 * 3              # 2 hooks × 3 checks
 

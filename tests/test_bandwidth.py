@@ -8,13 +8,12 @@ import pytest
 
 matplotlib.use("Agg")
 
-from dpviz.cli import main as cli_main  # noqa: E402
-from dpviz.collectives.bandwidth import (BenchRecord, bus_factor, fit_alpha_beta,  # noqa: E402
-                                         make_row)
-from dpviz.collectives.timing import bench_collectives, op_elements  # noqa: E402
-from dpviz.collectives.cli_bench import size_list  # noqa: E402
-from dpviz.collectives.plots import plot_alpha_beta, plot_busbw  # noqa: E402
-from dpviz.record import load, save  # noqa: E402
+from dpviz.app.cli import main as cli_main  # noqa: E402
+from dpviz.lessons.collectives.bandwidth import BenchRecord, bus_factor, fit_alpha_beta, make_row
+from dpviz.lessons.collectives.timing import bench_collectives, op_elements  # noqa: E402
+from dpviz.app.commands.bench import size_list  # noqa: E402
+from dpviz.lessons.collectives.plots import plot_alpha_beta, plot_busbw  # noqa: E402
+from dpviz.core.record import load, save  # noqa: E402
 
 
 @pytest.mark.parametrize("op,n,factor", [("all_reduce", 2, 1.0), ("all_reduce", 4, 1.5), ("ring", 8, 1.75),
@@ -114,7 +113,7 @@ def test_saved_bench_record_round_trips(tmp_path):
 
 
 def test_ring_profile_splits_the_call_into_transfers_and_adds(cluster2):
-    from dpviz.collectives.timing import ring_phases_rank
+    from dpviz.lessons.collectives.timing import ring_phases_rank
 
     for rows in cluster2.run_task(ring_phases_rank, 1 << 16, 1, 3):
         assert len(rows) == 3
@@ -140,7 +139,7 @@ def test_fit_over_the_link_recovers_its_alpha_and_beta(tmp_path):
     from statistics import median
 
     from dpviz import Cluster
-    from dpviz.collectives.bandwidth import link_alpha_beta, link_fit_errors
+    from dpviz.lessons.collectives.bandwidth import link_alpha_beta, link_fit_errors
 
     sizes = [1 << k for k in range(10, 23, 2)]
     errors, pairs = [], []
@@ -176,7 +175,7 @@ def test_cli_bench_refuses_a_link_for_other_ops_with_one_line_exit_2(tmp_path, c
 def test_the_shape_is_read_from_the_data_not_assumed():
     """Issue 30: 02 said raw loopback has "the same shape" while its 64 KiB point took 1.88 ms
     against 0.26 ms at 16 KiB. An ideal alpha-beta curve reads as one; that curve does not."""
-    from dpviz.collectives.bandwidth import describe_shape
+    from dpviz.lessons.collectives.bandwidth import describe_shape
 
     sizes = tuple(1 << k for k in range(10, 23, 2))
     assert describe_shape(synthetic(0.3, 1e-5, sizes)).endswith("verdict: the alpha-beta shape (flat, then rising toward slope one)")

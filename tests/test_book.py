@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dpviz.book import WIDGET_JS, build_book
+from dpviz.app.book import WIDGET_JS, build_book
 
 from test_browser import CHROMIUM
 

@@ -8,12 +8,16 @@ import numpy as np
 import pytest
 
 from dpviz import RunConfig, load, run, save
-from dpviz.buckets.live import sweep_buckets, sweep_config, torch_assignment
-from dpviz.buckets.records import (FIRST_BUCKET_BYTES, ONE_BUCKET_CAP_MB, BucketSweep, CapRow,
-                                   assign_buckets, cap_limits, format_sweep, logged_layout, minus,
-                                   modelled_layout, predictions, step_buckets, step_timeline, cap_row)
-from dpviz.record import Bucket, RunRecord, Span
-from dpviz.overlap import steady_steps
+from dpviz.analysis.overlap import steady_steps
+from dpviz.core.bucket_layout import (
+    FIRST_BUCKET_BYTES, ONE_BUCKET_CAP_MB, assign_buckets, cap_limits,
+)
+from dpviz.core.record import Bucket, RunRecord, Span
+from dpviz.lessons.buckets.live import sweep_buckets, sweep_config, torch_assignment
+from dpviz.lessons.buckets.records import (
+    BucketSweep, CapRow, cap_row, format_sweep, logged_layout, minus, modelled_layout, predictions,
+    step_buckets, step_timeline,
+)
 
 MIB = 1 << 20
 SMALL = dict(layers=6, width=128, batch_per_rank=16, steps=3)  # 64 KiB per layer: quick
@@ -187,7 +191,7 @@ def test_live_sweep_rows_and_record_round_trip(cluster2, tmp_path):
 
 
 def test_cli_sweep_writes_sweep_json(tmp_path, capsys):
-    from dpviz.cli import main
+    from dpviz.app.cli import main
 
     out = tmp_path / "sw"
     assert main(["sweep", "buckets", "--ranks", "2", "--caps", "0.1,4", "--steps", "3", "--repeats", "1",
@@ -203,7 +207,7 @@ def test_cli_sweep_writes_sweep_json(tmp_path, capsys):
 
 
 def test_cli_sweep_rejects_a_zero_cap(capsys):
-    from dpviz.cli import main
+    from dpviz.app.cli import main
 
     with pytest.raises(SystemExit) as exit_:
         main(["sweep", "buckets", "--caps", "0,1", "--out", "/tmp/unused"])
@@ -213,7 +217,7 @@ def test_cli_sweep_rejects_a_zero_cap(capsys):
 @pytest.mark.parametrize("argv, message", [(["--size-link", "--link", "10GbE"], "drop --link"),
                                            (["--size-link", "--steps", "2"], "steps >= 3")])
 def test_cli_sweep_refuses_bad_sizing_before_ranks_start(argv, message, tmp_path, capsys):
-    from dpviz.cli import main
+    from dpviz.app.cli import main
 
     with pytest.raises(SystemExit) as exit_:
         main(["sweep", "buckets", *argv, "--out", str(tmp_path / "out")])
@@ -229,8 +233,10 @@ def test_figures_draw_from_a_live_record(small_cap_run):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.collectives.bandwidth import AlphaBeta
-    from dpviz.buckets.plots import MODEL_GID, plot_bucket_timeline, plot_contrast, plot_layout
+    from dpviz.lessons.collectives.bandwidth import AlphaBeta
+    from dpviz.lessons.buckets.plots import (
+        MODEL_GID, plot_bucket_timeline, plot_contrast, plot_layout,
+    )
 
     model = AlphaBeta("all_reduce", 2, alpha_ms=0.3, beta_ms_per_byte=1e-6)
     ax = plot_bucket_timeline(small_cap_run, model=model)
@@ -270,7 +276,7 @@ def test_slider_reruns_live_on_release(cluster2):
 
 @pytest.mark.manim
 def test_bucket_overlap_scene_builds_from_a_real_record(small_cap_run, tmp_path):
-    from dpviz.animate import render
+    from dpviz.app.animate import render
 
     path = save(small_cap_run, tmp_path / "record.json")
     assert render("buckets", path, dry_run=True) is None
@@ -286,7 +292,7 @@ def _row(cap, step, iqr, exposed=0.0, exposed_iqr=0.0):
 
 
 def test_the_sweep_names_a_u_only_when_both_ends_beat_the_spread():
-    from dpviz.buckets.records import sweep_verdict
+    from dpviz.lessons.buckets.records import sweep_verdict
 
     sweep = lambda *rows: BucketSweep(config={}, world_size=2, rows=rows)
     # issue 30: one bucket +4.7 ms against a spread of 8.4 ms is no U
@@ -299,7 +305,7 @@ def test_the_sweep_names_a_u_only_when_both_ends_beat_the_spread():
 
 
 def test_the_overlap_verdict_never_prints_a_negative_share():
-    from dpviz.buckets.records import hidden_verdict
+    from dpviz.lessons.buckets.records import hidden_verdict
 
     # raw loopback in issue 30: the buckets exposed 1.1 ms more than one bucket
     text = hidden_verdict(_row(1, 30, 1, exposed=8.1, exposed_iqr=0.5), _row(4096, 30, 1, exposed=7.0, exposed_iqr=0.5))
@@ -313,7 +319,7 @@ def test_the_overlap_verdict_never_prints_a_negative_share():
 
 def test_the_sweep_table_names_one_bucket_as_the_plot_does():
     """Issue 30: the progress bar and the table said "4096 MiB" where the plot said "one bucket"."""
-    from dpviz.buckets.records import cap_label
+    from dpviz.lessons.buckets.records import cap_label
 
     assert cap_label(ONE_BUCKET_CAP_MB) == "one bucket" and cap_label(1.0) == "1" and cap_label(None) == "default"
     text = format_sweep(BucketSweep(config={}, world_size=2, rows=(_row(1, 30.0, 3.0), _row(ONE_BUCKET_CAP_MB, 38.0, 3.0))))
@@ -333,7 +339,7 @@ def linked_runs(cluster2) -> dict[str, RunRecord]:
 
 
 def test_the_overlap_story_is_built_from_the_step_it_replays(linked_runs):
-    from dpviz.buckets.records import bucket_story, story_summary
+    from dpviz.lessons.buckets.records import bucket_story, story_summary
 
     many, one = (step_timeline(linked_runs[k]) for k in ("many", "one"))
     fire = bucket_story(many)[1].caption
@@ -342,7 +348,7 @@ def test_the_overlap_story_is_built_from_the_step_it_replays(linked_runs):
     assert "one bucket fires only when its last gradient" in bucket_story(one)[1].caption
     # the one bucket fires only when its last gradient is ready, so only backward's tail after
     # that can run beside its all-reduce (a tail of µs, or longer where the core is shared)
-    from dpviz.overlap import intersection
+    from dpviz.analysis.overlap import intersection
 
     tail = one.backward_end_ms - one.buckets[0].ready_ms
     beside = intersection([(b.comm_start_ms, b.end_ms) for b in one.buckets], one.backward)
@@ -357,7 +363,7 @@ def test_the_overlap_story_is_built_from_the_step_it_replays(linked_runs):
 @pytest.mark.parametrize("scene,key", [("buckets", "many"), ("buckets", "one"), ("accumulation", "accumulated"),
                                        ("accumulation", "one")])
 def test_the_scenes_build_from_a_one_bucket_and_a_many_bucket_record(linked_runs, tmp_path, scene, key):
-    from dpviz.animate import render
+    from dpviz.app.animate import render
 
     path = save(linked_runs[key], tmp_path / "record.json")
     assert render(scene, path, dry_run=True) is None

@@ -11,14 +11,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import dpviz
-from dpviz.checkpointing.live import DEMO_CONFIG, measure_checkpointing
-from dpviz.checkpointing.records import BlockBytes, CheckpointingRecord, memory_curve, model_sweep, predict, segments
-from dpviz.recompute import BACKWARD_NODE, FORWARD_MARK, recompute_spans
-from dpviz.cli import main as cli_main
-from dpviz.config import RunConfig
-from dpviz.record import load
-from dpviz.workloads.live import reference_sgd_bound
-from dpviz.trace import read_trace
+from dpviz.analysis.recompute import BACKWARD_NODE, FORWARD_MARK, recompute_spans
+from dpviz.analysis.scan import read_trace
+from dpviz.app.cli import main as cli_main
+from dpviz.core.config import RunConfig
+from dpviz.core.record import load
+from dpviz.engine.workloads import reference_sgd_bound
+from dpviz.lessons.checkpointing.live import DEMO_CONFIG, measure_checkpointing
+from dpviz.lessons.checkpointing.records import (
+    BlockBytes, CheckpointingRecord, memory_curve, model_sweep, predict, segments,
+)
 
 LAYERS, WIDTH, BATCH = 8, 128, 512
 ACT = BATCH * WIDTH * 4          # bytes of one block's activation (float32)
@@ -153,9 +155,10 @@ def test_checkpointing_inside_ddp_keeps_gradients_equal(cluster):
 def test_figures_and_widget_draw_from_the_record(swept):
     from matplotlib_inline import backend_inline  # noqa: F401  (the notebook's backend)
 
-    from dpviz.checkpointing.plots import cost_table, peak_table, plot_memory_curve, plot_peaks, \
-        plot_recompute
-    from dpviz.checkpointing.widgets import memory_slider
+    from dpviz.lessons.checkpointing.plots import (
+        cost_table, peak_table, plot_memory_curve, plot_peaks, plot_recompute,
+    )
+    from dpviz.lessons.checkpointing.widgets import memory_slider
 
     record, _ = swept
     table = peak_table(record)
@@ -183,7 +186,7 @@ def test_cli_rejects_a_k_beyond_the_layers(tmp_path, capsys):
 
 @pytest.mark.manim
 def test_scene_renders_from_a_live_record(swept):
-    from dpviz.animate import render
+    from dpviz.app.animate import render
 
     _, out = swept
     assert render("checkpointing", out / "checkpointing.json", dry_run=True) is None

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dpviz.cli import main
-from dpviz.discover import command_modules
+from dpviz.app.cli import main
+from dpviz.core.discover import command_modules
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -40,21 +40,21 @@ def test_each_command_is_listed_with_the_name_and_help_its_module_defines():
 
 def test_a_command_imports_its_own_module_only():
     """`dpviz load-trace` pays for no other command's imports, and for no plotting before it draws."""
-    probe = ("import sys; from dpviz.cli import build_parser; "
+    probe = ("import sys; from dpviz.app.cli import build_parser; "
              "build_parser(['load-trace', 'x']).parse_args(['load-trace', 'x']); "
              "print(' '.join(sorted(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     loaded = set(out.stdout.split())
     others = {f"dpviz.{m}" for n, (m, _) in command_modules().items() if n != "load-trace"}
-    assert "dpviz.traces.cli" in loaded and not loaded & others
+    assert "dpviz.app.commands.load_trace" in loaded and not loaded & others
     assert not {m for m in loaded if m.startswith(("matplotlib", "torch"))}
 
 
 def test_a_failing_rank_is_told_apart_from_a_bug():
     """A RankError exits 1 with its message; any other RuntimeError keeps its traceback."""
-    from dpviz.cli import _rank_failed
-    from dpviz.launch import RankError, RankTimeout
+    from dpviz.app.cli import _rank_failed
+    from dpviz.engine.launch import RankError, RankTimeout
 
     assert _rank_failed(RankError(0, "died")) and _rank_failed(RankTimeout([1], 5.0, "a task"))
     assert not _rank_failed(RuntimeError("a bug"))

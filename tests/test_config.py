@@ -6,8 +6,8 @@ import os
 import pytest
 
 from dpviz import RunConfig
-from dpviz.config import cuda_device_count, max_cpu_ranks, validate, writable_dir
-from dpviz.launch import rank_device
+from dpviz.core.config import max_cpu_ranks, validate, writable_dir
+from dpviz.engine.launch import rank_device
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -19,7 +19,6 @@ from dpviz.launch import rank_device
     (dict(bucket_cap_mb=-1.0), "bucket_cap_mb"),
     (dict(accum_steps=0), "accum_steps"),
     (dict(backend="mpi"), "unknown backend 'mpi'"),
-    (dict(backend="nccl"), "one GPU per rank"),
     (dict(no_sync="sometimes"), "no_sync must be one of"),
     (dict(checkpoint_every=99), "checkpoint_every"),
     (dict(profile="yes"), "True or False"),
@@ -46,7 +45,7 @@ def test_a_sliders_config_says_its_warmup_is_light_and_round_trips_through_json(
     written before the field existed loads as the full warm-up it ran."""
     import json
 
-    from dpviz.config import for_slider
+    from dpviz.core.config import for_slider
 
     cfg = for_slider(RunConfig(steps=2))
     assert (cfg.warmup, cfg.profile_from, cfg.checks) == ("light", 1, False)
@@ -72,12 +71,6 @@ def test_the_device_follows_the_backend_unless_given():
     assert RunConfig.from_dict(old).device == "cpu"
     assert rank_device(3, "cuda", 2) == "cuda:1" and rank_device(1, "cuda", 4) == "cuda:1"
     assert rank_device(1, "cpu", 0) == "cpu"
-
-
-@pytest.mark.skipif(cuda_device_count() > 0, reason="this machine has a GPU")
-def test_cuda_without_a_gpu_is_refused():
-    with pytest.raises(ValueError, match="device cuda needs a GPU"):
-        validate(RunConfig(device="cuda"))
 
 
 def test_a_config_prints_as_one_line_of_what_differs():

@@ -7,10 +7,11 @@ import os
 import pytest
 
 from dpviz import load, run, save
-from dpviz.buckets.live import sweep_config
-from dpviz.cpu_sharing.live import measure_cpu_sharing, pin_rank
-from dpviz.cpu_sharing.records import (ALONE, OWN_CORES, SHARED_CORE, CpuSharing, describe_cpu_pinning,
-                                       orderings_held)
+from dpviz.lessons.buckets.live import sweep_config
+from dpviz.lessons.cpu_sharing.live import measure_cpu_sharing, pin_rank
+from dpviz.lessons.cpu_sharing.records import (
+    ALONE, CpuSharing, OWN_CORES, SHARED_CORE, describe_cpu_pinning, orderings_held,
+)
 
 CFG = sweep_config(steps=3, bucket_cap_mb=1.0)
 

@@ -7,9 +7,11 @@ import statistics
 import pytest
 
 from dpviz import RunConfig, describe, load, run
-from dpviz.workloads.live import reference_sgd_bound
-from dpviz.overlap import analysed_steps, ddp_overlap_fraction, ddp_style_overlap, steady_steps, summarize
-from dpviz.trace import COMM_KINDS
+from dpviz.analysis.overlap import (
+    analysed_steps, ddp_overlap_fraction, ddp_style_overlap, steady_steps, summarize,
+)
+from dpviz.analysis.scan import COMM_KINDS
+from dpviz.engine.workloads import reference_sgd_bound
 
 
 @pytest.fixture(scope="module")
@@ -201,7 +203,7 @@ def test_a_plain_run_builds_ddp_with_its_start_up_sync_and_only_a_sliders_skips_
     workload whose ranks agree skips that."""
     from rank_tasks import construction_broadcasts
 
-    from dpviz.config import for_slider
+    from dpviz.core.config import for_slider
 
     from dpviz.widgets.slider import light_run_note
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from dpviz.descent import live as D
-from dpviz.descent.records import noise_slope, predicted_variance
-from dpviz.config import RunConfig
+from dpviz.core.config import RunConfig
+from dpviz.lessons.descent import live as D
+from dpviz.lessons.descent.records import noise_slope, predicted_variance
 
 CFG = RunConfig(world_size=1, layers=2, width=16, batch_per_rank=128, lr=0.05)
 
@@ -54,7 +54,7 @@ def test_figures_draw_the_records(noise):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.descent.plots import plot_descent, plot_gradient_noise
+    from dpviz.lessons.descent.plots import plot_descent, plot_gradient_noise
 
     ax = plot_gradient_noise(noise)
     assert list(ax.lines[1].get_ydata()) == [p.variance for p in noise.points]

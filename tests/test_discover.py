@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 import dpviz
-from dpviz.animate import SCENES, discover_scenes, scene_class
-from dpviz.discover import facade_exports, record_modules
+from dpviz.app.animate import SCENES, discover_scenes, scene_class
+from dpviz.core.discover import facade_exports, record_modules
 
 SUBJECT = '''
 from dataclasses import dataclass
@@ -32,7 +32,7 @@ def measure_widgets(cfg=None, *, cluster=None, out=None):
 '''
 
 SCENE = '''
-from dpviz.scene import RecordScene
+from dpviz.app.scene import RecordScene
 
 
 class WidgetScene(RecordScene):
@@ -66,9 +66,9 @@ def test_a_new_exercise_module_is_found_by_its_own_marker_not_on_the_top_facade(
                                                'def check_juggle(fn=None, *, cluster=None):\n    pass\n')
     assert facade_exports(package / "sub", "EXERCISE_FACADE") == {"check_juggle": "juggle"}
     assert "check_juggle" not in facade_exports(package)
-    import dpviz.exercises
+    import dpviz.lessons.exercises
 
-    assert {"check_ring", "check_hook", "Verdict", "report"} <= set(dpviz.exercises.__all__)
+    assert {"check_ring", "check_hook", "Verdict", "report"} <= set(dpviz.lessons.exercises.__all__)
 
 
 def test_a_kind_or_verb_defined_twice_is_refused(package):
@@ -94,7 +94,7 @@ def test_the_tree_registers_every_kind_verb_and_scene():
     kinds = record_modules()
     assert {"ddp_run", "bucket_sweep", "accumulation_sweep", "checkpointing", "memory",
             "pipeline_sweep", "tensor_parallel", "expert_parallel", "collective"} <= set(kinds)
-    assert kinds["memory"] == kinds["checkpointing"] == "dpviz.checkpointing.records"
+    assert kinds["memory"] == kinds["checkpointing"] == "dpviz.lessons.checkpointing.records"
     exports = facade_exports()
     assert {"run", "Cluster", "load", "sweep_buckets", "sweep_accumulation", "measure_checkpointing",
             "run_pipeline", "measure_tensor_parallel", "expert_parallel"} <= set(exports)
@@ -122,6 +122,6 @@ def test_each_scene_class_loads_from_its_file_without_sys_path(name):
 
 def test_import_dpviz_stays_torch_free_and_finds_a_verb_without_importing_its_subject():
     code = ("import sys, dpviz; names = dir(dpviz); "
-            "print('sweep_buckets' in names, 'torch' in sys.modules, 'dpviz.buckets.live' in sys.modules)")
+            "print('sweep_buckets' in names, 'torch' in sys.modules, 'dpviz.lessons.buckets.live' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False", "False"]

@@ -11,10 +11,12 @@ import pytest
 
 import exercise_mistakes as wrong
 from dpviz import Cluster, load, save
-from dpviz.exercises import check_accumulation, check_buckets, check_hook, check_ring, check_zero1, report
-from dpviz.exercises.core import choose, is_starter, portable
-from dpviz.exercises.records import FORCED, NO_FUNCTION, NOTHING, STARTER, YOURS, Verdict
-from dpviz.exercises.plots import plot_check
+from dpviz.lessons.exercises import (
+    check_accumulation, check_buckets, check_hook, check_ring, check_zero1, report,
+)
+from dpviz.lessons.exercises.core import choose, is_starter, portable
+from dpviz.lessons.exercises.show import plot_check
+from dpviz.lessons.exercises.records import FORCED, NOTHING, NO_FUNCTION, STARTER, Verdict, YOURS
 
 matplotlib.use("Agg")
 
@@ -148,8 +150,12 @@ def test_a_crash_in_the_learners_packing_quotes_their_line_and_the_call(cluster3
 
 
 def test_records_and_figures_load_without_torch():
-    code = ("import sys; import dpviz.exercises.records, dpviz.exercises.plots; "
-            "assert 'torch' not in sys.modules, 'torch imported'")
+    subjects = ("collectives.record", "collectives.plots", "averaging.records", "averaging.plots",
+                "buckets.records", "buckets.plots", "accumulation.records", "accumulation.plots",
+                "zero.records", "zero.plots")
+    code = ("import sys; import dpviz.lessons.exercises.records, dpviz.lessons.exercises.show; "
+            + "; ".join(f"import dpviz.lessons.{m}" for m in subjects)
+            + "; assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -158,7 +164,7 @@ def test_a_crashing_or_hanging_attempt_names_the_rank_and_the_fix(cluster3, monk
                      "raised NameError", "at line 2 of your ring_that_raises: return buf.numel() / undefined_name")
     assert "import anything else inside the function" in check.verdict.hint
     assert check.yours is None and report(check) is None
-    monkeypatch.setattr("dpviz.exercises.core.EXERCISE_TIMEOUT_S", 3.0)
+    monkeypatch.setattr("dpviz.lessons.exercises.core.EXERCISE_TIMEOUT_S", 3.0)
     rejected(check_ring(wrong.ring_receiving_first, cluster=cluster3), "hang", "rank(s) 0, 1, 2", "within 3 s")
 
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from dpviz.experts import live as X
-from dpviz.record import load, save
+from dpviz.core.record import load, save
+from dpviz.lessons.experts import live as X
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,9 @@ def test_figures_draw_the_record(record):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.experts.plots import plot_exchange_bytes, plot_expert_parallel, plot_tokens_per_expert
+    from dpviz.lessons.experts.plots import (
+        plot_exchange_bytes, plot_expert_parallel, plot_tokens_per_expert,
+    )
     from dpviz.plots.legibility import overlapping_texts, small_texts, texts_over_bars
     from dpviz.plots.style import COLUMN_IN
 

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from dpviz import load
-from dpviz.animate import SCENES
-from dpviz.export import export_all
+from dpviz.app.animate import SCENES
+from dpviz.app.export import export_all
 
 
 @pytest.mark.manim
@@ -46,8 +46,8 @@ def test_png_format_writes_one_still_per_section_for_slides(tmp_path):
     import numpy as np
     from PIL import Image
 
-    from dpviz.animate import render
-    from dpviz.collectives.execute import record_collective
+    from dpviz.app.animate import render
+    from dpviz.lessons.collectives.execute import record_collective
 
     record_collective("ring", elements=4, world_size=2, out=tmp_path / "run")
     folder = render("ring", tmp_path / "run" / "ring.json", tmp_path / "slides", fmt="png")

@@ -15,12 +15,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from dpviz import Cluster
-from dpviz.cli import main as cli_main
-from dpviz.fsdp.live import DEMO_CONFIG, fsdp_knobs, record_fsdp
-from dpviz.fsdp.records import (DRAIN, ROOT, FsdpRecord, alive_spans, count, describe, describe_change,
-                                measured_peak, modelled_unit_bytes, padded_bytes, peak_gap_bound, peak_model,
-                                record_peak_model, FsdpKnobs, UnitInfo)
-from dpviz.record import load, save
+from dpviz.app.cli import main as cli_main
+from dpviz.core.record import load, save
+from dpviz.lessons.fsdp.live import DEMO_CONFIG, fsdp_knobs, record_fsdp
+from dpviz.lessons.fsdp.records import (
+    DRAIN, FsdpKnobs, FsdpRecord, ROOT, UnitInfo, alive_spans, count, describe, describe_change,
+    measured_peak, modelled_unit_bytes, padded_bytes, peak_gap_bound, peak_model, record_peak_model,
+)
 
 from conftest import rank_processes
 
@@ -208,7 +209,7 @@ def test_record_round_trips_and_describes(runs, tmp_path):
 # --- drawn ------------------------------------------------------------------------------------------
 
 def test_figures_draw_every_rank_legibly(runs, four):
-    from dpviz.fsdp.plots import plot_fsdp_step, plot_peaks
+    from dpviz.lessons.fsdp.plots import plot_fsdp_step, plot_peaks
     from dpviz.plots.legibility import overlapping_texts, small_texts, texts_over_bars
     from dpviz.plots.style import tags_of
 
@@ -254,6 +255,6 @@ def test_cli_records_the_mlp_a_unit_per_linear_with_its_figure(mlp_out):
 
 @pytest.mark.manim
 def test_scene_renders_from_a_recorded_run(mlp_out):
-    from dpviz.animate import render
+    from dpviz.app.animate import render
 
     assert render("fsdp", mlp_out / "fsdp.json", dry_run=True) is None

@@ -10,7 +10,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from dpviz.widgets.glyphs import SUPPORTED, CachingCanvasAgg, CachingRendererAgg
+from dpviz.widgets.glyphs import CachingCanvasAgg, CachingRendererAgg, SUPPORTED
 
 # the caches are on only where this matplotlib has the private calls they stand on (3.11's);
 # elsewhere the canvas draws as plain Agg does, which the last test checks

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from dpviz.gpu_check.records import GpuCheck, run_rows
-from dpviz.record import RunRecord, Span, load
+from dpviz.app.gpu_check.records import GpuCheck, run_rows
+from dpviz.core.record import RunRecord, Span, load
 
 ROOT = Path(__file__).resolve().parents[1]
 CPU_ROWS = {"gloo ×2 on cpu: DDP = one process", "gloo ×2 on cpu: trace", "gloo ×2 on cpu: step anatomy",

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from dpviz.cli import main as cli
-from dpviz.overlap import comm_compute_overlap, temporal_breakdown
-from dpviz.traces.files import load_trace
+from dpviz.analysis.overlap import comm_compute_overlap, temporal_breakdown
+from dpviz.analysis.trace_files import load_trace
+from dpviz.app.cli import main as cli
 
 DATA = Path(__file__).parent / "data"
 A100 = DATA / "a100-nccl-ddp-rank0.json.gz"

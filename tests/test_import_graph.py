@@ -1,5 +1,6 @@
-"""dpviz's import graph, read statically: no cycles (not even through imports inside
-functions), and no module imports another's private names."""
+"""dpviz's import graph, read statically: the layers are folders imported one way, no cycles
+between modules or between folders (not even through imports inside functions), and no module
+imports another's private names."""
 from __future__ import annotations
 
 import ast
@@ -86,7 +87,65 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_is_read():
     graph = _graph()
-    assert "dpviz.launch" in graph["dpviz.ddp_run"] and "dpviz.record" in graph["dpviz.buckets.records"]
+    assert "dpviz.engine.launch" in graph["dpviz.engine.ddp_run"]
+    assert "dpviz.core.record" in graph["dpviz.lessons.buckets.records"]
+
+
+# What each layer may import (ARCHITECTURE.md): app → lessons → engine, analysis → core, with
+# the shared drawing (plots, widgets) torch-free beside the lessons, above the analysis.
+LAYERS = {
+    "core": {"core"},
+    "analysis": {"core", "analysis"},
+    "engine": {"core", "analysis", "engine"},
+    "plots": {"core", "analysis", "plots"},
+    "widgets": {"core", "analysis", "plots", "widgets"},
+    "lessons": {"core", "analysis", "engine", "plots", "widgets", "lessons"},
+    "app": {"core", "analysis", "engine", "plots", "widgets", "lessons", "app"},
+}
+LOOSE = {"dpviz", "dpviz.__main__"}   # the facade and `python -m dpviz`
+
+
+def _layer(module: str) -> str:
+    return module.split(".")[1]
+
+
+def test_every_module_is_in_a_layer_and_few_are_loose():
+    assert {m for m in MODULES if m.count(".") < 2 and m not in LOOSE} <= {f"dpviz.{k}" for k in LAYERS}
+    assert len([p for p in PACKAGE.glob("*.py")]) <= 6
+
+
+def _arrows_up(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted((name, dep) for name, deps in graph.items() if name not in LOOSE
+                  for dep in deps if _layer(dep) not in LAYERS[_layer(name)])
+
+
+def test_no_layer_imports_a_higher_one():
+    assert _arrows_up(_graph()) == []
+
+
+def _folder(module: str) -> str:
+    path = MODULES[module]
+    return ".".join(path.parent.relative_to(ROOT).parts)
+
+
+def _folder_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for name, deps in _graph().items():
+        graph.setdefault(_folder(name), set()).update(_folder(d) for d in deps if _folder(d) != _folder(name))
+    return graph
+
+
+def test_no_cycle_between_folders():
+    """Each folder one node (a lesson, a layer, `app/commands`): no two lean on each other."""
+    graph = {k: v for k, v in _folder_graph().items() if k != "dpviz"}
+    assert _cycles({k: v - {"dpviz"} for k, v in graph.items()}) == []
+
+
+def test_the_layer_check_sees_an_arrow_up():
+    graph = {"dpviz.engine.warm_ranks": {"dpviz.lessons.buckets.records", "dpviz.core.config"},
+             "dpviz.core.config": {"dpviz.core.link"}, "dpviz.plots.style": {"dpviz.engine.launch"}}
+    assert _arrows_up(graph) == [("dpviz.engine.warm_ranks", "dpviz.lessons.buckets.records"),
+                                 ("dpviz.plots.style", "dpviz.engine.launch")]
 
 
 def test_no_import_cycles():

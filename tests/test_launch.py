@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from dpviz import Cluster, RankError, RankTimeout
-from dpviz.launch import using_cluster
+from dpviz import Cluster, RankError, RankTimeout, RunConfig, run
+from dpviz.engine.launch import cuda_device_count, using_cluster
 
 from conftest import alive, rank_processes
 import rank_tasks
@@ -112,6 +112,22 @@ def test_nccl_without_gpus_is_refused():
         Cluster(2, backend="nccl")
 
 
+@pytest.mark.skipif(cuda_device_count() > 0, reason="this machine has a GPU")
+def test_a_run_asking_for_more_gpus_than_there_are_is_refused_before_spawning():
+    """The GPU count is the machine's, not the config's: the launcher checks it before a rank
+    starts, for a run as for a bare Cluster."""
+    before = rank_processes()
+    with pytest.raises(ValueError, match="one GPU per rank"):
+        run(RunConfig(backend="nccl"))
+    assert rank_processes() <= before
+
+
+@pytest.mark.skipif(cuda_device_count() > 0, reason="this machine has a GPU")
+def test_cuda_without_a_gpu_is_refused():
+    with pytest.raises(ValueError, match="device cuda needs a GPU"):
+        Cluster(2, device="cuda")
+
+
 def test_ranks_exit_when_their_parent_is_killed(tmp_path):
     """A kernel killed with -9 must not leave its ranks behind (their watchdog sees it)."""
     import subprocess
@@ -166,7 +182,7 @@ def test_a_stopped_cluster_says_when_it_restarts(capfd):
 def test_cores_note_reads_the_cores_from_the_os():
     import os
 
-    from dpviz.launch import cores_note
+    from dpviz.engine.launch import cores_note
 
     n = len(os.sched_getaffinity(0))
     assert cores_note(4).startswith(f"{n} CPU core") and "shared by the 4 ranks and with" in cores_note(4)
@@ -184,7 +200,7 @@ def test_a_forkserver_that_cannot_start_is_a_rank_error_not_an_eoferror(tmp_path
     script.write_text(
         "import sys\n"
         f"sys.path.insert(0, {str(tmp_path)!r})\n"
-        "import dpviz.launch as launch\n"
+        "import dpviz.engine.launch as launch\n"
         "from dpviz import Cluster, RankError\n"
         "if __name__ == '__main__':\n"
         "    launch.PRELOAD = ['boom']\n"

@@ -8,15 +8,20 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pytest
 
-from dpviz.accumulation import live as accumulation
 from dpviz import run
-from dpviz.link.records import as_link
-from dpviz.buckets.live import sweep_config
-from dpviz.buckets.records import ONE_BUCKET_CAP_MB, BucketSweep, cap_row
-from dpviz.accumulation.plots import plot_schedule, plot_sweep_bytes, plot_sweep_time
-from dpviz.buckets.plots import plot_bucket_timeline, plot_contrast, plot_gradient_sizes, plot_layout, plot_sweep
-from dpviz.plots.legibility import (hidden_texts, overlapping_texts, shown_sizes, small_texts, texts_over_bars,
-                                    title_missing_models)
+from dpviz.core.bucket_layout import ONE_BUCKET_CAP_MB
+from dpviz.core.link import as_link
+from dpviz.lessons.accumulation import live as accumulation
+from dpviz.lessons.accumulation.plots import plot_schedule, plot_sweep_bytes, plot_sweep_time
+from dpviz.lessons.buckets.live import sweep_config
+from dpviz.lessons.buckets.plots import (
+    plot_bucket_timeline, plot_contrast, plot_gradient_sizes, plot_layout, plot_sweep,
+)
+from dpviz.lessons.buckets.records import BucketSweep, cap_row
+from dpviz.plots.legibility import (
+    hidden_texts, overlapping_texts, shown_sizes, small_texts, texts_over_bars,
+    title_missing_models,
+)
 
 
 @pytest.fixture(scope="module")
@@ -161,8 +166,8 @@ def test_a_move_on_the_kept_axes_draws_the_pixels_of_a_cleared_axes(records, clu
     """Between moves `FigurePanel` takes the last frame's artists off its axes instead of
     `ax.clear()` (which rebuilds every tick): each move must still give exactly the pixels
     of a cleared axes drawn again, in the same layout."""
-    from dpviz.averaging.live import compare_averaging
-    from dpviz.averaging.plots import plot_drift
+    from dpviz.lessons.averaging.live import compare_averaging
+    from dpviz.lessons.averaging.plots import plot_drift
     from dpviz.widgets.slider import FigurePanel
 
     caps, _, ks = records

@@ -4,14 +4,11 @@ from __future__ import annotations
 import pytest
 
 from dpviz import Cluster
-from dpviz.dp_vs_ddp import data_parallel as DP
-from dpviz.dp_vs_ddp import live as D
-from dpviz.dp_vs_ddp import records as DR
-from dpviz.lifecycle import live as L
-from dpviz.lifecycle import records as LR
-from dpviz.config import RunConfig
-from dpviz.lifecycle.plots import sampler_grid
-from dpviz.workloads.live import reference_sgd_bound
+from dpviz.core.config import RunConfig
+from dpviz.engine.workloads import reference_sgd_bound
+from dpviz.lessons.dp_vs_ddp import data_parallel as DP, live as D, records as DR
+from dpviz.lessons.lifecycle import live as L, records as LR
+from dpviz.lessons.lifecycle.plots import sampler_grid
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +135,7 @@ def test_lifecycle_rejects_bad_input_before_any_rank(monkeypatch):
 
 
 def test_lifecycle_record_round_trips_through_json(cnn_lives, tmp_path):
-    from dpviz.record import load, save
+    from dpviz.core.record import load, save
 
     assert load(save(cnn_lives[True], tmp_path / "life.json"), expect=LR.Lifecycle) == cnn_lives[True]
 
@@ -181,7 +178,7 @@ def test_three_patterns_train_identically_and_traffic_matches_model(cluster3):
 
 
 def test_dp_vs_ddp_record_round_trips_through_json(cluster3, tmp_path):
-    from dpviz.record import load, save
+    from dpviz.core.record import load, save
 
     rec = D.dp_vs_ddp(RunConfig(layers=1, width=16, batch_per_rank=4), cluster=cluster3,
                       world_sizes=(2,), steps=1,
@@ -195,7 +192,7 @@ def test_single_process_dp_is_data_parallels_algorithm_and_copies_what_the_formu
 
     import torch
 
-    from dpviz.workloads.live import build_mlp, global_batch, single_process_params
+    from dpviz.engine.workloads import build_mlp, global_batch, single_process_params
 
     cfg = RunConfig(layers=2, width=32, batch_per_rank=5, world_size=3, steps=4)
     P = sum(p.numel() * 4 for p in build_mlp(cfg).parameters())
@@ -255,8 +252,10 @@ def test_figures_draw_the_records(cluster3, synced):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.dp_vs_ddp.plots import plot_dp_phases, plot_dp_vs_ddp, plot_step_time, plot_traffic
-    from dpviz.lifecycle.plots import plot_buffers, plot_construction, plot_sampler
+    from dpviz.lessons.dp_vs_ddp.plots import (
+        plot_dp_phases, plot_dp_vs_ddp, plot_step_time, plot_traffic,
+    )
+    from dpviz.lessons.lifecycle.plots import plot_buffers, plot_construction, plot_sampler
     from dpviz.plots.legibility import overlapping_texts, small_texts, texts_over_bars
     from dpviz.plots.style import COLUMN_IN
 

@@ -7,16 +7,19 @@ import statistics
 
 import pytest
 
-from dpviz.accumulation import live as accumulation
 from dpviz import run
-from dpviz.buckets.live import sweep_config
-from dpviz.buckets.records import ONE_BUCKET_CAP_MB, link_predictions, step_timeline, cap_row
-from dpviz.cli import main as cli_main
-from dpviz.config import RunConfig
-from dpviz.link.records import (PRESETS, RATIO, Link, as_link, describe_sizing, link_from_options, preset,
-                                sized_link, slider_gbps)
-from dpviz.link.live import run_backward_ms, size_link
-from dpviz.record import RunRecord, from_dict, to_dict
+from dpviz.app.cli import main as cli_main
+from dpviz.core.bucket_layout import ONE_BUCKET_CAP_MB
+from dpviz.core.config import RunConfig
+from dpviz.core.link import (
+    Link, PRESETS, RATIO, as_link, describe_sizing, link_from_options, preset, sized_link,
+    slider_gbps,
+)
+from dpviz.core.record import RunRecord, from_dict, to_dict
+from dpviz.engine.link_sizing import run_backward_ms, size_link
+from dpviz.lessons.accumulation import live as accumulation
+from dpviz.lessons.buckets.live import sweep_config
+from dpviz.lessons.buckets.records import cap_row, link_predictions, step_timeline
 
 LINK = "classroom"       # 04's link: its per-step transfers dwarf the tiny micro-steps
 CAPS = (0.25, 1.0, ONE_BUCKET_CAP_MB)
@@ -90,7 +93,7 @@ def test_sized_link_carries_all_gradients_in_ratio_times_backward():
     assert sized_link(backward, mib, 2, ratio=1.0).gbps == 4.03
     # the same bytes over 4 ranks' ring (1.5x on the wire) need a 1.5x faster link
     assert sized_link(backward, mib, 4, ratio=1.0).gbps == pytest.approx(1.5 * 4.03, rel=0.005)
-    # the default ratio (RATIO = 1.5: see dpviz.link.records) takes 1.5 backwards, so 2/3 of the bandwidth
+    # the default ratio (RATIO = 1.5: see dpviz.core.link) takes 1.5 backwards, so 2/3 of the bandwidth
     assert sized_link(backward, mib, 2).gbps == pytest.approx(4.03 / RATIO, rel=0.005)
     # a slower CPU gets a slower link: twice the backward, half the bandwidth, twice the α
     slow = sized_link(2 * backward, mib, 2, ratio=1.0)
@@ -224,7 +227,7 @@ def test_bandwidth_slider_reruns_with_the_new_link(cluster2):
 
 
 def test_cli_run_records_link_spans_with_the_preset_numbers(tmp_path, capsys):
-    from dpviz.record import load
+    from dpviz.core.record import load
 
     assert cli_main(["run", "--steps", "2", "--layers", "2", "--width", "64", "--link", "10GbE",
                      "--link-latency-us", "300", "--out", str(tmp_path)]) == 0
@@ -237,7 +240,7 @@ def test_cli_run_records_link_spans_with_the_preset_numbers(tmp_path, capsys):
 def test_a_section_checks_its_backward_against_the_one_the_link_was_sized_to():
     """Issue 30: 03 sized its link to a 32.6 ms backward, then measured 13.9 ms and printed an
     overlap lesson on a link 2.3× too slow for it, silently."""
-    from dpviz.link.records import describe_sizing_check, sizing_factor
+    from dpviz.core.link import describe_sizing_check, sizing_factor
 
     link = sized_link(32.6, 6 << 20, 2)
     assert sizing_factor(link, 13.9) == pytest.approx(13.9 / 32.6)

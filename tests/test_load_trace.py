@@ -18,15 +18,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dpviz.traces import files as trace_files
-from dpviz.cli import main as cli
-from dpviz.traces.figure_process import can_fork
-from dpviz.traces.files import load_trace, stream_events
-from dpviz.traces.plots import allreduce_sizes, plot_allreduce_sizes
+from dpviz.analysis import trace_files as trace_files
+from dpviz.analysis.overlap import describe, summarize_step
+from dpviz.analysis.scan import TraceError
+from dpviz.analysis.trace_files import load_trace, stream_events
+from dpviz.app.cli import main as cli
+from dpviz.app.figure_process import can_fork
+from dpviz.core.record import RunRecord, load, save
+from dpviz.lessons.traces.plots import allreduce_sizes, plot_allreduce_sizes
 from dpviz.plots.timeline import plot_timeline
-from dpviz.record import RunRecord, load, save
-from dpviz.overlap import describe, summarize_step
-from dpviz.trace import TraceError
 
 DATA = Path(__file__).parent / "data"
 A100 = DATA / "a100-nccl-ddp-rank0.json.gz"
@@ -182,8 +182,8 @@ class NoIsal(importlib.abc.MetaPathFinder):
             raise ImportError("isal is blocked")
 sys.meta_path.insert(0, NoIsal())
 import gzip, hashlib, pathlib, tempfile
-from dpviz.traces import files
-from dpviz.trace import TraceError
+from dpviz.analysis import trace_files as files
+from dpviz.analysis.scan import TraceError
 files.ISAL_FROM_BYTES = 0
 assert files._inflater(1 << 30)[0] is gzip.GzipFile
 print(hashlib.sha1(repr(files.load_trace({str(A100)!r}).spans).encode()).hexdigest())
@@ -379,8 +379,8 @@ def test_cli_load_trace_rejects_a_corrupt_file_in_one_line(tmp_path, capsys):
 def test_the_typed_batch_reader_reads_what_the_event_by_event_reader_reads(tmp_path):
     """Batches (msgspec, only the fields dpviz reads) and single events (json) agree, also
     around an odd event that makes its batch fall back to one event at a time."""
-    from dpviz.trace import TraceScan
-    from dpviz.traces.files import scan_file, stream_events
+    from dpviz.analysis.scan import TraceScan
+    from dpviz.analysis.trace_files import scan_file, stream_events
 
     def both(path):
         one_by_one = TraceScan()
@@ -402,8 +402,8 @@ def test_a_live_fsdp2_jobs_traces_show_all_gathers_and_reduce_scatters(tmp_path,
     """FSDP2 (fully_shard per Linear) on 2 gloo ranks, its own profiler traces loaded back:
     per step 5 all-gathers in forward (one per Linear) and 5 more in backward (resharded
     after forward), and 5 reduce-scatters — which gloo runs as all-reduces, as the notes say."""
-    from dpviz.launch import Cluster
-    from dpviz.traces.stragglers import straggler_ranking
+    from dpviz.engine.launch import Cluster
+    from dpviz.analysis.stragglers import straggler_ranking
     from rank_tasks import fsdp2_trace
 
     with Cluster(2, "gloo", 120) as cluster:
@@ -446,9 +446,9 @@ def test_the_figure_process_writes_what_this_process_writes(tmp_path):
     assert cli(["load-trace", str(GLOO34), "--out", str(tmp_path / "here")]) == 0
     done = _fresh_python(f"""
         import sys
-        from dpviz.traces.figure_process import can_fork
+        from dpviz.app.figure_process import can_fork
         assert can_fork()   # a fresh process, before numpy: the figures are drawn by a child
-        from dpviz.cli import main
+        from dpviz.app.cli import main
         sys.exit(main(["load-trace", {str(GLOO34)!r}, "--out", {str(tmp_path / "child")!r}]))
     """)
     assert done.returncode == 0, done.stderr
@@ -464,7 +464,7 @@ def test_a_figure_process_left_before_it_draws_is_stopped_and_reaped():
     reaped, not orphaned and not waited for."""
     done = _fresh_python("""
         import os
-        from dpviz.traces.figure_process import FigureProcess
+        from dpviz.app.figure_process import FigureProcess
         try:
             with FigureProcess() as figures:
                 pid = figures.pid
@@ -485,9 +485,9 @@ def test_a_figure_process_left_before_it_draws_is_stopped_and_reaped():
 @needs_fork
 def test_a_figure_that_fails_in_the_child_raises_in_the_parent(tmp_path):
     done = _fresh_python(f"""
-        from dpviz.traces.figure_process import FigureProcess
+        from dpviz.app.figure_process import FigureProcess
         with FigureProcess() as figures:
-            from dpviz.traces.files import load_trace
+            from dpviz.analysis.trace_files import load_trace
             figures.send(load_trace([{str(GLOO34)!r}]), 551, ["no-such-figure"], None, ("png",))
             figures.wait()
     """)

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from dpviz import Cluster
-from dpviz.launch import loopback_store
+from dpviz.engine.launch import loopback_store
 from listening import beyond_loopback, listening
 
 

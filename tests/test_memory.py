@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from dpviz.config import RunConfig
-from dpviz.memory.live import OPTIMIZERS, MemoryBreakdown, adam_moments_check, measure_breakdown, sweep_batch
-from dpviz.record import load, save
+from dpviz.core.config import RunConfig
+from dpviz.core.record import load, save
+from dpviz.lessons.memory.live import (
+    MemoryBreakdown, OPTIMIZERS, adam_moments_check, measure_breakdown, sweep_batch,
+)
 
 CFG = RunConfig(layers=3, width=64, batch_per_rank=16)
 
@@ -33,7 +35,7 @@ def test_optimizer_state_counts_moments(by_optimizer):
 
 @pytest.mark.numeric
 def test_adam_state_is_the_papers_m_and_v():
-    from dpviz.memory.records import describe_adam_check
+    from dpviz.lessons.memory.records import describe_adam_check
 
     diffs = adam_moments_check(CFG, steps=3)
     for key in ("exp_avg", "exp_avg_sq", "params"):    # the formula's own rounding, nothing more
@@ -48,7 +50,7 @@ def test_a_chart_of_several_models_names_them_all_in_its_title():
     import matplotlib
 
     matplotlib.use("Agg")
-    from dpviz.memory.plots import plot_breakdown
+    from dpviz.lessons.memory.plots import plot_breakdown
 
     by_model = [measure_breakdown(RunConfig(model=m, layers=2, width=32, batch_per_rank=4), "adam")
                 for m in ("mlp", "cnn")]
@@ -110,7 +112,7 @@ def test_gpt_activations_grow_with_the_batch_and_nothing_else_does():
 def test_cnn_batchnorm_buffers_are_counted_apart_from_parameters():
     import torch
 
-    from dpviz.workloads.live import build_workload
+    from dpviz.engine.workloads import build_workload
 
     cfg = RunConfig(model="cnn", layers=2, width=8, batch_per_rank=4)
     b = measure_breakdown(cfg, "sgd")

@@ -1,8 +1,10 @@
 """Interval maths behind overlap and exposed communication (pure, no ranks)."""
 from __future__ import annotations
 
-from dpviz.record import Span
-from dpviz.overlap import analysed_steps, intersection, length, steady_steps, summarize_step, union
+from dpviz.analysis.overlap import (
+    analysed_steps, intersection, length, steady_steps, summarize_step, union,
+)
+from dpviz.core.record import Span
 
 
 def test_union_and_intersection():
@@ -34,7 +36,7 @@ def test_summary_of_a_hand_made_step():
 
 def _steps_record(names: list[str], ops_per_step: dict[int, list[str]]):
     """Steps named `names` (numbered by their '#N'), 10 ms apart, each with the given ops."""
-    from dpviz.record import RunRecord
+    from dpviz.core.record import RunRecord
     spans = []
     for name in names:
         n = int(name.rsplit("#", 1)[1])

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
-from dpviz.pipeline import live as P
-from dpviz.pipeline.records import gpipe_formula
-from dpviz.config import RunConfig
-from dpviz.record import load, save
+from dpviz.core.config import RunConfig
+from dpviz.core.record import load, save
+from dpviz.lessons.pipeline import live as P
+from dpviz.lessons.pipeline.records import gpipe_formula
 
 SMALL = RunConfig(layers=4, width=64, batch_per_rank=256, profile=False)
 
@@ -78,7 +78,7 @@ def test_record_round_trips_and_loads_without_torch(sweep, tmp_path):
     path = save(sweep, tmp_path / "pipe.json")
     assert load(path) == sweep
     code = ("import sys; sys.modules['torch'] = None\n"
-            "from dpviz.record import load\n"
+            "from dpviz.core.record import load\n"
             f"r = load({str(path)!r}); print(len(r.runs), round(r.runs[0].formula, 3))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == [str(len(sweep.runs)), "0.5"]
@@ -101,7 +101,7 @@ def test_figures_draw_the_record(sweep):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.pipeline.plots import plot_bubble, plot_gantt, plot_in_flight
+    from dpviz.lessons.pipeline.plots import plot_bubble, plot_gantt, plot_in_flight
 
     run = sweep.run("gpipe", 4)
     ax = plot_gantt(run)

@@ -5,11 +5,13 @@ import math
 
 import pytest
 
-from dpviz.config import RunConfig
-from dpviz.precision.live import (FORMATS, PrecisionRun, bit_fields, cast, cast_table, dynamic_scaling,
-                                  float_format, format_table, gradient_underflow, train_precision)
-from dpviz.precision.records import final_gap
-from dpviz.record import load, save
+from dpviz.core.config import RunConfig
+from dpviz.core.record import load, save
+from dpviz.lessons.precision.live import (
+    FORMATS, PrecisionRun, bit_fields, cast, cast_table, dynamic_scaling, float_format,
+    format_table, gradient_underflow, train_precision,
+)
+from dpviz.lessons.precision.records import final_gap
 
 CFG = RunConfig(world_size=1, layers=4, width=128, batch_per_rank=64)
 
@@ -83,7 +85,7 @@ def test_bf16_autocast_keeps_fp32_master_weights_and_trains_like_fp32(tmp_path):
 def test_precision_verbs_refuse_a_model_they_would_not_train(verb):
     """They train the built-in MLP in one process: another model would be ignored while the
     record's config names it, so it is refused before any work."""
-    from dpviz.precision import live as precision
+    from dpviz.lessons.precision import live as precision
 
     with pytest.raises(ValueError, match="trains the built-in MLP only"):
         getattr(precision, verb)(RunConfig(model="gpt"))

@@ -10,17 +10,18 @@ from pathlib import Path
 import pytest
 
 from dpviz import RunConfig, load, run, save
-from dpviz.buckets.records import assign_buckets, cap_limits
-from dpviz.link.records import Link, preset
+from dpviz.analysis.trace_files import load_trace
+from dpviz.app.commands import predict as cli
+from dpviz.core.bucket_layout import assign_buckets, cap_limits
+from dpviz.core.link import Link, preset
+from dpviz.core.record import RunRecord
+from dpviz.lessons.what_if.learn import fit_linear, learn, measure, ring_factor, transfer_ms
+from dpviz.lessons.what_if.live import CHECK_CONFIG, check_predictions
+from dpviz.lessons.what_if.plots import plot_predicted, plot_scaling
+from dpviz.lessons.what_if.records import (
+    NOT_MODELLED, PredictedStep, Scaling, errors, format_check, format_scaling, predict, scaling,
+)
 from dpviz.plots.style import tags_of
-from dpviz.what_if import cli
-from dpviz.what_if.learn import fit_linear, learn, measure, ring_factor, transfer_ms
-from dpviz.what_if.live import CHECK_CONFIG, check_predictions
-from dpviz.what_if.plots import plot_predicted, plot_scaling
-from dpviz.what_if.records import (NOT_MODELLED, PredictedStep, Scaling, errors, format_check, format_scaling,
-                                   predict, scaling)
-from dpviz.record import RunRecord
-from dpviz.traces.files import load_trace
 
 DATA = Path(__file__).resolve().parent / "data"
 A100 = DATA / "a100-nccl-ddp-rank0.json.gz"
@@ -151,7 +152,7 @@ def test_cli_predicts_from_trace_files_and_writes_its_files(tmp_path, capsys):
     (["/nonexistent/record.json"], "no such file"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(argv, message, capsys):
-    from dpviz.cli import main
+    from dpviz.app.cli import main
 
     with pytest.raises(SystemExit) as exit_:
         main(["predict", *argv])
@@ -216,14 +217,14 @@ def test_check_rejects_bad_input_before_any_rank_starts():
         check_predictions(repeats=0)
 
 
-@pytest.mark.parametrize("first", ["import dpviz.what_if.plots", "import dpviz.what_if.learn", "pass"])
+@pytest.mark.parametrize("first", ["import dpviz.lessons.what_if.plots", "import dpviz.lessons.what_if.learn", "pass"])
 def test_dpviz_predict_is_callable_whatever_was_imported_first(first):
-    """`dpviz.predict` is the facade's verb (the subject's package is `dpviz.what_if`, so the
+    """`dpviz.predict` is the facade's verb (the subject's package is `dpviz.lessons.what_if`, so the
     two never share a name): it predicts whatever was imported first."""
     import subprocess
     import sys
 
-    code = (f"{first}\nimport dpviz\nfrom dpviz.what_if.learn import learn\nfrom dpviz.traces.files import load_trace\n"
+    code = (f"{first}\nimport dpviz\nfrom dpviz.lessons.what_if.learn import learn\nfrom dpviz.analysis.trace_files import load_trace\n"
             f"p = dpviz.predict(learn(load_trace({str(A100)!r})), world_size=4, link='10GbE')\n"
             "print(type(p).__name__, p.world_size)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

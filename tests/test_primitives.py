@@ -7,12 +7,12 @@ import pytest
 
 matplotlib.use("Agg")
 
-from dpviz.collectives.primitives import PRIMITIVES, ranks_in, record_primitives  # noqa: E402
-from dpviz.launch import Cluster  # noqa: E402
-from dpviz.collectives.plots import plot_primitive  # noqa: E402
+from dpviz.lessons.collectives.primitives import PRIMITIVES, ranks_in, record_primitives  # noqa: E402
+from dpviz.engine.launch import Cluster  # noqa: E402
+from dpviz.lessons.collectives.plots import plot_primitive  # noqa: E402
 from dpviz.plots.legibility import overlapping_texts, small_texts  # noqa: E402
 from dpviz.plots.style import COLUMN_IN  # noqa: E402
-from dpviz.record import load, save  # noqa: E402
+from dpviz.core.record import load, save  # noqa: E402
 
 N, K, ROOT = 3, 2, 1  # three ranks (not a power of two), a non-zero root
 

@@ -1,15 +1,15 @@
-"""A rank's profile reduced in memory (`dpviz.profile_events`) gives the record exactly the
+"""A rank's profile reduced in memory (`dpviz.engine.profile_events`) gives the record exactly the
 spans its full chrome trace gives, for the runs the sliders re-run."""
 from __future__ import annotations
 
 import pytest
 
-from dpviz.assemble import assemble_run, rank_spans
-from dpviz.ddp_run import train_rank
-from dpviz.profile_events import first_start, scan_events
-from dpviz.trace import read_trace, shift, spans_from_trace
-from dpviz.accumulation.live import DEMO_CONFIG
-from dpviz.buckets.live import sweep_config
+from dpviz.analysis.scan import read_trace, shift, spans_from_trace
+from dpviz.engine.assemble import assemble_run, rank_spans
+from dpviz.engine.ddp_run import train_rank
+from dpviz.engine.profile_events import first_start, scan_events
+from dpviz.lessons.accumulation.live import DEMO_CONFIG
+from dpviz.lessons.buckets.live import sweep_config
 
 # chrome JSON writes ts in µs with 3 decimals at ~4.6e12 µs, where a float64 step is
 # ~0.001 µs: a span's start read from the file is within 0.002 µs of the exact ns value
@@ -87,7 +87,7 @@ def test_a_slider_run_records_shapes_only_where_its_record_needs_them(cluster2, 
     ops, bytes) and buckets as the same run recorded with shapes."""
     from rank_tasks import shapes_recorded, train_rank_with_shapes
 
-    from dpviz.config import RunConfig, for_slider
+    from dpviz.core.config import RunConfig, for_slider
 
     cfg = for_slider(RunConfig(steps=2, **changes))
     assert cluster2.run_task(shapes_recorded, cfg) == [shapes, shapes]
@@ -107,7 +107,7 @@ def test_a_run_read_from_its_reduced_events_records_what_its_trace_file_holds(cl
     """A slider's run reads its profile's events on the rank (`reduce_profile`) instead of a
     chrome trace: the same ranks' results read both ways give the same spans (kinds, names,
     steps, buckets, ops, bytes) and buckets."""
-    from dpviz.config import for_slider
+    from dpviz.core.config import for_slider
 
     cfg = for_slider(cfg)
     results = cluster2.run_task(train_rank, cfg, (), True)   # reduced events, and the trace file

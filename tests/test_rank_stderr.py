@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dpviz.rank_stderr import LineFilter, drop_profiler_lines
+from dpviz.engine.rank_stderr import LineFilter, drop_profiler_lines
 
 TESTS = Path(__file__).parent
 START = b"USDT:2026-11-23 16:34:55 9987:9987 SyncActivityProfilerHandler.cpp:52] profiler_start"
@@ -32,7 +32,7 @@ def test_drops_a_cuda_builds_no_gpu_line_and_keeps_other_errors():
 def test_ranks_leave_out_the_profilers_cycle_warning_and_keep_others():
     import warnings
 
-    from dpviz.rank_stderr import CYCLE_WARNING, ignore_cycle_warning
+    from dpviz.engine.rank_stderr import CYCLE_WARNING, ignore_cycle_warning
 
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
@@ -128,7 +128,7 @@ def test_a_profiler_in_this_process_prints_no_usdt_lines_and_keeps_the_rest():
     """Issue 30: notebook 12's own torch.profiler printed red `USDT … profiler_start/stop` lines."""
     code = ("import os, sys, torch\n"
             "from torch.profiler import ProfilerActivity, profile\n"
-            "from dpviz.rank_stderr import quiet_profiler\n"
+            "from dpviz.engine.rank_stderr import quiet_profiler\n"
             "with quiet_profiler():\n"
             "    with profile(activities=[ProfilerActivity.CPU]):\n"
             "        torch.ones(4).sum()\n"

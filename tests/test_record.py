@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from dpviz.record import RecordError, RunRecord, Span, load, save
+from dpviz.core.record import RecordError, RunRecord, Span, load, save
 
 
 def _tiny() -> RunRecord:
@@ -25,7 +25,7 @@ def test_round_trip(tmp_path):
 def test_records_load_without_torch(tmp_path):
     path = save(_tiny(), tmp_path / "r.json")
     code = ("import sys; sys.modules['torch'] = None\n"
-            "from dpviz.record import load\n"
+            "from dpviz.core.record import load\n"
             f"print(load({str(path)!r}).world_size)")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True).stdout.strip() == "1"
@@ -58,7 +58,7 @@ def test_wrong_types_name_the_field(tmp_path):
 
 
 def _as_dict() -> dict:
-    from dpviz.record import to_dict
+    from dpviz.core.record import to_dict
 
     return {k: v for k, v in to_dict(_tiny()).items() if k not in ("kind", "schema_version")}
 
@@ -89,8 +89,8 @@ def test_every_record_kind_loads_cold_from_its_module():
     import pkgutil
 
     import dpviz
-    from dpviz import record
-    from dpviz.discover import record_modules
+    from dpviz.core import record
+    from dpviz.core.discover import record_modules
 
     for info in pkgutil.walk_packages(dpviz.__path__, "dpviz."):
         if info.name != "dpviz.__main__":   # importing it runs the command line

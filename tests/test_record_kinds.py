@@ -2,7 +2,7 @@
 
 A record saved today renders tomorrow only if its type is registered (`load()` dispatches on
 `kind`) and every field's type converts back from JSON. The kinds are discovered from
-`dpviz.discover.record_modules()` (a scan of the source); the figures from the `plot_*` functions of `dpviz/plots/` and `dpviz/<subject>/plots.py`.
+`dpviz.core.discover.record_modules()` (a scan of the source); the figures from the `plot_*` functions of `dpviz/plots/` and `dpviz/<subject>/plots.py`.
 """
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from dpviz import record
-from dpviz.discover import record_modules
-from dpviz.record import load, save
+from dpviz.core import record
+from dpviz.core.discover import record_modules
+from dpviz.core.record import load, save
 
 ROOT = Path(__file__).resolve().parents[1]
 for _module in sorted(set(record_modules().values())):
@@ -55,12 +55,12 @@ def test_every_kind_round_trips_through_json(kind, tmp_path):
 
 def _plot_functions():
     """(module, function, names of the classes its first parameter is annotated with)."""
-    for path in sorted([*(ROOT / "dpviz" / "plots").glob("*.py"), *(ROOT / "dpviz").glob("*/plots.py")]):
+    for path in sorted([*(ROOT / "dpviz" / "plots").glob("*.py"), *(ROOT / "dpviz" / "lessons").glob("*/plots.py")]):
         for node in ast.parse(path.read_text()).body:
             if isinstance(node, ast.FunctionDef) and node.name.startswith("plot_") and node.args.args:
                 annotation = node.args.args[0].annotation
                 names = {n.id for n in ast.walk(annotation) if isinstance(n, ast.Name)} if annotation else set()
-                module = path.stem if path.parent.name == "plots" else f"{path.parent.name}.plots"
+                module = path.stem if path.parent.name == "plots" else f"lessons.{path.parent.name}.plots"
                 yield module, node.name, names
 
 
@@ -69,7 +69,7 @@ CONTAINERS = {"Sequence", "Iterable", "list", "tuple", "dict", "str", "float", "
 
 
 def test_plots_are_discovered():
-    assert ("precision.plots", "plot_underflow", {"Underflow"}) in PLOTS
+    assert ("lessons.precision.plots", "plot_underflow", {"Underflow"}) in PLOTS
     assert len(PLOTS) > 40
 
 

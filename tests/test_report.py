@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dpviz.cli import main as cli
+from dpviz.app.cli import main as cli
 from test_browser import CHROMIUM, CHROMIUM_ARGS
 
 DATA = Path(__file__).parent / "data"

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpviz import Cluster, RankError, RunConfig, run
-from dpviz.record import RecordError, load, save, to_dict
+from dpviz.core.record import RecordError, load, save, to_dict
 
 from conftest import alive, rank_processes
 import rank_tasks

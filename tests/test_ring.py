@@ -10,13 +10,15 @@ import pytest
 
 matplotlib.use("Agg")
 
-from dpviz.cli import main as cli_main  # noqa: E402
-from dpviz.collectives import ALGORITHMS, build, demo_inputs, holds_per_step, model_collective  # noqa: E402,E501
-from dpviz.collectives.execute import record_collective, record_rank  # noqa: E402
-from dpviz.collectives.schedule import apply_holds, chunk_bounds, initial_holds, make_steps  # noqa: E402
-from dpviz.launch import Cluster  # noqa: E402
-from dpviz.collectives.plots import collective_frames, plot_collective_step, plot_traffic  # noqa: E402
-from dpviz.record import RecordError, load, save  # noqa: E402
+from dpviz.app.cli import main as cli_main  # noqa: E402
+from dpviz.lessons.collectives import (
+    ALGORITHMS, build, demo_inputs, holds_per_step, model_collective,
+)  # noqa: E402,E501
+from dpviz.lessons.collectives.execute import record_collective, record_rank  # noqa: E402
+from dpviz.lessons.collectives.schedule import apply_holds, chunk_bounds, initial_holds, make_steps  # noqa: E402
+from dpviz.engine.launch import Cluster  # noqa: E402
+from dpviz.lessons.collectives.plots import collective_frames, plot_collective_step, plot_traffic  # noqa: E402
+from dpviz.core.record import RecordError, load, save  # noqa: E402
 
 N = 4
 
@@ -170,7 +172,7 @@ def test_frames_and_step_figure_show_every_message(live):
 
 
 def test_widget_steps_through_inputs_and_every_step(live):
-    from dpviz.collectives.widgets import collective_player
+    from dpviz.lessons.collectives.widgets import collective_player
 
     panel = collective_player(live["ring", 16])
     slider = panel.children[0].children[1]
@@ -215,7 +217,7 @@ def test_cli_animate_rejects_an_unreadable_record(tmp_path, capsys):
 
 @pytest.mark.manim
 def test_ring_scene_builds_from_a_live_record(live, tmp_path):
-    from dpviz.animate import render
+    from dpviz.app.animate import render
 
     path = save(live["ring", 16], tmp_path / "ring.json")
     assert render("ring", path, dry_run=True) is None

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from dpviz.cli import main as cli
-from dpviz.config import RunConfig
-from dpviz.traces.stragglers import (ORDER, SEQUENCE, collective_instances, match_collectives,
-                                     straggler_ranking)
-from dpviz.traces.files import load_trace
+from dpviz.analysis.stragglers import (
+    ORDER, SEQUENCE, collective_instances, match_collectives, straggler_ranking,
+)
+from dpviz.analysis.trace_files import load_trace
+from dpviz.app.cli import main as cli
+from dpviz.core.config import RunConfig
 
 DATA = Path(__file__).parent / "data"
 GLOO2 = sorted((DATA / "dpviz-gloo-2rank").glob("rank-*.json.gz"))
@@ -48,7 +49,7 @@ def test_live_slow_rank_is_the_straggler_and_the_others_wait_for_it(tmp_path, ca
     assert [s["straggler"] for s in data["stragglers"]] == [1, 1, 1]
     for s in data["stragglers"]:
         assert s["waited_ms"]["0"] > delay / 2 > s["waited_ms"]["1"]
-    from dpviz.record import load
+    from dpviz.core.record import load
     record = load(tmp_path / "record.json")
     for c in collective_instances(record):
         if c.op == "all_reduce":
@@ -58,7 +59,7 @@ def test_live_slow_rank_is_the_straggler_and_the_others_wait_for_it(tmp_path, ca
 def _record(spans_by_rank: dict[int, list[tuple]], steps=((0, 0, 1000),)) -> "RunRecord":
     """Ranks' collectives as (start µs, end µs, op, communicator[, sequence number]) on
     stream sub-lanes."""
-    from dpviz.record import RunRecord, Span
+    from dpviz.core.record import RunRecord, Span
 
     spans = [Span(rank=r, tid="m", name=f"ProfilerStep#{n}", kind="step", start_us=a, end_us=b, step=n)
              for r in spans_by_rank for n, a, b in steps]
@@ -73,7 +74,7 @@ def _record(spans_by_rank: dict[int, list[tuple]], steps=((0, 0, 1000),)) -> "Ru
 
 def _check_physics(record):
     """No rank waits longer than its own collective, nor, per step, than its communication."""
-    from dpviz.overlap import summarize
+    from dpviz.analysis.overlap import summarize
 
     for c in collective_instances(record):
         for r in c.wait_ms:

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from dpviz.plots import style  # noqa: E402
-from dpviz.record import RunRecord, Span  # noqa: E402
+from dpviz.core.record import RunRecord, Span  # noqa: E402
 
 PLOTS = Path(style.__file__).parent
 
@@ -58,14 +58,14 @@ def test_tag_writes_one_stamp_and_rejects_unknown_sources():
 
 
 def test_zero_stages_figure_is_a_model():
-    from dpviz.zero.plots import plot_zero_stages
+    from dpviz.lessons.zero.plots import plot_zero_stages
 
     assert style.tags_of(plot_zero_stages(7.5e9, 64)) == ["model"]
     plt.close("all")
 
 
 def _gloo_2rank() -> RunRecord:
-    from dpviz.traces.files import load_trace
+    from dpviz.analysis.trace_files import load_trace
 
     return load_trace([Path(__file__).parent / "data" / "dpviz-gloo-2rank"])   # a folder of traces
 
@@ -97,7 +97,7 @@ def test_figures_for_files_match_pyplot_figures_and_pyplot_never_holds_them():
 
 
 def test_rendering_a_report_leaves_the_notebooks_backend_and_figures_as_they_were():
-    from dpviz.traces.report import render_report
+    from dpviz.app.report import render_report
 
     record, backend, held = _gloo_2rank(), matplotlib.get_backend(), plt.get_fignums()
     matplotlib.use("svg")   # any backend but the Agg the report draws with

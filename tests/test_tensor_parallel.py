@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from dpviz import record as R
-from dpviz.tensor_parallel import live as T
-from dpviz.tensor_parallel.records import expected
+from dpviz.core import record as R
+from dpviz.lessons.tensor_parallel import live as T
+from dpviz.lessons.tensor_parallel.records import expected
 
 CFG = dict(seq=16, batch=2, d_model=32, hidden=128, seed=0)
 
@@ -106,7 +106,9 @@ def test_figures_draw_the_record(rec):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.tensor_parallel.plots import plot_bytes_per_rank, plot_comm, plot_weight_shards
+    from dpviz.lessons.tensor_parallel.plots import (
+        plot_bytes_per_rank, plot_comm, plot_weight_shards,
+    )
 
     assert len(plot_weight_shards(rec, 2).patches) == 4               # W1 and W2, 2 shards each
     heights = [p.get_height() for p in plot_bytes_per_rank(rec).patches]

@@ -4,9 +4,10 @@ Data flows one way (run → record → render), so a record saved today renders 
 machine with no torch. Two guards, over modules discovered from the tree (not a hand-kept list):
 
 1. In a fresh interpreter where `import torch` (and `torch.*`) raises, every renderer
-   (`dpviz/plots/*`, `dpviz/<subject>/plots.py`, `dpviz/widgets/*`, `dpviz/<subject>/widgets.py`,
-   `dpviz/scene.py`, `animations/*.py`) and every record module (`discover.record_modules()`,
-   `dpviz/<subject>/records.py`, every subject package's `__init__`, `dpviz.record`) imports, and nothing even tried to import torch.
+   (`dpviz/plots/*`, `dpviz/lessons/<subject>/plots.py`, `dpviz/widgets/*`, `dpviz/lessons/<subject>/widgets.py`,
+   `dpviz/app/scene.py`, `animations/*.py`) and every record module (`discover.record_modules()`,
+   `dpviz/lessons/<subject>/records.py`, every package's `__init__`, every module of `dpviz/core/`
+   and `dpviz/analysis/`) imports, and nothing even tried to import torch.
 2. Statically, what importing such a module loads (its module-level imports, followed through
    dpviz) contains no module that imports torch anywhere, even inside a function: a renderer
    that reaches rank code can call into torch while drawing. No exceptions: a subject keeps
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from dpviz.discover import record_modules
+from dpviz.core.discover import record_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENES = ROOT / "animations"
@@ -36,14 +37,16 @@ def _module_name(path: Path) -> str:
 
 
 SOURCES = {_module_name(p): p for p in [*ROOT.glob("dpviz/**/*.py"), *SCENES.glob("*.py")]}
-RENDERERS = sorted(_module_name(p) for p in [*ROOT.glob("dpviz/plots/*.py"), ROOT / "dpviz/scene.py",
-                                             *ROOT.glob("dpviz/*/plots.py"), *ROOT.glob("dpviz/widgets/*.py"),
-                                             *ROOT.glob("dpviz/*/widgets.py"), *SCENES.glob("*.py")])
-# a subject package's records, and the package itself: importing dpviz.<subject>.records
-# runs dpviz/<subject>/__init__.py first, so neither may reach torch
-RECORDS = sorted({*record_modules().values(), "dpviz.record",
-                  *(_module_name(p) for p in ROOT.glob("dpviz/*/records.py")),
-                  *(_module_name(p) for p in ROOT.glob("dpviz/*/__init__.py"))})
+RENDERERS = sorted(_module_name(p) for p in [*ROOT.glob("dpviz/plots/*.py"), ROOT / "dpviz/app/scene.py",
+                                             *ROOT.glob("dpviz/lessons/*/plots.py"), *ROOT.glob("dpviz/widgets/*.py"),
+                                             *ROOT.glob("dpviz/lessons/*/widgets.py"), *SCENES.glob("*.py")])
+# a subject package's records, and the package itself: importing dpviz.lessons.<subject>.records
+# runs dpviz/lessons/<subject>/__init__.py first, so neither may reach torch; and the torch-free layers
+RECORDS = sorted({*record_modules().values(), "dpviz.core.record",
+                  *(_module_name(p) for p in ROOT.glob("dpviz/lessons/*/records.py")),
+                  *(_module_name(p) for p in [*ROOT.glob("dpviz/*/__init__.py"),
+                                              *ROOT.glob("dpviz/lessons/*/__init__.py"),
+                                              *ROOT.glob("dpviz/core/*.py"), *ROOT.glob("dpviz/analysis/*.py")])})
 CHECKED = sorted({*RENDERERS, *RECORDS})
 
 BLOCK_TORCH = """
@@ -78,8 +81,8 @@ def without_torch() -> dict:
 
 
 def test_discovers_every_layer():
-    assert {"dpviz.plots.timeline", "dpviz.widgets.slider", "dpviz.scene", "ring",
-            "dpviz.collectives.record", "dpviz.record"} <= set(CHECKED)
+    assert {"dpviz.plots.timeline", "dpviz.widgets.slider", "dpviz.app.scene", "ring",
+            "dpviz.lessons.collectives.record", "dpviz.core.record"} <= set(CHECKED)
     assert set(record_modules().values()) <= set(CHECKED)
 
 
@@ -114,10 +117,13 @@ def _imports(name: str, nodes) -> set[str]:
 
 
 def _module_level(body):
-    """Import statements that run on import: not those inside functions."""
+    """Import statements that run on import: not those inside functions, nor those under
+    `if TYPE_CHECKING:` (read by editors and type checkers only)."""
     for node in body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node
+        elif isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            yield from _module_level(node.orelse)
         elif not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for field in ("body", "orelse", "finalbody", "handlers"):
                 yield from _module_level(getattr(node, field, None) or [])
@@ -133,7 +139,7 @@ def _tree(name: str) -> ast.Module:
 
 
 def loads(name: str) -> set[str]:
-    """The dpviz/scene modules importing `name` loads, itself included."""
+    """The dpviz and scene modules importing `name` loads, itself included."""
     seen, todo = set(), [name]
     while todo:
         current = todo.pop()
@@ -156,8 +162,8 @@ def torch_code_loaded_by(name: str) -> list[str]:
 
 
 def test_the_static_view_sees_torch_code():
-    assert imports_torch("dpviz.launch") and not imports_torch("dpviz.record")
-    assert "dpviz.record" in loads("dpviz.plots.timeline")
+    assert imports_torch("dpviz.engine.launch") and not imports_torch("dpviz.core.record")
+    assert "dpviz.core.record" in loads("dpviz.plots.timeline")
 
 
 @pytest.mark.parametrize("module", CHECKED)

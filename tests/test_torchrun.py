@@ -14,11 +14,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from dpviz.config import RunConfig
-from dpviz.record import RunRecord, load
-from dpviz.workloads.live import reference_sgd_bound
-from dpviz.torchrun_entry import config_for, parse_args, rank_env
-from dpviz.trace import read_trace, spans_from_trace, trace_rank
+from dpviz.analysis.scan import read_trace, spans_from_trace, trace_rank
+from dpviz.core.config import RunConfig
+from dpviz.core.record import RunRecord, load
+from dpviz.engine.torchrun_entry import config_for, parse_args, rank_env
+from dpviz.engine.workloads import reference_sgd_bound
 from listening import beyond_loopback, listening
 
 
@@ -92,7 +92,7 @@ def test_outside_torchrun_it_says_how_to_start(tmp_path):
     with pytest.raises(ValueError, match="start this module with torchrun"):
         rank_env({})
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    done = subprocess.run([sys.executable, "-m", "dpviz.torchrun_entry", "--out", str(tmp_path)],
+    done = subprocess.run([sys.executable, "-m", "dpviz.engine.torchrun_entry", "--out", str(tmp_path)],
                           env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "torchrun" in done.stderr
 
@@ -116,7 +116,7 @@ def two_nodes(tmp_path_factory):
     agents = [subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "2",
          "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "dpviz-2x2",
-         "--node-rank", str(node), "-m", "dpviz.torchrun_entry", "--backend", "gloo",
+         "--node-rank", str(node), "-m", "dpviz.engine.torchrun_entry", "--backend", "gloo",
          "--steps", "3", "--out", str(out)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
         for node in (0, 1)]
@@ -133,8 +133,8 @@ def two_nodes(tmp_path_factory):
 
 
 def test_two_nodes_on_one_host_label_ranks_node_local(two_nodes, tmp_path):
-    from dpviz.cli import main as cli
-    from dpviz.traces.files import load_trace
+    from dpviz.app.cli import main as cli
+    from dpviz.analysis.trace_files import load_trace
 
     record = load(two_nodes / "record.json", RunRecord)
     labels = record.rank_labels

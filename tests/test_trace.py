@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from dpviz import run
-from dpviz.record import Span
-from dpviz.trace import TraceScan, read_trace, short_kernel_name, spans_from_trace
+from dpviz.analysis.scan import TraceScan, read_trace, short_kernel_name, spans_from_trace
+from dpviz.core.record import Span
 
 DATA = Path(__file__).parent / "data"
 BLOCK_BYTES = (256 * 256 + 256) * 4     # one Linear(256, 256): weight + bias, float32
@@ -273,8 +273,8 @@ def test_short_kernel_name_drops_only_the_parameter_list():
     ("gloo:all_to_all", None, "all_to_all"), ("gloo:barrier", None, "barrier"),
 ])
 def test_every_collective_is_communication_with_its_op(name, collective, op):
-    from dpviz.overlap import summarize_step
-    from dpviz.trace import COMM_KINDS
+    from dpviz.analysis.overlap import summarize_step
+    from dpviz.analysis.scan import COMM_KINDS
 
     gpu = name.startswith("nccl")
     scan = TraceScan()

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from dpviz.cli import main as cli
-from dpviz.overlap import (analysed_steps, comm_compute_overlap, describe, record_ranks, summarize,
-                           temporal_breakdown)
-from dpviz.traces.files import load_trace
-from dpviz.traces.stragglers import match_collectives, straggler_ranking
+from dpviz.analysis.overlap import (
+    analysed_steps, comm_compute_overlap, describe, record_ranks, summarize, temporal_breakdown,
+)
+from dpviz.analysis.stragglers import match_collectives, straggler_ranking
+from dpviz.analysis.trace_files import load_trace
+from dpviz.app.cli import main as cli
 from handmade_traces import Rank, ddp_gpu_rank
 
 DATA = Path(__file__).parent / "data"
@@ -112,7 +113,7 @@ def test_where_hta_reads_a_sync_or_a_cpu_op_as_a_kernel_the_output_says_so(tmp_p
     as 97.61 % idle over 78.96 ms; dpviz 4.08 % over 1.96 ms), and a CPU op with a stream
     counts as compute. dpviz counts kernels and copies only; the notes, summary.json and
     the report say where HTA's figures would differ and why."""
-    from dpviz.traces.summary import summary
+    from dpviz.analysis.summary import summary
 
     plain = temporal_breakdown(load_trace(ddp_gpu_rank(0).write(tmp_path / "p" / "rank0.json.gz")))
     last_kernel = 2000 + 1060 + 200   # ddp_gpu_rank: the last optimizer kernel's end, µs
@@ -131,7 +132,7 @@ def test_where_hta_reads_a_sync_or_a_cpu_op_as_a_kernel_the_output_says_so(tmp_p
 def test_a_stream_hta_cannot_read_as_a_number_is_no_difference(tmp_path):
     """ROCm writes launch calls' streams as '0x0': HTA reads -1 (not a GPU event), so no note;
     a sync inside the kernels' window is counted but stretches nothing."""
-    from dpviz.traces.summary import summary
+    from dpviz.analysis.summary import summary
 
     record = load_trace(_sync_trace(tmp_path, 1500, op_stream="0x0"))
     (note,) = summary(record)["hta_differences"]
@@ -139,7 +140,7 @@ def test_a_stream_hta_cannot_read_as_a_number_is_no_difference(tmp_path):
 
 
 def test_a_cpu_only_trace_says_hta_has_no_breakdown_for_it():
-    from dpviz.traces.summary import summary
+    from dpviz.analysis.summary import summary
 
     (note,) = summary(_load(DATA / "cpu-only-ops"))["hta_differences"]
     assert "a CPU-only trace: HTA's temporal breakdown fails on it" in note
@@ -244,7 +245,7 @@ def test_figures_read_at_2_and_16_ranks_and_400_collectives(case, tmp_path):
 
     from dpviz.plots.legibility import overlapping_texts
     from dpviz.plots.timeline import LEGEND_ENTRIES, plot_timeline
-    from dpviz.traces.plots import allreduce_sizes, plot_allreduce_sizes, sizes_unknown
+    from dpviz.lessons.traces.plots import allreduce_sizes, plot_allreduce_sizes, sizes_unknown
 
     paths = {"sampled": DATA / "nccl-sampled-ranks", "400": DATA / "nccl-400-allreduces",
              "16 ranks": None}[case] or _sixteen_ranks(tmp_path)
@@ -270,7 +271,7 @@ def test_figures_read_at_2_and_16_ranks_and_400_collectives(case, tmp_path):
 
 
 def test_sizes_unknown_is_a_sentence_not_an_empty_figure(tmp_path):
-    from dpviz.traces.plots import allreduce_sizes, plot_allreduce_sizes, sizes_unknown
+    from dpviz.lessons.traces.plots import allreduce_sizes, plot_allreduce_sizes, sizes_unknown
 
     record = load_trace([ddp_gpu_rank(r).write(tmp_path / f"rank{r}.json.gz") for r in (0, 1)])
     rows = allreduce_sizes(record, step=6)

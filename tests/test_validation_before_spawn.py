@@ -15,8 +15,9 @@ import inspect
 import pytest
 
 import dpviz
-from dpviz import discover, launch
-from dpviz.config import RunConfig
+from dpviz.core import discover
+from dpviz.core.config import RunConfig
+from dpviz.engine import launch
 
 NOT_A_MODEL = "json:dumps"   # imports, but returns no dpviz.Workload
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from dpviz import RunConfig, load, run
-from dpviz.buckets.records import logged_layout, modelled_layout, step_buckets
+from dpviz.lessons.buckets.records import logged_layout, modelled_layout, step_buckets
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -89,7 +89,7 @@ def test_bad_factories_are_refused_before_any_rank_starts(tmp_path):
     probe = textwrap.dedent("""
         import json, sys
         import multiprocessing.forkserver as fs
-        from dpviz.cli import main
+        from dpviz.app.cli import main
         codes = {}
         for spec in sys.argv[1:]:
             try:
@@ -169,8 +169,8 @@ def _assert_gradient_figure_and_text(record) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dpviz.buckets.records import describe_gradients, gradients
-    from dpviz.buckets.plots import plot_gradient_sizes
+    from dpviz.lessons.buckets.records import describe_gradients, gradients
+    from dpviz.lessons.buckets.plots import plot_gradient_sizes
     from dpviz.plots.legibility import overlapping_texts
 
     grads = gradients(record)
@@ -190,7 +190,7 @@ def _assert_gradient_figure_and_text(record) -> None:
 @pytest.mark.parametrize("model", ["mlp", "gpt", "cnn"])
 def test_ddp_equals_one_process_for_every_builtin(cluster2, model):
     """DDP = one process on the concatenated batch (per slice for BatchNorm), within the
-    rounding bound of `dpviz.rounding`, with and without accumulation."""
+    rounding bound of `dpviz.core.rounding`, with and without accumulation."""
     for accum in (1, 2):
         record = run(RunConfig(model=model, accum_steps=accum), cluster=cluster2)
         assert record.workload.name == model
@@ -205,7 +205,7 @@ def test_ddp_equals_one_process_for_every_builtin(cluster2, model):
 def test_batchnorm_makes_ddp_differ_from_the_whole_batch_by_more_than_rounding(cluster2):
     """Each rank normalises by its own slice's statistics: the whole batch at once is NOT
     what DDP computes, and the gap is far above rounding (the CNN lesson of notebook 15)."""
-    from dpviz.workloads.live import whole_batch_gap
+    from dpviz.engine.workloads import whole_batch_gap
 
     cfg = RunConfig(model="cnn")
     record = run(cfg, cluster=cluster2)
@@ -227,9 +227,9 @@ def test_accumulated_gradient_is_the_large_batch_one_for_gpt_and_cnn(cluster2, m
     """K = 3 micro-steps under no_sync (the run loop's own code) give the gradient of one
     process on all K × world samples (per slice for BatchNorm), within the rounding bound of
     the workload's own chain of additions."""
-    from dpviz.accumulation.live import check_gradients
-    from dpviz.rounding import sum_order_bound
-    from dpviz.workloads.live import addition_chain, build_workload
+    from dpviz.lessons.accumulation.live import check_gradients
+    from dpviz.core.rounding import sum_order_bound
+    from dpviz.engine.workloads import addition_chain, build_workload
 
     cfg = RunConfig(model=model, accum_steps=3)
     check = check_gradients(cfg, cluster=cluster2)
@@ -252,7 +252,7 @@ def test_checkpointed_blocks_recompute_in_backward_and_train_the_same(cluster2, 
 def test_a_users_model_from_a_folder_added_after_the_ranks_started(cluster2, tmp_path, monkeypatch):
     """The warm ranks were forked before this folder was on the path: they import the user's
     module from the caller's path that the verbs hand them (here the accumulation check)."""
-    from dpviz.accumulation.live import check_gradients
+    from dpviz.lessons.accumulation.live import check_gradients
 
     (tmp_path / "late_model.py").write_text(USER_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))

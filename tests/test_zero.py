@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from dpviz.config import RunConfig
-from dpviz.record import load, save
-from dpviz.zero.live import run_sharded, single_process_adam
-from dpviz.zero.records import (ADAM_LR, K_FP32, RECIPES, ZeroSweep, count_collectives,
-                                describe_zero_sweep, model_for, recipe_memory, smallest_stage_that_fits,
-                                zero_memory)
+from dpviz.core.config import RunConfig
+from dpviz.core.record import load, save
+from dpviz.lessons.zero.live import run_sharded, single_process_adam
+from dpviz.lessons.zero.records import (
+    ADAM_LR, K_FP32, RECIPES, ZeroSweep, count_collectives, describe_zero_sweep, model_for,
+    recipe_memory, smallest_stage_that_fits, zero_memory,
+)
 
 GB = 1e9
 
@@ -98,7 +99,7 @@ def test_every_strategy_equals_single_process_adam(sweep):
 def test_adam_rounding_bound_catches_a_strategy_that_skips_the_all_reduce():
     """The per-parameter bound leaves a wrong strategy nowhere to hide: Adam on rank 0's
     shard alone (what a missing all-reduce computes) is far outside it."""
-    from dpviz.zero.live import compare_with_single_process
+    from dpviz.lessons.zero.live import compare_with_single_process
 
     cfg = RunConfig(steps=2, layers=4, width=128, world_size=4)
     shard_only, _ = single_process_adam(cfg.replace(world_size=1))   # rank 0's samples only
@@ -141,7 +142,7 @@ def test_calculator_widget_redraws_on_slider_moves():
     import matplotlib
 
     matplotlib.use("Agg")
-    from dpviz.zero.widgets import zero_calculator
+    from dpviz.lessons.zero.widgets import zero_calculator
 
     panel = zero_calculator(psi_billions=7.5, world_size=64, stage=0)
     (_, ranks), (stage, _) = panel.children[0].children, panel.children[1].children
@@ -212,7 +213,7 @@ def test_gpt_sharded_adam_equals_single_process_adam(gpt_sweep):
 
 @pytest.mark.numeric
 def test_gpt_rounding_bound_catches_adam_on_one_shard():
-    from dpviz.zero.live import compare_with_single_process
+    from dpviz.lessons.zero.live import compare_with_single_process
 
     cfg = RunConfig(model="gpt", steps=2, world_size=2)
     shard_only, _ = single_process_adam(cfg.replace(world_size=1))   # rank 0's samples only

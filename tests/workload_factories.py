@@ -6,8 +6,8 @@ def tied_gpt():
     """The built-in GPT with its head tied to the token embedding (nanoGPT's choice)."""
     import dataclasses
 
-    from dpviz.config import RunConfig
-    from dpviz.workloads.live import build_gpt
+    from dpviz.core.config import RunConfig
+    from dpviz.engine.workloads import build_gpt
 
     return dataclasses.replace(build_gpt(RunConfig(model="gpt"), tie_head=True), name="tied_gpt")
 
@@ -18,8 +18,8 @@ def rank_seeded_mlp():
     import torch
     import torch.distributed as dist
 
-    from dpviz.config import RunConfig
-    from dpviz.workloads.live import Workload, build_mlp, loss_fn, mlp_batch
+    from dpviz.core.config import RunConfig
+    from dpviz.engine.workloads import Workload, build_mlp, loss_fn, mlp_batch
 
     cfg = RunConfig(layers=2, width=32)
     model = build_mlp(cfg.replace(seed=dist.get_rank() if dist.is_initialized() else 0))

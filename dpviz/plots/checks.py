@@ -1,8 +1,8 @@
 """DDP = large-batch SGD, drawn: parameter differences per step, against float32 resolution."""
 from __future__ import annotations
 
-from ..record import RunRecord
-from . import style
+from dpviz.core.record import RunRecord
+from dpviz.plots import style
 
 FLOAT32_EPS = 1.1920929e-07
 FLOOR = 1e-12  # where a difference is exactly 0, draw it here (log axis) and say "identical"

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
-from .style import COLUMN_IN
+from dpviz.plots.style import COLUMN_IN
 
 
 def visible_texts(fig: Figure) -> list[Text]:
@@ -321,7 +321,7 @@ def title_missing_models(fig: Figure, models: tuple[str, ...] | None = None) -> 
     mlp, gpt and cnn misleads."""
     import re
 
-    from ..config import MODEL_DEFAULTS
+    from dpviz.core.config import MODEL_DEFAULTS
 
     models = tuple(MODEL_DEFAULTS) if models is None else models
     named = lambda text: {m for m in models if re.search(rf"\b{re.escape(m)}\b", text)}

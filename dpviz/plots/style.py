@@ -35,6 +35,7 @@ LINK_HATCH = ".."
 BACKGROUND = "#FFFFFF"
 TEXT = "#222222"
 MUTED = "#9E9E9E"
+WRONG = "#D62728"      # what an exercise got wrong, beside the reference
 
 
 def rank_color(rank: int) -> str:
@@ -113,7 +114,7 @@ def source_of(record) -> str:
 
 def adjustment_of(record) -> str:
     """How a record's drawn spans differ from its raw trace: dpviz ends every all-reduce no later
-    than the micro-step that launched it (`dpviz.trace`); said only where that moved an end, which
+    than the micro-step that launched it (`dpviz.analysis.scan`); said only where that moved an end, which
     then sits exactly on its micro-step's end (an all-reduce the trace ended in time ends before)."""
     spans = getattr(record, "spans", ())
     ends = {(s.rank, s.end_us) for s in spans if s.kind == "micro_step"}

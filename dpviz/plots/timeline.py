@@ -5,14 +5,14 @@ from collections import defaultdict
 
 from matplotlib.patches import Patch
 
-from ..link.records import link_note
-from ..record import RunRecord
-from ..overlap import COMPUTE_KINDS, record_ranks, steady_steps, summarize_step
-from ..trace import COMM_KINDS
-from . import style
-from .bars import link_bars
+from dpviz.analysis.overlap import COMPUTE_KINDS, record_ranks, steady_steps, summarize_step
+from dpviz.analysis.scan import COMM_KINDS
+from dpviz.core.link import link_note
+from dpviz.core.record import RunRecord
+from dpviz.plots import style
+from dpviz.plots.bars import link_bars
 
-# an emulated link's transfers (dpviz.link.records) share the communication lane with the collectives
+# an emulated link's transfers (dpviz.core.link) share the communication lane with the collectives
 LANE_KINDS = {"compute": COMPUTE_KINDS, "comm": (*COMM_KINDS, "link")}
 
 

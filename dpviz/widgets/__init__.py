@@ -1,4 +1,4 @@
 """ipywidgets panels: a slider that steps through a record, or re-runs live and redraws."""
-from .slider import rerun, stepper
+from dpviz.widgets.slider import rerun, stepper
 
 __all__ = ["rerun", "stepper"]

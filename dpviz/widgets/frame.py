@@ -22,8 +22,8 @@ from matplotlib.image import AxesImage
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox, IdentityTransform
 
-from ..plots.legends import look
-from ..plots.legibility import Boxes, text_extent
+from dpviz.plots.legends import look
+from dpviz.plots.legibility import Boxes, text_extent
 
 PAD_PX = 2   # each side: half a 2-pt line, and a 1.4-pt box pad around boxed text; both sides: + an antialiased pixel
 

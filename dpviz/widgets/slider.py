@@ -12,9 +12,9 @@ from typing import Any, Callable, Sequence
 import ipywidgets as w
 import numpy as np
 
-from ..plots import style
-from . import png
-from .frame import changing_artists, frame_boxes, frame_key, touches
+from dpviz.plots import style
+from dpviz.widgets import png
+from dpviz.widgets.frame import changing_artists, frame_boxes, frame_key, touches
 
 DPI = 100
 
@@ -43,7 +43,7 @@ class FigurePanel:
         are kept pixels); the browser sets the same words as HTML for free."""
         from matplotlib.figure import Figure
 
-        from .glyphs import CachingCanvasAgg
+        from dpviz.widgets.glyphs import CachingCanvasAgg
 
         self.draw = draw
         self.caption = w.HTML(layout=w.Layout(width=f"{int(figsize[0] * DPI)}px")) if caption else None

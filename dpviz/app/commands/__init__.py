@@ -1,0 +1,1 @@
+"""CLI subcommands, one module each; `dpviz.app.cli` finds them here."""

@@ -1,0 +1,118 @@
+"""The live check: run the grid of world sizes, links, caps and accumulation on ranks over
+the emulated link, and put each measured step beside the model's prediction of it, made
+from one recorded step at another point of the grid (`dpviz.lessons.what_if.records`).
+
+The emulated link (`dpviz.core.link`) charges what the model charges (α once per bucket, ring
+bytes at β, one FIFO queue per rank), so the check measures the model, not the wire's
+fidelity to some real NIC. torch is imported inside the functions only, through `run`.
+"""
+from __future__ import annotations
+
+import itertools
+import statistics
+
+from dpviz.core.config import RunConfig, require_int
+from dpviz.core.link import Link, as_link
+from dpviz.core.record import RunRecord
+from dpviz.lessons.what_if.learn import learn, measure
+from dpviz.lessons.what_if.records import CheckRow, PredictionCheck, predict
+
+FACADE = ("check_predictions",)
+
+# The grid the benchmark runs: 6 MiB of MLP gradients (6 × Linear 512), slow enough links
+# that communication shows beside this CPU's backward, caps from six buckets to one. The
+# source point is DDP's default cap: its two bucket sizes (1 and 5 MiB) let the all-reduce's
+# cost be split into a fixed and a per-byte part. It is recorded at the grid's largest K: a
+# step with accumulation holds both kinds of micro-step, while from K = 1 the model has to
+# take a micro-step that all-reduces nothing as long as the synchronising one's compute.
+CHECK_CONFIG = RunConfig(layers=6, width=512, steps=6, checks=False)
+CHECK_LINKS = (Link(1.0, 1000.0), Link(2.0, 500.0), Link(4.0, 250.0))
+CHECK_CAPS = (None, 0.5, 25.0)   # None: DDP's default (1 MiB first bucket, then 25)
+
+
+def link_label(link: Link) -> str:
+    return f"{link.gbps:g} Gb/s, α {link.latency_us:g} µs"
+
+
+def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes=(2, 3, 4),
+                      links=CHECK_LINKS, caps=CHECK_CAPS, accum_steps=(1, 4), repeats: int = 1,
+                      cores: int | None = None) -> PredictionCheck:
+    """Every point of world_sizes × links × caps × accum_steps run live on `cfg`'s workload,
+    each beside a prediction from the grid's first link and cap at its largest K at the same
+    world size, recorded right before it ("what-if"; on a shared machine the load drifts, so
+    source and target run side by side, `repeats` times in turn: the row compares the median
+    prediction with the pooled live steps); each source step is also replayed ("replay"), and
+    its first run set beside its later ones ("repeat": the machine's run-to-run noise). With
+    `cores`, every world size but the first is also predicted from the first world size's
+    source, compute scaled by core sharing ("cross-N"). A warm `cluster` serves the world
+    size it has; the others get ranks of their own."""
+    from dpviz.engine.launch import using_cluster
+
+    cfg = cfg or CHECK_CONFIG
+    links = tuple(as_link(link) for link in links)
+    if not world_sizes or not links or not caps or not accum_steps:
+        raise ValueError("the check needs at least one world size, link, cap and accum_steps")
+    if any(link is None for link in links):
+        raise ValueError("the check runs on emulated links: give presets, Links or dicts, not 'off'")
+    for n in world_sizes:
+        require_int("world size", n, 2, 8)
+    for k in accum_steps:
+        require_int("accum_steps", k, 1, 64)
+    require_int("repeats", repeats, 1, 20)
+    for cap in caps:
+        cfg.replace(bucket_cap_mb=cap)   # bad caps and configs fail here, before any rank
+    source = (links[0], caps[0], max(accum_steps))
+    targets = [p for p in itertools.product(links, caps, accum_steps) if p != source]
+    rows, first = [], None
+    for n in world_sizes:
+        mine = cluster if cluster is not None and cluster.world_size == n else None
+        with using_cluster(mine, n, cfg.backend, cfg.timeout_s) as ranks:
+            for link, cap, k in targets:
+                target = cfg.replace(world_size=n, link=link, bucket_cap_mb=cap, accum_steps=k)
+                sources, lives = [], []
+                for _ in range(repeats):   # source, target, source, target, …
+                    sources.append(run_live(cfg.replace(world_size=n, link=source[0], bucket_cap_mb=source[1],
+                                                        accum_steps=source[2]), ranks))
+                    lives.append(run_live(target, ranks))
+                learned = [learn(r) for r in sources]
+                first = first or learned[0]
+                rows.append(_row("replay", sources[0].config, [predict(x) for x in learned], measure(sources),
+                                 learned[0]))
+                if repeats > 1:   # the noise floor: one run of the source "predicting" the next
+                    rows.append(_repeat_row(sources, learned[0]))
+                rows.append(_row("what-if", target.to_dict(),
+                                 [predict(x, link=link, bucket_cap_mb=cap, accum_steps=k) for x in learned],
+                                 measure(lives), learned[0]))
+                if cores is not None and first.world_size != n:
+                    rows.append(_row("cross-N", target.to_dict(), [predict(first, world_size=n, link=link,
+                                     bucket_cap_mb=cap, accum_steps=k, cores=cores)], measure(lives), first))
+    return PredictionCheck({"source": "live + model", "workload": cfg.to_dict(), "cores": cores,
+                            "world_sizes": list(world_sizes), "links": [link_label(x) for x in links],
+                            "caps": list(caps), "accum_steps": list(accum_steps)}, tuple(rows))
+
+
+def run_live(cfg: RunConfig, ranks) -> RunRecord:
+    from dpviz.engine.ddp_run import run
+
+    return run(cfg, cluster=ranks)
+
+
+def _repeat_row(sources: list[RunRecord], learned) -> CheckRow:
+    """The source's first run beside its later runs: no model, only how much one setting's
+    step moves between runs minutes apart on this machine (what any prediction is judged
+    through)."""
+    first, later = measure(sources[0]), measure(sources[1:])
+    return CheckRow("repeat", learned.world_size, link_label(learned.link), learned.bucket_cap_mb,
+                    learned.accum_steps, "its own earlier run", first.step_ms, later.step_ms,
+                    later.step_ms_quartiles, first.exposed_comm_ms, later.exposed_comm_ms)
+
+
+def _row(check: str, config: dict, predicted: list, live, learned) -> CheckRow:
+    """A row: the median of the predictions (one per source run) beside the pooled live steps."""
+    cap = learned.bucket_cap_mb
+    source = (f"N={learned.world_size} {link_label(learned.link)} cap {'default' if cap is None else f'{cap:g}'} "
+              f"K={learned.accum_steps}")
+    return CheckRow(check, config["world_size"], link_label(as_link(config["link"])), config["bucket_cap_mb"],
+                    config["accum_steps"], source, statistics.median(p.step_ms for p in predicted), live.step_ms,
+                    live.step_ms_quartiles, statistics.median(p.exposed_comm_ms for p in predicted),
+                    live.exposed_comm_ms, predicted[0].config["compute_scale"])

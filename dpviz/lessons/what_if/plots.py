@@ -1,0 +1,57 @@
+"""The predicted step on the same timeline as a live one, and the model's scaling curve."""
+from __future__ import annotations
+
+from typing import Sequence
+
+from dpviz.lessons.what_if.records import PredictedStep, Scaling
+from dpviz.plots import style
+from dpviz.plots.legibility import place_labels
+from dpviz.plots.timeline import plot_timeline
+
+ASSUMPTIONS = "one flat ring · no contention · no stragglers"
+
+
+def plot_predicted(prediction: PredictedStep, ax=None):
+    """The predicted step drawn by `plot_timeline`: every recorded rank replayed (its title
+    says what the model was asked; its tag says "model")."""
+    ranks = sorted({s.rank for s in prediction.spans})
+    return plot_timeline(prediction, ax=ax, labels={r: f"rank {r} replayed" for r in ranks})
+
+
+def plot_scaling(tables: Scaling | Sequence[Scaling], ax=None):
+    """Scaling efficiency (one rank's step over N ranks' step, each at its best cap) against
+    N, one line per link; a hollow marker where exposed communication exceeds the table's
+    share of the step, and the best cap written at every other point."""
+    tables = [tables] if isinstance(tables, Scaling) else list(tables)
+    if not tables:
+        raise ValueError("nothing to draw: pass at least one scaling table")
+    ax = style.new_axes(ax, figsize=(9, 3.8))
+    labels = []
+    for i, table in enumerate(tables):
+        best, eff = table.best(), table.efficiency()
+        ns = list(best)
+        color = style.rank_color(i)
+        link = table.config["link"]
+        name = link.get("name") or f"{link['gbps']:g} Gb/s"
+        ax.plot(ns, [100 * eff[n] for n in ns], color=color, marker="o", markersize=4,
+                label=f"{name} ({link['gbps']:g} Gb/s, α {link['latency_us']:g} µs)")
+        share = table.config["exposed_share"]
+        over = [n for n in ns if best[n].exposed_comm_ms > share * best[n].step_ms]
+        ax.plot(over, [100 * eff[n] for n in over], linestyle="none", marker="o", markersize=8,
+                markerfacecolor="white", markeredgecolor=color)
+        for n in ns[1::2]:
+            labels.append(ax.text(n, 100 * eff[n] + 2, f"{best[n].bucket_cap_mb:g}", ha="center", va="bottom",
+                                  fontsize=7, color=color))
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("ranks N")
+    ax.set_ylabel("scaling efficiency (%)")
+    ax.set_ylim(0, 105)
+    style.tidy(ax)
+    first = tables[0].config
+    ax.set_title(f"predicted from {first['learned_from']}, K={first['accum_steps']}: efficiency at the best "
+                 f"cap (MiB, written above);\nhollow: exposed communication over {first['exposed_share']:.0%} "
+                 f"of the step", loc="left", fontsize=9)
+    ax.legend(loc="lower left", fontsize=8, frameon=False)
+    style.tag(ax, "model", note=ASSUMPTIONS)
+    place_labels(labels, "a best-cap label on another link's", shifts_pt=((0, 0), (0, -14), (9, 0), (-9, 0)))
+    return ax

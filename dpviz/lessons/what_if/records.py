@@ -1,0 +1,483 @@
+# Over 300 lines: the model (one step re-assembled), its record, the scaling table and the
+# live check's record, which all share the model's vocabulary.
+"""The what-if model: a recorded step re-assembled at another world size, link, bucket cap
+and accumulation, and the records that hold its answers.
+
+From what `dpviz.lessons.what_if.learn` took apart it builds one step: K − 1 micro-steps that
+all-reduce nothing, then the synchronising one whose gradients become ready as recorded;
+torch's bucket assignment (`dpviz.core.bucket_layout.assign_buckets`, checked against torch's
+own) packs them at the new cap; each bucket's comm hook runs on the main thread, its
+transfer waits in one FIFO queue for the wire (α + ring bytes/β), then the all-reduce's own
+cost once every rank joined (measured: on a CPU record the reduction runs on the cores), and
+the optimizer starts once backward and the last bucket are done. What it leaves out is in
+every record it makes (`NOT_MODELLED`).
+
+No torch here: a saved record is predicted from and drawn on any machine.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field, replace
+
+from dpviz.analysis.overlap import summarize_step
+from dpviz.core.bucket_layout import assign_buckets, cap_limits
+from dpviz.core.link import Link, as_link
+from dpviz.core.record import RunRecord, Span, record_kind
+from dpviz.lessons.what_if.learn import (
+    LearnedStep, MIB, StepSample, learn, ring_factor, transfer_ms,
+)
+
+FACADE = ("predict",)   # what `dpviz.<name>` offers from here
+WIRES = ("transfer", "ring")
+RECORDED = "recorded"      # a setting left as the recorded step had it
+MAX_WORLD_SIZE = 1 << 20
+NOT_MODELLED = (
+    "contention: every rank has the link to itself, nothing else crosses it",
+    "stragglers beyond the recorded ones: each recorded rank is replayed with its own timings and a "
+    "bucket's all-reduce waits for the latest of them, but N ranks are not N draws of lateness",
+    "topology beyond one ring: one flat ring of N ranks on one link (no NVLink-then-NIC hierarchy, "
+    "no tree or in-network reduction)",
+    "compute is the recorded rank's: it changes with N only where `cores` says ranks share CPU cores",
+    "DDP's first iteration (one bucket) and its bucket rebuild; memory",
+)
+WORLD_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+SCALING_CAPS = (1.0, 5.0, 25.0, 100.0)
+
+
+@dataclass(frozen=True)
+class PredictedBucket:
+    """One bucket of the predicted step (ms from the step's start)."""
+
+    index: int
+    bytes: int
+    gradients: tuple[str, ...]
+    ready_ms: float               # its comm hook starts
+    wire_start_ms: float | None   # on the link (None: no link, or a GPU's kernel is the transfer)
+    wire_end_ms: float | None
+    reduce_start_ms: float        # the all-reduce (a GPU's: the kernel, the transfer in it)
+    reduce_end_ms: float
+
+
+@record_kind("predicted_step")
+@dataclass(frozen=True)
+class PredictedStep:
+    """A step the model predicts, drawn like a live one (`plot_timeline`): one rank (the model
+    takes ranks as alike), step 0. `config["source"]` is "model"."""
+
+    config: dict
+    learned: LearnedStep
+    spans: tuple[Span, ...]
+    buckets: tuple[PredictedBucket, ...]
+    step_ms: float
+    comm_ms: float
+    exposed_comm_ms: float
+    not_modelled: tuple[str, ...] = NOT_MODELLED
+
+    @property
+    def steps(self) -> list[int]:
+        return [0]
+
+    @property
+    def world_size(self) -> int:
+        return self.config["world_size"]
+
+    @property
+    def note(self) -> str:
+        """The figure's second title line: what the model was asked, and from what."""
+        link = self.config["predicted_link"]
+        wire = (f"{link['gbps']:g} Gb/s, α {link['latency_us']:g} µs per "
+                f"{'bucket' if self.config['wire'] == 'transfer' else 'ring message'}" if link else "no link")
+        cap = self.config["bucket_cap_mb"]
+        return (f"model: {self.world_size} ranks, {wire}, cap {'DDP default' if cap is None else f'{cap:g} MiB'}, "
+                f"K={self.config['accum_steps']}\npredicted step {self.step_ms:.1f} ms, learned from "
+                f"{self.config['learned_from']}")
+
+    def spans_of(self, rank: int | None = None, kind: str | None = None, step: int | None = None) -> list[Span]:
+        """Filter spans, as `RunRecord.spans_of` does; None means any."""
+        return [s for s in self.spans if (rank is None or s.rank == rank) and (kind is None or s.kind == kind)
+                and (step is None or s.step == step)]
+
+
+@dataclass(frozen=True)
+class _Settings:
+    world_size: int
+    link: Link | None
+    bucket_cap_mb: float | None
+    accum_steps: int
+    wire: str
+    compute_scale: float
+    reduction: bool
+    as_recorded: bool     # keep the recorded buckets (a trace's: its cap is unknown)
+
+
+def _settings(learned: LearnedStep, world_size, link, bucket_cap_mb, accum_steps, wire, cores,
+              reduction) -> _Settings:
+    """Every setting checked (one clear ValueError each), RECORDED ones filled in."""
+    world_size = learned.world_size if world_size is None else world_size
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or not 1 <= world_size <= MAX_WORLD_SIZE:
+        raise ValueError(f"world_size must be a whole number between 1 and {MAX_WORLD_SIZE}, got {world_size!r}")
+    link = learned.link if isinstance(link, str) and link == RECORDED else as_link(link)
+    if link is None and learned.device == "gpu" and world_size > 1:
+        raise ValueError("a GPU trace's all-reduces need a link to cost them: pass link=... (a preset or a Link)")
+    cap = learned.bucket_cap_mb if isinstance(bucket_cap_mb, str) and bucket_cap_mb == RECORDED else bucket_cap_mb
+    if cap is not None and (isinstance(cap, bool) or not isinstance(cap, (int, float)) or not 0 < cap <= 1e6):
+        raise ValueError(f"bucket_cap_mb must be a number > 0 (MiB) or None (DDP's default), got {cap!r}")
+    accum = learned.accum_steps if accum_steps is None else accum_steps
+    if isinstance(accum, bool) or not isinstance(accum, int) or not 1 <= accum <= 4096:
+        raise ValueError(f"accum_steps must be a whole number between 1 and 4096, got {accum!r}")
+    wire = learned.wire if wire is None else wire
+    if wire not in WIRES:
+        raise ValueError(f"wire must be one of {WIRES}, got {wire!r}")
+    if reduction not in (RECORDED, "none"):
+        raise ValueError(f"reduction must be {RECORDED!r} or 'none', got {reduction!r}")
+    as_recorded = not learned.per_gradient and isinstance(bucket_cap_mb, str) and bucket_cap_mb == RECORDED
+    return _Settings(world_size, link, None if cap is None else float(cap), accum, wire,
+                     core_sharing(learned, world_size, cores), reduction == RECORDED, as_recorded)
+
+
+def core_sharing(learned: LearnedStep, world_size: int, cores: int | None) -> float:
+    """How much slower each rank computes at `world_size` than recorded when all ranks share
+    `cores` CPU cores (one intra-op thread each): max(1, N/cores) against the recorded
+    max(1, N0/cores). None: compute as recorded (one device per rank, a cluster)."""
+    if cores is None:
+        return 1.0
+    if isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
+        raise ValueError(f"cores must be a whole number >= 1 or None, got {cores!r}")
+    if learned.device != "cpu":
+        raise ValueError("cores= scales a CPU record's compute; a GPU trace's ranks each have a GPU")
+    return max(1.0, world_size / cores) / max(1.0, learned.world_size / cores)
+
+
+def predict(record: RunRecord | LearnedStep, *, world_size: int | None = None, link=RECORDED,
+            bucket_cap_mb=RECORDED, accum_steps: int | None = None, wire: str | None = None,
+            cores: int | None = None, reduction: str = RECORDED) -> PredictedStep:
+    """The step `record` would take at another world size, link, cap and accumulation.
+
+    Every setting left out keeps the recorded one, so `predict(record)` replays the step.
+    `link`: a preset name, a `Link`, or None/'off' (no wire: only the recorded all-reduce
+    cost). `wire`: "transfer" (α once per bucket, dpviz's emulated link: what live checks
+    run on) or "ring" (α for each of the ring's 2(N−1) messages: a cluster); default: the
+    recorded step's. `cores`: ranks share this many CPU cores (a CPU record's compute slows
+    by max(1, N/cores) against the recorded world size's). `reduction`: 'none' drops the
+    measured all-reduce cost (the wire alone).
+    """
+    learned = record if isinstance(record, LearnedStep) else learn(record)
+    return _assemble(learned, _settings(learned, world_size, link, bucket_cap_mb, accum_steps, wire,
+                                        cores, reduction))
+
+
+def _assemble(learned: LearnedStep, s: _Settings) -> PredictedStep:
+    """Replay every recorded step, every recorded rank in it, under the new settings; the
+    numbers are the medians over all rank-steps (delays on a busy machine are skewed: the sum
+    of typical parts is not a typical sum), the timeline the median rank-step's step, every
+    replayed rank drawn."""
+    steps: dict[int, list[StepSample]] = {}
+    for sample in learned.samples:
+        steps.setdefault(sample.step, []).append(sample)
+    packed = ([[i] for i in range(len(learned.gradients))] if s.as_recorded else
+              assign_buckets([g.bytes for g in learned.gradients], cap_limits(s.bucket_cap_mb)))
+    replays = [r for group in steps.values() for r in _replay_step(learned, group, s, packed)]
+    ordered = sorted(replays, key=lambda r: r.end_ms)
+    middle = ordered[len(ordered) // 2]
+    rows = [summarize_step(r.spans, r.rank, r.step) for r in replays]
+    drawn = sorted((r for r in replays if r.step == middle.step), key=lambda r: r.rank)
+    config = {"source": "model", "world_size": s.world_size,
+              "predicted_link": None if s.link is None else asdict(s.link),
+              "bucket_cap_mb": s.bucket_cap_mb, "buckets": "as recorded" if s.as_recorded else "re-packed",
+              "accum_steps": s.accum_steps, "wire": s.wire, "compute_scale": s.compute_scale, "reduction": RECORDED if s.reduction else "none",
+              "learned_from": f"{learned.source} {learned.model}, {learned.world_size} ranks",
+              "replayed": len(replays)}
+    spans = tuple(replace(sp, step=0) for r in drawn for sp in r.spans)
+    return PredictedStep(config, learned, spans, tuple(middle.buckets), statistics.median(r.end_ms for r in replays),
+                         statistics.median(r.comm_ms for r in rows),
+                         statistics.median(r.exposed_comm_ms for r in rows))
+
+
+@dataclass
+class _Rank:
+    """One rank of a replayed step while it is assembled (ms from its step's start)."""
+
+    sample: StepSample
+    spans: list
+    b0: float = 0.0
+    hooks_ms: float = 0.0
+    ready: list = field(default_factory=list)        # per bucket: its hook starts
+    hooks: list = field(default_factory=list)        # (backward time it starts at, hooks taken out; ms)
+    wire: list = field(default_factory=list)         # per bucket: (start, end) on the link, or None
+    joins: list = field(default_factory=list)        # per bucket: this rank joins the all-reduce
+    end_ms: float = 0.0
+    buckets: list = field(default_factory=list)
+
+    @property
+    def rank(self) -> int:
+        return self.sample.rank
+
+    @property
+    def step(self) -> int:
+        return self.sample.step
+
+    def at(self, t: float, k: float) -> float:
+        """Backward's time `t` (ms after it starts, hooks taken out) on this step's clock."""
+        return self.b0 + t * k + sum(ms for start, ms in self.hooks if start <= t)
+
+    def add(self, kind: str, tid: str, start: float, end: float, name: str, **extra) -> None:
+        self.spans.append(Span(rank=self.rank, tid=tid, name=name, kind=kind, start_us=start * 1e3,
+                               end_us=end * 1e3, step=self.step, **extra))
+
+
+def _replay_step(learned: LearnedStep, group: list[StepSample], s: _Settings, packed) -> list[_Rank]:
+    """One recorded step's ranks re-assembled: each computes and hands its buckets to its own
+    wire as recorded; a bucket's all-reduce ends its cost after the last rank joined it (or
+    after the previous bucket's, if that ended later: the process group runs them in order)."""
+    ranks = [_front(learned, _Rank(sample, []), s, packed) for sample in group]
+    ratio = statistics.median(r.sample.reduction_ratio for r in ranks)
+    gpu, k, common = learned.device == "gpu", s.compute_scale, float("-inf")
+    for index, members in enumerate(packed):
+        size = sum(learned.gradients[m].bytes for m in members)
+        # on the common clock (a rank that started its step later joins later), one
+        # collective at a time
+        joined = max(max(r.sample.offset_ms + r.joins[index] for r in ranks), common)
+        common = joined + _reduction_ms(learned, s, size) * ratio
+        for r in ranks:
+            wire = r.wire[index]
+            start = r.joins[index]
+            done = common - r.sample.offset_ms                      # back on this rank's clock
+            if wire and (gpu or s.wire == "ring"):   # the ring's transfer is the all-reduce
+                start = wire[0]
+            elif wire:                                # dpviz's emulated link, then gloo
+                r.add("link", "link", *wire, f"model:link#{index}", bucket=index)
+            if done > start and s.world_size > 1:
+                r.add("allreduce", "all-reduce", start, done, f"model:allreduce#{index}",
+                      bucket=index, bytes=size, op="all_reduce")
+            drawn = wire if wire and start != wire[0] else (None, None)
+            r.buckets.append(PredictedBucket(index, size, tuple(learned.gradients[m].name for m in members),
+                                             r.ready[index], *drawn, start, max(start, done)))
+    for r in ranks:
+        sample = r.sample
+        b1 = r.b0 + sample.backward_ms * k + r.hooks_ms
+        for start, end in sample.busy_ms:   # compute as recorded, moved by the new hooks before it
+            r.add("backward", "main", r.at(start, k), r.at(end, k), "backward")
+        comm_end = max((b.reduce_end_ms for b in r.buckets), default=b1)
+        opt0 = max(b1, comm_end) + sample.finish_ms * k
+        r.end_ms = opt0 + sample.optimizer_ms * k
+        r.add("optimizer", "main", opt0, r.end_ms, "optimizer")
+        r.add("step", "main", 0.0, r.end_ms, "model:step#0")
+        r.spans.sort(key=lambda sp: sp.start_us)
+    return ranks
+
+
+def _front(learned: LearnedStep, r: _Rank, s: _Settings, packed) -> _Rank:
+    """A rank's forward(s), its backward's comm hooks at the new buckets (each pushes later
+    gradients back) and its wire: everything before the all-reduces need the other ranks."""
+    sample, k = r.sample, s.compute_scale
+    t = sample.pre_ms * k
+    for micro in range(s.accum_steps - 1):        # accumulation: no all-reduce
+        bwd_start = t + (sample.forward_ms + sample.gap_ms) * k
+        r.add("forward", "main", t, t + sample.forward_ms * k, f"forward (micro-step {micro})")
+        r.add("backward", "main", bwd_start, max(bwd_start, t + sample.nosync_ms * k), f"backward (micro-step {micro})")
+        t += sample.nosync_ms * k
+    r.add("forward", "main", t, t + sample.forward_ms * k, "forward")
+    r.b0 = t + (sample.forward_ms + sample.gap_ms) * k
+    wire_free = None
+    for index, members in enumerate(packed):
+        size = sum(learned.gradients[m].bytes for m in members)
+        ready = r.b0 + sample.ready_ms[members[-1]] * k + r.hooks_ms
+        hook_end = ready + learned.hook.ms(size) * sample.hook_ratio * k
+        r.hooks_ms += hook_end - ready
+        r.hooks.append((sample.ready_ms[members[-1]], hook_end - ready))
+        if learned.hook.samples:
+            r.add("bucket_hook", "main", ready, hook_end, f"model:bucket#{index}", bucket=index)
+        start, wire = hook_end + sample.handoff_idle_ms, None
+        if s.link is not None and s.world_size > 1:
+            if wire_free is not None:
+                start = max(start, wire_free + sample.handoff_busy_ms)
+            wire = (start, start + transfer_ms(s.link, size, s.world_size, s.wire) * sample.wire_ratio)
+            wire_free = start = wire[1]
+        r.ready.append(ready)
+        r.wire.append(wire)
+        r.joins.append(start)
+    return r
+
+
+def _reduction_ms(learned: LearnedStep, s: _Settings, nbytes: int) -> float:
+    """The measured all-reduce cost, its per-byte part scaled by the ring's bytes per rank."""
+    if not s.reduction or s.world_size == 1:
+        return 0.0
+    scale = ring_factor(s.world_size) / ring_factor(learned.world_size) if learned.world_size > 1 else 1.0
+    return learned.reduction.fixed_ms + learned.reduction.ms_per_mib * nbytes / MIB * scale
+
+
+def describe_prediction(p: PredictedStep) -> str:
+    """A few lines: the settings, the predicted step, and against the recorded one."""
+    link = p.config["predicted_link"]
+    wire = (f"{link['gbps']:g} Gb/s, α {link['latency_us']:g} µs ({p.config['wire']})" if link else "no link")
+    m, cap = p.learned.measured, p.config["bucket_cap_mb"]
+    return (f"model, learned from {p.config['learned_from']}: {p.world_size} ranks, {wire}, "
+            f"cap {'DDP default' if cap is None else f'{cap:g} MiB'}, K={p.config['accum_steps']}: "
+            f"{len(p.buckets)} buckets\n"
+            f"predicted step {p.step_ms:.1f} ms (communication {p.comm_ms:.1f} ms, exposed {p.exposed_comm_ms:.1f} ms); "
+            f"recorded step {m.step_ms:.1f} ms (exposed {m.exposed_comm_ms:.1f} ms)")
+
+
+# --- scaling: N = 1 … 1024 ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ScalingRow:
+    world_size: int
+    bucket_cap_mb: float
+    step_ms: float
+    exposed_comm_ms: float
+    buckets: int
+
+
+@record_kind("predicted_scaling")
+@dataclass(frozen=True)
+class Scaling:
+    """Predicted step time per world size and cap on one link: the model's scaling curve."""
+
+    config: dict               # source "model", link, wire, accum_steps, exposed_share, learned_from
+    rows: tuple[ScalingRow, ...]
+    not_modelled: tuple[str, ...] = NOT_MODELLED
+
+    def best(self) -> dict[int, ScalingRow]:
+        """The fastest cap's row per world size."""
+        out: dict[int, ScalingRow] = {}
+        for row in self.rows:
+            if row.world_size not in out or row.step_ms < out[row.world_size].step_ms:
+                out[row.world_size] = row
+        return dict(sorted(out.items()))
+
+    def efficiency(self) -> dict[int, float]:
+        """Scaling efficiency at the best cap: the one-rank step over the N-rank step (each
+        rank keeps its batch, so N ranks do N times the work in one step)."""
+        best = self.best()
+        one = best.get(1) or next(iter(best.values()))
+        return {n: one.step_ms / row.step_ms for n, row in best.items()}
+
+    def exposed_beyond(self) -> int | None:
+        """The smallest N whose best cap still leaves more than `exposed_share` of the step
+        to exposed communication (None: no N in the table does)."""
+        share = self.config["exposed_share"]
+        return next((n for n, r in self.best().items() if r.exposed_comm_ms > share * r.step_ms), None)
+
+
+def scaling(record: RunRecord | LearnedStep, *, link, world_sizes=WORLD_SIZES, caps=SCALING_CAPS,
+            wire: str = "ring", accum_steps: int | None = None, exposed_share: float = 0.1,
+            reduction: str = RECORDED) -> Scaling:
+    """Predicted steps for every N in `world_sizes` and cap in `caps` on `link` (a ring of
+    N ranks by default: α per message, as a cluster pays it)."""
+    learned = record if isinstance(record, LearnedStep) else learn(record)
+    if not 0 < exposed_share < 1:
+        raise ValueError(f"exposed_share must be a fraction between 0 and 1, got {exposed_share!r}")
+    if not world_sizes or not caps:
+        raise ValueError("scaling needs at least one world size and one cap")
+    resolved = as_link(link)
+    if resolved is None:
+        raise ValueError("scaling needs a link to cost the all-reduces on: a preset name, a Link or a dict")
+    rows = []
+    for n in world_sizes:
+        for cap in caps:
+            p = predict(learned, world_size=n, link=link, bucket_cap_mb=cap, accum_steps=accum_steps,
+                        wire=wire, reduction=reduction)
+            rows.append(ScalingRow(n, float(cap), p.step_ms, p.exposed_comm_ms, len(p.buckets)))
+    return Scaling({"source": "model", "link": asdict(resolved), "wire": wire,
+                    "accum_steps": accum_steps or learned.accum_steps, "exposed_share": exposed_share,
+                    "learned_from": f"{learned.source} {learned.model}, {learned.world_size} ranks"}, tuple(rows))
+
+
+def format_scaling(table: Scaling) -> str:
+    """The table the CLI writes and the notebook prints: per N, the best cap's step."""
+    eff, link = table.efficiency(), table.config["link"]
+    lines = [f"link {link['gbps']:g} Gb/s, α {link['latency_us']:g} µs ({table.config['wire']}), "
+             f"K={table.config['accum_steps']}, learned from {table.config['learned_from']} (model)",
+             f"{'N':>6} {'best cap MiB':>12} {'buckets':>7} {'step ms':>9} {'exposed ms':>10} {'efficiency':>10}"]
+    for n, r in table.best().items():
+        lines.append(f"{n:>6} {r.bucket_cap_mb:>12g} {r.buckets:>7} {r.step_ms:>9.2f} "
+                     f"{r.exposed_comm_ms:>10.2f} {eff[n]:>10.0%}")
+    beyond = table.exposed_beyond()
+    share = table.config["exposed_share"]
+    lines.append(f"exposed communication exceeds {share:.0%} of the step from N = {beyond}" if beyond else
+                 f"exposed communication stays within {share:.0%} of the step up to N = {max(eff)}")
+    return "\n".join(lines)
+
+
+# --- the live check: predicted against measured ---------------------------------------------
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One grid point: predicted from another point's recorded step, and run live."""
+
+    check: str                 # "replay" (its own step), "what-if" (another point's at the same N),
+    #                            "cross-N" (another world size's, compute scaled by core sharing) or
+    #                            "repeat" (no model: a run of the same point, the noise floor)
+    world_size: int
+    link: str                  # "1 Gb/s, α 500 µs"
+    bucket_cap_mb: float | None   # None: DDP's default
+    accum_steps: int
+    learned_from: str          # the grid point whose step was learned from
+    predicted_ms: float
+    live_ms: float
+    live_quartiles: tuple[float, float]
+    predicted_exposed_ms: float
+    live_exposed_ms: float
+    compute_scale: float = 1.0
+
+    @property
+    def error(self) -> float:
+        return abs(self.predicted_ms / self.live_ms - 1)
+
+    @property
+    def exposed_error(self) -> float | None:
+        return abs(self.predicted_exposed_ms / self.live_exposed_ms - 1) if self.live_exposed_ms > 0 else None
+
+
+@record_kind("prediction_check")
+@dataclass(frozen=True)
+class PredictionCheck:
+    """Predictions beside live emulated-link runs over a grid (`dpviz.lessons.what_if.live`)."""
+
+    config: dict
+    rows: tuple[CheckRow, ...]
+    notes: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class ErrorSummary:
+    rows: int
+    median: float
+    worst: float
+    exposed_median: float | None
+
+
+def errors(check: PredictionCheck, kind: str) -> ErrorSummary | None:
+    """Median and worst step-time error, and the median exposed-communication error, of one
+    kind of row ("replay" or "what-if"); None if there are none."""
+    rows = [r for r in check.rows if r.check == kind]
+    if not rows:
+        return None
+    step = sorted(r.error for r in rows)
+    exposed = [e for r in rows if (e := r.exposed_error) is not None]
+    return ErrorSummary(len(rows), statistics.median(step), step[-1],
+                        statistics.median(exposed) if exposed else None)
+
+
+def format_check(check: PredictionCheck) -> str:
+    """The benchmark's table: every row, then each kind's median and worst error."""
+    lines = [f"{'check':8} {'N':>2} {'link':>22} {'cap':>5} {'K':>2} {'learned from':>36} {'pred ms':>8} "
+             f"{'live ms':>8} {'(IQR)':>13} {'err':>5} {'exp pred':>8} {'exp live':>8} {'err':>5}"]
+    for r in check.rows:
+        lo, hi = r.live_quartiles
+        exp = r.exposed_error
+        cap = "dflt" if r.bucket_cap_mb is None else f"{r.bucket_cap_mb:g}"
+        lines.append(f"{r.check:8} {r.world_size:>2} {r.link:>22} {cap:>5} {r.accum_steps:>2} "
+                     f"{r.learned_from:>36} {r.predicted_ms:>8.1f} {r.live_ms:>8.1f} {f'{lo:.1f}-{hi:.1f}':>13} "
+                     f"{r.error:>5.0%} {r.predicted_exposed_ms:>8.1f} {r.live_exposed_ms:>8.1f} "
+                     f"{'-' if exp is None else f'{exp:.0%}':>5}")
+    for kind in ("repeat", "replay", "what-if", "cross-N"):
+        e = errors(check, kind)
+        if e is not None:
+            exposed = "n/a" if e.exposed_median is None else f"{e.exposed_median:.1%}"
+            lines.append(f"{kind}: {e.rows} points, step-time error median {e.median:.1%}, worst {e.worst:.1%}; "
+                         f"exposed-communication error median {exposed}")
+    return "\n".join(lines)
+

@@ -1,0 +1,87 @@
+"""Notebook 16's what-if panel: sliders for N, link, cap and K redraw the predicted step and
+the scaling curve from one recorded step. No ranks start: every move is the model alone."""
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import ipywidgets as w
+
+from dpviz.core.link import PRESETS, preset
+from dpviz.lessons.what_if.learn import LearnedStep, learn
+from dpviz.lessons.what_if.plots import plot_predicted, plot_scaling
+from dpviz.lessons.what_if.records import SCALING_CAPS, Scaling, WORLD_SIZES, predict, scaling
+from dpviz.widgets.slider import FigurePanel
+
+PANEL_KS = (1, 2, 4, 8)
+
+
+def _draw_step(ax, prediction) -> None:
+    plot_predicted(prediction, ax=ax)
+
+
+def _draw_scaling(ax, table: Scaling) -> None:
+    plot_scaling(table, ax=ax)
+
+
+def what_if_panel(record, *, world_sizes: Sequence[int] = WORLD_SIZES, links: Sequence[str] = tuple(PRESETS),
+                  caps: Sequence[float] = SCALING_CAPS, ks: Sequence[int] = PANEL_KS, wire: str = "ring",
+                  value: tuple[int, str, float, int] | None = None) -> w.VBox:
+    """Sliders over N, the link preset, the bucket cap and K: each move predicts the step
+    from `record` (a live record, a loaded trace, or what `learn` made of one) and redraws
+    it, and the scaling curve for that link and K (computed once per link and K, then kept).
+    The status line says how long the move took."""
+    learned = record if isinstance(record, LearnedStep) else learn(record)
+    n0, link0, cap0, k0 = value or (world_sizes[min(3, len(world_sizes) - 1)], links[0], caps[-2], ks[0])
+    for name, chosen, options in (("world size", n0, world_sizes), ("link", link0, links), ("cap", cap0, caps),
+                                  ("K", k0, ks)):
+        if chosen not in options:
+            raise ValueError(f"{name} {chosen!r} is not one of {list(options)}")
+    resolved = {name: preset(name) for name in links}
+    tables: dict[tuple[str, int], Scaling] = {}
+    step_figure = FigurePanel(_draw_step, (11, 3.4))
+    scaling_figure = FigurePanel(_draw_scaling, (9, 3.6))
+    style = {"description_width": "initial"}
+    n = w.SelectionSlider(options=list(world_sizes), value=n0, description="ranks N", style=style,
+                          continuous_update=False)
+    link = w.Dropdown(options=list(links), value=link0, description="link", style=style)
+    cap = w.SelectionSlider(options=[(f"{c:g} MiB", c) for c in caps], value=cap0, description="bucket cap",
+                            style=style, continuous_update=False)
+    k = w.SelectionSlider(options=list(ks), value=k0, description="K micro-steps", style=style,
+                          continuous_update=False)
+    status = w.Label()
+    shown: list = [None]   # the (link, K) whose scaling curve is drawn: N and cap leave it as it is
+
+    def update(_=None) -> None:
+        t0 = time.perf_counter()
+        key = (link.value, k.value)
+        if key not in tables:
+            tables[key] = scaling(learned, link=resolved[link.value], world_sizes=world_sizes, caps=caps,
+                                  wire=wire, accum_steps=k.value)
+        prediction = predict(learned, world_size=n.value, link=resolved[link.value], bucket_cap_mb=cap.value,
+                             accum_steps=k.value, wire=wire)
+        step_figure.show(prediction)
+        if shown[0] != key:
+            scaling_figure.show(tables[key])
+            shown[0] = key
+        status.value = (f"N={n.value}, {link.value}, cap {cap.value:g} MiB, K={k.value}: predicted step "
+                        f"{prediction.step_ms:.1f} ms (exposed communication {prediction.exposed_comm_ms:.1f} ms); "
+                        f"predicted and drawn in {time.perf_counter() - t0:.2f} s, no ranks started")
+
+    for control in (n, link, cap, k):
+        control.observe(update, names="value")
+    update()
+    return w.VBox([w.HBox([n, link]), w.HBox([cap, k]), status, step_figure.widget, scaling_figure.widget])
+
+
+def move_seconds(panel: w.VBox, moves: int = 4) -> list[float]:
+    """Time `moves` slider moves of a `what_if_panel` (N stepped through its options), as the
+    notebook prints them: seconds per move, predicted and drawn."""
+    n = panel.children[0].children[0]
+    options = list(n.options)
+    out = []
+    for i in range(moves):
+        t0 = time.perf_counter()
+        n.value = options[(options.index(n.value) + 1) % len(options)]
+        out.append(time.perf_counter() - t0)
+    return out

@@ -1,0 +1,68 @@
+"""The ZeRO memory calculator as a panel: a recipe, Ψ, N, stage and bytes per parameter; no torch."""
+from __future__ import annotations
+
+import ipywidgets as w
+import matplotlib.pyplot as plt
+from IPython.display import display
+
+from dpviz.lessons.zero.plots import GB, plot_zero_stages
+from dpviz.lessons.zero.records import RECIPES, STAGES, zero_memory
+
+
+def zero_calculator(psi_billions: float = 7.5, world_size: int = 64, stage: int = 3,
+                    recipe: str = "mixed-precision Adam", device_gb: float = 80.0) -> w.VBox:
+    """Sliders for Ψ (billions), N, stage and the bytes per parameter of parameters, gradients and
+    optimizer state (K); a recipe menu sets those three. Redraws the per-stage bars and a summary.
+    """
+    if recipe not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
+    psi = w.FloatLogSlider(value=psi_billions, base=10, min=-1, max=3, step=0.05,
+                           description="Ψ (billion)", continuous_update=False)
+    ranks = w.SelectionSlider(options=[2 ** i for i in range(11)], value=world_size,
+                              description="N ranks", continuous_update=False)
+    chosen = w.IntSlider(value=stage, min=STAGES[0], max=STAGES[-1], description="stage")
+    menu = w.Dropdown(options=list(RECIPES), value=recipe, description="recipe")
+    start = RECIPES[recipe]
+    p_bytes = w.IntSlider(value=int(start.param_bytes), min=1, max=8, description="params B/Ψ")
+    g_bytes = w.IntSlider(value=int(start.grad_bytes), min=0, max=8, description="grads B/Ψ")
+    bytes_k = w.IntSlider(value=int(start.k), min=0, max=20, description="K bytes/Ψ")
+    summary, hint = w.Label(), w.Label()
+    out = w.Output()
+    setting = [False]              # a recipe sets three sliders: redraw once, not three times
+
+    def use_recipe(_=None) -> None:
+        r = RECIPES[menu.value]
+        setting[0] = True
+        p_bytes.value, g_bytes.value, bytes_k.value = int(r.param_bytes), int(r.grad_bytes), int(r.k)
+        setting[0] = False
+        redraw()
+
+    def redraw(_=None) -> None:
+        if setting[0]:
+            return
+        b = zero_memory(psi.value * 1e9, ranks.value, chosen.value, bytes_k.value,
+                        p_bytes.value, g_bytes.value)
+        fits = "fits" if b.total <= device_gb * GB else "does NOT fit"
+        summary.value = (f"stage {chosen.value}: {b.params / GB:.2f} + {b.grads / GB:.2f} + "
+                         f"{b.optimizer / GB:.2f} = {b.total / GB:.2f} GB per rank — {fits} in "
+                         f"{device_gb:g} GB (before activations)")
+        matching = [name for name, r in RECIPES.items()
+                    if (r.param_bytes, r.grad_bytes, r.k) == (p_bytes.value, g_bytes.value, bytes_k.value)]
+        per = p_bytes.value + g_bytes.value + bytes_k.value
+        hint.value = (f"{p_bytes.value} + {g_bytes.value} + {bytes_k.value} = {per} bytes per parameter "
+                      + (f"= {matching[0]} (K: {RECIPES[matching[0]].holds})" if matching
+                         else "(no named recipe)"))
+        with out:
+            out.clear_output(wait=True)
+            fig, ax = plt.subplots(figsize=(7, 3.5), layout="constrained")
+            plot_zero_stages(psi.value * 1e9, ranks.value, bytes_k.value, chosen.value, ax=ax,
+                             param_bytes=p_bytes.value, grad_bytes=g_bytes.value)
+            display(fig)
+            plt.close(fig)
+
+    menu.observe(use_recipe, names="value")
+    for slider in (psi, ranks, chosen, p_bytes, g_bytes, bytes_k):
+        slider.observe(redraw, names="value")
+    redraw()
+    return w.VBox([w.HBox([psi, ranks]), w.HBox([chosen, menu]), summary,
+                   w.HBox([p_bytes, g_bytes, bytes_k]), hint, out])

@@ -1,1 +1,0 @@
-"""What ranks train: built-in models (mlp, gpt, cnn) or a user's `MODULE:FUNCTION`."""
