@@ -8,7 +8,8 @@ Each public name below is defined where its subject lives, which declares it in 
 `FACADE = (...)`. `import dpviz` imports none of them (it is instant and needs no torch, so a
 saved record renders without it): `dpviz.<name>` imports its module on first use. The imports
 under TYPE_CHECKING are that list spelled out for readers and editors (go to definition);
-tests/test_exports.py keeps it equal to the declarations.
+tests/test_exports.py keeps it equal to the declarations. `%load_ext dpviz` adds the `%%ranks`
+magic (`dpviz.app.magic`), loaded only then.
 """
 from __future__ import annotations
 
@@ -71,3 +72,17 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_exports()))
+
+
+def load_ipython_extension(ipython) -> None:
+    """`%load_ext dpviz`: the `%ranks` / `%%ranks` magic (imported now, not with dpviz)."""
+    from dpviz.app.magic import RanksMagics
+
+    ipython.register_magics(RanksMagics)
+
+
+def unload_ipython_extension(ipython) -> None:
+    """`%unload_ext dpviz`: stop the magic's ranks."""
+    magics = ipython.magics_manager.registry.get("RanksMagics")
+    if magics is not None:
+        magics.stop()

@@ -194,7 +194,7 @@ def test_cli_sweep_writes_sweep_json(tmp_path, capsys):
     from dpviz.app.cli import main
 
     out = tmp_path / "sw"
-    assert main(["sweep", "buckets", "--ranks", "2", "--caps", "0.1,4", "--steps", "3", "--repeats", "1",
+    assert main(["buckets", "--ranks", "2", "--caps", "0.1,4", "--steps", "3", "--repeats", "1",
                  "--layers", "4", "--width", "128", "--batch", "8", "--size-link", "--out", str(out)]) == 0
     result = load(out / "sweep.json", expect=BucketSweep)
     sized = result.config["link"]       # --size-link: a link sized to the measured backward
@@ -210,7 +210,7 @@ def test_cli_sweep_rejects_a_zero_cap(capsys):
     from dpviz.app.cli import main
 
     with pytest.raises(SystemExit) as exit_:
-        main(["sweep", "buckets", "--caps", "0,1", "--out", "/tmp/unused"])
+        main(["buckets", "--caps", "0,1", "--out", "/tmp/unused"])
     assert exit_.value.code == 2 and "must be > 0" in capsys.readouterr().err
 
 
@@ -220,7 +220,7 @@ def test_cli_sweep_refuses_bad_sizing_before_ranks_start(argv, message, tmp_path
     from dpviz.app.cli import main
 
     with pytest.raises(SystemExit) as exit_:
-        main(["sweep", "buckets", *argv, "--out", str(tmp_path / "out")])
+        main(["buckets", *argv, "--out", str(tmp_path / "out")])
     assert exit_.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
 

@@ -1,4 +1,4 @@
-"""`dpviz sweep buckets`: one live DDP run per bucket_cap_mb → DIR/sweep.json, DIR/sweep.png."""
+"""`dpviz buckets`: one live DDP run per bucket_cap_mb → DIR/sweep.json, DIR/sweep.png."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,13 +10,12 @@ from dpviz.core.record import save
 from dpviz.lessons.buckets.live import check_sweep, sweep_buckets, sweep_config
 from dpviz.lessons.buckets.records import format_sweep
 
-NAME = "sweep"
-HELP = "re-run DDP live for each value of a knob and record step time and exposed communication"
+NAME = "buckets"
+HELP = "re-run DDP live for each bucket_cap_mb and record step time and exposed communication"
 
 
 def add_arguments(p) -> None:
     d = sweep_config()
-    p.add_argument("subject", choices=["buckets"], help="what to sweep (buckets: bucket_cap_mb)")
     p.add_argument("--ranks", type=positive_int, default=d.world_size, help="number of ranks (default %(default)s)")
     p.add_argument("--caps", type=comma_list(positive_float), default=[0.25, 1.0, 4.0, 25.0],
                    help="bucket_cap_mb values in MiB, e.g. 0.25,1,4,25 (default)")
