@@ -48,7 +48,10 @@ test-fast: $(STAMP)  ## unit and live-rank tests only (no browser, no notebooks)
 	$(PY) -m pytest tests -m "not browser and not notebooks"
 
 bench: $(STAMP)  ## the benchmarks: ratios measured side by side
-	for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+	for b in benchmarks/*.py; do \
+	  case $$b in *hta_*) [ -n "$$HTA_PYTHON" ] || { echo "== $$b skipped: set HTA_PYTHON to a python with HTA"; continue; };; esac; \
+	  $(PY) $$b || exit 1; \
+	done
 
 # The GPU check (scripts/gpu_check.py; tests/test_gpu_check.py runs it on CPU in `make test`).
 # On a GPU machine with no registry and no .venv it runs on the machine's python3 with the

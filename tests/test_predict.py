@@ -188,8 +188,9 @@ def test_live_record_is_learned_gradient_by_gradient(mlp_record):
 def test_replay_of_a_live_record_comes_back_close(model, cluster2):
     """Replay re-assembles each recorded rank-step from its own parts: only the fitted hook,
     wire and all-reduce costs (times each step's own ratio) and the median stand between it and
-    the record. 35 %: a loaded CI machine's 4-step runs (the benchmark's replay goal is 5 %; its
-    worst replay of 51 at load 10-17 was 38 %, its median 3.7 %)."""
+    the record. 35 %: a loaded CI machine's 4-step runs (the benchmark's 5 % goal is for the
+    median on a quiet machine; load stretches single rank-steps far past it: benchmarks/README.md,
+    predict_vs_live.py)."""
     cfg = RunConfig(model=model, steps=4, checks=False, link=LINK, bucket_cap_mb=None)
     record = run(cfg, cluster=cluster2)
     replay = predict(record)

@@ -31,7 +31,7 @@ WARMUP_SAMPLES = 2
 # The built-in workloads (dpviz.engine.workloads); any other model is a user's "module:function".
 BUILTIN_MODELS = ("mlp", "gpt", "cnn")
 # Each built-in's size when layers/width/batch_per_rank are left unset: a 3-step, 2-rank
-# run stays well under a second on 2 CPU cores (benchmarks/warm_vs_cold.py measures it).
+# run stays well under a second on a small CPU (benchmarks/workloads.py measures it).
 MODEL_DEFAULTS = {"mlp": dict(layers=4, width=256, batch_per_rank=32),
                   "gpt": dict(layers=4, width=64, batch_per_rank=16),
                   "cnn": dict(layers=3, width=16, batch_per_rank=16)}
@@ -39,7 +39,7 @@ _SIZE_FIELDS = ("layers", "width", "batch_per_rank")
 
 
 def max_cpu_ranks() -> int:
-    """A sane cap for local CPU ranks: four per core (2 cores here → 8)."""
+    """A sane cap for local CPU ranks: four per core (`os.cpu_count()`)."""
     return 4 * (os.cpu_count() or 1)
 
 

@@ -2,7 +2,7 @@
 
 Why: a knob re-runs the ranks on every move, and writing each rank's full chrome trace
 (thousands of events, ~1.4 MB for the bucket slider's 2 steps) only for the parent to read
-and parse it again cost a quarter of a second per move. The rank instead walks the
+and parse it again cost most of a move (benchmarks/knob_latency.py times the parts). The rank instead walks the
 profiler's own events once, keeps the few hundred that `dpviz.analysis.scan.classify` draws (steps,
 micro-steps, forward/backward/optimizer, bucket hooks, collectives, `c10d::` calls and the
 clock mark), and sends them as plain tuples. The parent feeds them to `dpviz.analysis.scan`'s

@@ -35,7 +35,7 @@ from dpviz.lessons.accumulation.records import AccumulationSweep, GradientCheck,
 # what `dpviz.<name>` offers from here
 FACADE = ("sweep_accumulation", "check_gradients", "compare_scopes", "k_slider", "accumulation_link_slider")
 
-# Small enough to run K = 1..8 in seconds on 2 cores; a 0.25 MB bucket cap splits the
+# Small enough that K = 1..8 runs in seconds on a small CPU; a 0.25 MB bucket cap splits the
 # 1 MB MLP into several buckets, so "one all-reduce per bucket" is visible.
 DEMO_CONFIG = RunConfig(world_size=2, steps=4, layers=4, width=256, batch_per_rank=16,
                         bucket_cap_mb=0.25)

@@ -22,7 +22,7 @@ class StepTraffic:
     pattern: str            # "ps" (gradients to rank 0, update, send back) or "ddp" (all-reduce)
     world_size: int
     rank: int
-    step_ms: float          # median over the measured steps (wall clock, under load here)
+    step_ms: float          # median over the measured steps (wall clock: whatever shares the cores inflates it)
     sent_bytes: float       # mean bytes written to sockets per step
 
 

@@ -31,7 +31,8 @@ def one_thread():
     """Run torch ops on one intra-op thread, then restore the count.
 
     These workloads are tiny: on a shared machine a second thread only waits for a core
-    (measured here: 3.7 s of CPU for the precision runs on two threads, 0.2 s on one).
+    (on a shared machine a second intra-op thread mostly spins waiting for a core: far more CPU,
+    no speed-up).
     """
     import torch
 
