@@ -5,6 +5,7 @@ import pytest
 
 from dpviz import Cluster
 from dpviz.core.config import RunConfig
+from dpviz.engine import torch_gate
 from dpviz.engine.workloads import reference_sgd_bound
 from dpviz.lessons.dp_vs_ddp import data_parallel as DP, live as D, records as DR
 from dpviz.lessons.lifecycle import live as L, records as LR
@@ -215,7 +216,7 @@ def test_single_process_dp_is_data_parallels_algorithm_and_copies_what_the_formu
                                                               "in": dp.bytes_in / 4}
     # replicas own no parameters: their weights are the broadcast copies, in the autograd graph
     copies = {n: p.detach().clone().requires_grad_() * 1 for n, p in dp.module.named_parameters()}
-    replica = DP._replicate(dp.module, copies)
+    replica = torch_gate.replicate(dp.module, copies)
     assert list(replica.parameters()) == [] and replica[0].weight is copies["0.weight"]
     assert replica.blocks[0][0].weight is copies["0.weight"]        # the forward's path, too
     assert torch.equal(replica(torch.ones(2, 32)), dp.module(torch.ones(2, 32)))

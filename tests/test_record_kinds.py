@@ -2,7 +2,7 @@
 
 A record saved today renders tomorrow only if its type is registered (`load()` dispatches on
 `kind`) and every field's type converts back from JSON. The kinds are discovered from
-`dpviz.core.discover.record_modules()` (a scan of the source); the figures from the `plot_*` functions of `dpviz/plots/` and `dpviz/<subject>/plots.py`.
+`dpviz.core.discover.record_modules()` (a scan of the source); the figures from the `plot_*` functions of `dpviz/plots/` and `dpviz/lessons/<subject>/plots.py`.
 """
 from __future__ import annotations
 

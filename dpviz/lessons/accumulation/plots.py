@@ -193,7 +193,7 @@ def plot_gradient_ratio(checks: Iterable[GradientCheck], ax=None):
 
 # --- the exercise's figure: yours beside the reference ------------------------------------
 
-def plot_accumulation_check(check: AccumulationCheck):
+def plot_accumulation_exercise(check: AccumulationCheck):
     """All-reduces per micro-step, yours beside dpviz's run loop, and ‖gradient‖ ratios."""
     import matplotlib.pyplot as plt
 

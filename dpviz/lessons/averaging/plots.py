@@ -100,7 +100,7 @@ def plot_hook_check(record: HookComparison, ax=None):
 
 # --- the exercise's figure: yours beside the reference ------------------------------------
 
-def plot_hook_check(check: HookCheck):
+def plot_hook_exercise(check: HookCheck):
     """Per parameter, ‖your gradient‖ / ‖mean over ranks‖ (1 is right) beside rank 0's own,
     never-averaged gradient: a hook that communicated nothing lands on the grey bars."""
     import matplotlib.pyplot as plt

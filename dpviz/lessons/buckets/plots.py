@@ -251,7 +251,7 @@ def _bucket_row(ax, y: float, buckets, sizes) -> None:
         left += width
 
 
-def plot_buckets_check(check: BucketsCheck):
+def plot_buckets_exercise(check: BucketsCheck):
     """The first model where yours differs: your buckets above torch's, each bar as wide as
     its bytes, labelled with its first…last parameter index."""
     import matplotlib.pyplot as plt

@@ -324,7 +324,7 @@ def _ring_panel(ax, run: RingRun, frame: int, other: RingRun, title: str) -> Non
                  f"bytes sent per rank {list(run.bytes_sent_per_rank)}", loc="left", fontsize=9)
 
 
-def plot_ring_check(check: RingCheck):
+def plot_ring_exercise(check: RingCheck):
     """Yours (live) beside dpviz's ring (model) at the first frame that differs; red boxes
     mark your cells that differ, stripes say whose inputs a cell sums (measured on your
     ranks with inputs 8^rank), arrows are that step's messages (dashed: payload not a view

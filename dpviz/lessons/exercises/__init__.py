@@ -1,8 +1,8 @@
 """Exercises: you write the function, live gloo ranks check it against a reference.
 
-Five exercises, each in its subject's package (`dpviz/<subject>/exercise.py`) and in the
-notebook that teaches the subject; what they share (running and checking an attempt, the
-verdict records, the report and its figures) is here:
+Five exercises, each in its subject's package (`dpviz/lessons/<subject>/exercise.py`) and in the
+notebook that teaches the subject, its check record and figure beside the subject's own;
+what they share (running and checking an attempt, the verdict, the report) is here:
 
 =====================  ====================================================  ========
 exercise               you write                                             notebook

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import importlib
-import re
 
 EXERCISE_FACADE = ("report", "plot_check")  # what `dpviz.lessons.exercises.<name>` offers from here
 
@@ -18,11 +17,11 @@ def report(check):
 
 def plot_check(check):
     """The figure of any exercise check: each subject draws its own, as `plot_<kind>` in the
-    `plots` module beside its record's (RingCheck → `plot_ring_check`), so an exercise is one
-    subject's files and nothing here lists them."""
+    `plots` module beside its record's (the kind `ring_exercise` → `plot_ring_exercise`), so
+    an exercise is one subject's files and nothing here lists them."""
     cls = type(check)
     package = cls.__module__.rpartition(".")[0]
-    name = "plot_" + re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
+    name = f"plot_{cls.KIND}"
     plot = getattr(importlib.import_module(f"{package}.plots"), name, None)
     if plot is None:
         raise ValueError(f"no figure for {cls.__name__}: {package}.plots has no {name}")

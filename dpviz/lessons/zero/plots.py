@@ -108,7 +108,7 @@ def plot_collectives(sweep: ZeroSweep, world_size: int | None = None, ax=None):
 
 # --- the exercise's figure: yours beside the reference ------------------------------------
 
-def plot_zero1_check(check: Zero1Check):
+def plot_zero1_exercise(check: Zero1Check):
     """Left: |yours − plain Adam| along the flat parameters, per rank, against the float32
     tolerance (exact zeros drawn at the floor). Right: bytes of state per rank beside
     ZeRO-1's m and v (8Ψ/N) and plain Adam's (8Ψ)."""
