@@ -9,25 +9,24 @@ import pytest
 from matplotlib.figure import Figure
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from dpviz.plots import bars as bars_module
+from dpviz.plots import mpl_gate
 from dpviz.plots.bars import hbars
 
 # hbars adds its collection by matplotlib 3.11's add_collection steps where this matplotlib has
-# them (`_AUTOLIM_STEPS`), else as broken_barh does: asking for the autoscale at the next draw,
-# or autoscaling now where the private call is missing. The tests below take every way.
-WAYS = ["3.11 steps", "as broken_barh", "as broken_barh, autoscaled now"]
+# them (`mpl_gate.adds_in_steps`), else as broken_barh does: asking for the autoscale at the
+# next draw, or autoscaling now where that private call is missing too. The tests below take
+# every way (tests/test_mpl_gate.py turns each private call off on its own).
+WAYS = {"3.11 steps": [], "as broken_barh": ["_set_in_autoscale"],
+        "as broken_barh, autoscaled now": ["_set_in_autoscale", "_request_autoscale_view"]}
 
 
-@pytest.fixture(params=WAYS)
-def way(request, monkeypatch):
-    if request.param == WAYS[0]:
-        if not bars_module._AUTOLIM_STEPS:
-            pytest.skip(f"matplotlib {matplotlib.__version__} lacks 3.11's add_collection steps")
-    else:
-        monkeypatch.setattr(bars_module, "_AUTOLIM_STEPS", False)
-        if request.param == WAYS[2]:
-            monkeypatch.setattr(bars_module, "_REQUEST_AUTOSCALE", None)
-    return request.param
+@pytest.fixture(params=list(WAYS))
+def way(request):
+    if not WAYS[request.param] and not mpl_gate.adds_in_steps():
+        pytest.skip(f"matplotlib {matplotlib.__version__} lacks 3.11's add_collection steps")
+    mpl_gate.disable(WAYS[request.param])
+    yield request.param
+    mpl_gate.disable([])
 
 
 def _add_collection_autoscales() -> bool:

@@ -10,11 +10,14 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from dpviz.widgets.glyphs import CachingCanvasAgg, CachingRendererAgg, SUPPORTED
+from dpviz.plots import mpl_gate
+from dpviz.widgets.glyphs import CachingCanvasAgg, CachingRendererAgg
 
-# the caches are on only where this matplotlib has the private calls they stand on (3.11's);
-# elsewhere the canvas draws as plain Agg does, which the last test checks
-needs_caches = pytest.mark.skipif(not SUPPORTED, reason=f"the glyph caches are off on matplotlib "
+# the caches are on only where this matplotlib has the private calls they stand on (3.11's,
+# `mpl_gate.keeps_glyphs`); elsewhere the canvas draws as plain Agg does, which the last test
+# checks (and tests/test_mpl_gate.py, with each of those calls turned off)
+CACHES_ON = mpl_gate.keeps_glyphs(FigureCanvasAgg(Figure(figsize=(2, 1))).get_renderer())
+needs_caches = pytest.mark.skipif(not CACHES_ON, reason=f"the glyph caches are off on matplotlib "
                                                         f"{matplotlib.__version__}")
 
 
@@ -89,8 +92,6 @@ def test_kept_font_heights_lay_text_out_as_matplotlib_does(text, size, weight, r
 
 def test_the_canvas_caches_where_matplotlib_has_what_the_caches_stand_on():
     """With the matplotlib installed here the slider canvas draws text from its caches; where
-    the private calls are missing (`SUPPORTED` False) it keeps a plain Agg renderer."""
-    from dpviz.widgets import glyphs
-
+    the private calls are missing (`mpl_gate.keeps_glyphs` False) it keeps a plain Agg renderer."""
     renderer = CachingCanvasAgg(Figure(figsize=(2, 1))).get_renderer()
-    assert isinstance(renderer, CachingRendererAgg) == glyphs.SUPPORTED
+    assert isinstance(renderer, CachingRendererAgg) == mpl_gate.keeps_glyphs(renderer) == CACHES_ON

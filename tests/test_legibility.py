@@ -22,6 +22,7 @@ from dpviz.plots.legibility import (
     hidden_texts, overlapping_texts, shown_sizes, small_texts, texts_over_bars,
     title_missing_models,
 )
+from dpviz.plots.style import titles
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +187,7 @@ def test_a_move_on_the_kept_axes_draws_the_pixels_of_a_cleared_axes(records, clu
     for value in values[1:]:
         kept.show(value)
         cleared.axes.clear()
-        for title in cleared.axes._left_title, cleared.axes.title, cleared.axes._right_title:
+        for title in titles(cleared.axes):
             title.set_visible(kept.caption is None)   # a re-run slider's titles are its caption
         cleared.axes.set_xlim(kept.limits[0])   # the limits the slider keeps
         cleared.axes.set_ylim(kept.limits[1])
@@ -241,7 +242,7 @@ def test_a_rerun_figure_shows_its_titles_as_a_caption_not_as_pixels(records):
         assert captioned.caption.value.count("<br>") == 1
         assert all(html.escape(line) in captioned.caption.value for line in lines)
         assert captioned.axes.get_title(loc="left") == titled.axes.get_title(loc="left")
-        assert not captioned.axes._left_title.get_visible()
+        assert not titles(captioned.axes)[0].get_visible()
         assert tags_of(captioned.axes) == tags_of(titled.axes)   # the figure still says live
         assert tags_of(captioned.axes)[0].startswith("live")
     stamp = lambda f: next(t for t in f.axes.texts if t.get_gid() == "dpviz-source")

@@ -12,9 +12,10 @@ from __future__ import annotations
 from typing import Iterable
 
 import numpy as np
-from matplotlib.axes import Axes
-from matplotlib.collections import Collection, LineCollection, PolyCollection
+from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.colors import to_rgba
+
+from dpviz.plots import mpl_gate
 
 
 def hbars(ax, xranges: Iterable[tuple[float, float]], yrange, **kwargs) -> PolyCollection:
@@ -47,46 +48,33 @@ def _rgba(colors):
     return np.array([table[c] for c in colors], dtype=float)
 
 
-# matplotlib 3.11's add_collection(autolim=True) marks the collection for relim (`_set_in_autoscale`,
-# which came with that change), brings stale view limits up to date, grows the data limits and
-# asks for autoscaling; `_add_autoscaled` does the same steps with its own data limits. Before
-# 3.11 add_collection only grew the data limits and `broken_barh` asked for autoscaling itself;
-# and `_as_get_datalim_sees` follows 3.11's get_datalim, where 3.10's leaves a log axis's bars in
-# log units (tests/test_frame.py).
-_AUTOLIM_STEPS = (hasattr(Collection, "_set_in_autoscale") and hasattr(Axes, "_unstale_viewLim")
-                  and hasattr(Axes, "_request_autoscale_view"))
-_REQUEST_AUTOSCALE = getattr(Axes, "_request_autoscale_view", None)   # broken_barh's ask, before 3.11
-
-
 def _add_autoscaled(ax, collection: PolyCollection, vertices: np.ndarray) -> PolyCollection:
     """`ax.add_collection(collection)` for a collection of the polygons `vertices`, placed in
-    data coordinates: the same data limits, from the vertices in one numpy pass instead of
-    matplotlib's path-by-path extents. `get_datalim` takes the
-    vertices through the data transform and back (`_as_get_datalim_sees`), then their
-    bounds and smallest positive values, non-finite ones skipped; `update_datalim` takes
-    the same bounds of the same points. Where matplotlib lacks 3.11's steps, what
-    `broken_barh` does there (`_add_as_broken_barh`)."""
-    if not _AUTOLIM_STEPS:
+    data coordinates: matplotlib 3.11's add_collection steps (`mpl_gate.adds_in_steps`) with
+    the same data limits, from the vertices in one numpy pass instead of matplotlib's
+    path-by-path extents. `get_datalim` takes the vertices through the data transform and
+    back (`_as_get_datalim_sees`, which follows 3.11's get_datalim, where 3.10's leaves a log
+    axis's bars in log units: tests/test_frame.py), then their bounds and smallest positive
+    values, non-finite ones skipped; `update_datalim` takes the same bounds of the same
+    points. Where matplotlib lacks those steps, what `broken_barh` does there
+    (`_add_as_broken_barh`)."""
+    if not mpl_gate.adds_in_steps():
         return _add_as_broken_barh(ax, collection)
     ax.add_collection(collection, autolim=False)
-    collection._set_in_autoscale(True)
-    ax._unstale_viewLim()
+    mpl_gate.count_in_relim(collection)
+    mpl_gate.unstale_view(ax)
     ax.update_datalim(_as_get_datalim_sees(ax, collection, vertices.reshape(-1, 2)))
-    ax._request_autoscale_view()
+    mpl_gate.request_autoscale(ax)
     return collection
 
 
 def _add_as_broken_barh(ax, collection: PolyCollection) -> PolyCollection:
     """What `broken_barh` does with its collection on any matplotlib: add it with autolim,
-    then ask for autoscaling at the next draw. matplotlib 3.10's add_collection grows only the
-    data limits and its `broken_barh` asks for the autoscale after; 3.11's asks itself, and
-    asking again changes nothing. Without `_request_autoscale_view` (`_REQUEST_AUTOSCALE`), the
-    public `autoscale_view` now: the same limits for what is on the axes, one autoscale a call."""
+    then ask for autoscaling at the next draw (`mpl_gate.request_autoscale`). matplotlib
+    3.10's add_collection grows only the data limits and its `broken_barh` asks for the
+    autoscale after; 3.11's asks itself, and asking again changes nothing."""
     ax.add_collection(collection)
-    if _REQUEST_AUTOSCALE is not None:
-        _REQUEST_AUTOSCALE(ax)
-    else:
-        ax.autoscale_view()
+    mpl_gate.request_autoscale(ax)
     return collection
 
 

@@ -13,21 +13,24 @@ from weakref import WeakKeyDictionary
 
 from matplotlib.legend import Legend
 
+from dpviz.plots import mpl_gate
+
 _KEPT: WeakKeyDictionary = WeakKeyDictionary()   # axes → (key, the legend made for it)
 
 
 def kept_legend(ax, handles: list, **kwargs) -> Legend:
     """`ax.legend(handles=handles, **kwargs)`, or the axes' last legend from this call put
     back when it was removed (`slider._empty`) and its handles (type, label, `look`) and
-    arguments are equal. The key leaves out rcParams: a figure's rcParams are those it was
-    first drawn with, and a kept frame's ticks keep them too."""
+    arguments are equal, where this matplotlib lets it be removed again
+    (`mpl_gate.make_removable_legend`). The key leaves out rcParams: a figure's rcParams are
+    those it was first drawn with, and a kept frame's ticks keep them too."""
     key = (tuple((type(h), h.get_label(), look(h)) for h in handles), repr(sorted(kwargs.items())))
     kept = _KEPT.get(ax)
-    if kept is not None and kept[0] == key and ax.legend_ is None and kept[1].axes is None:
+    if (kept is not None and kept[0] == key and ax.legend_ is None and kept[1].axes is None
+            and mpl_gate.make_removable_legend(kept[1], ax)):
         legend = kept[1]
         legend.axes = ax                     # what Artist.remove undid, as Axes.legend sets it
         legend.set_figure(ax.figure)
-        legend._remove_method = ax._remove_legend
         ax.legend_ = legend
         legend.stale = True
         return legend

@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
+from dpviz.plots import mpl_gate
 from dpviz.plots.style import COLUMN_IN
 
 
@@ -35,7 +36,7 @@ def _undrawn_axis_texts(fig: Figure) -> set[int]:
             if not ax.axison or not axis.get_visible():
                 skip |= every | {id(axis.label), id(axis.offsetText)}
                 continue
-            drawn = {id(t) for tick in axis._update_ticks() for t in (tick.label1, tick.label2)}
+            drawn = {id(t) for tick in mpl_gate.drawn_ticks(axis) for t in (tick.label1, tick.label2)}
             skip |= every - drawn
     return skip
 
@@ -109,15 +110,17 @@ def text_extent(text: Text, renderer) -> Bbox:
     lays it out holds: a slider's tick labels are the same texts saying the same move after
     move, and laying each out again was most of the time `place_labels` spent on obstacles.
     A label tried at several places, then checked against a slider's frame
-    (`dpviz.widgets.frame.touches`), is laid out once."""
-    if not text.get_visible() or text.get_wrap() or text.get_usetex() or not text.get_text():
+    (`dpviz.widgets.frame.touches`), is laid out once. Where this matplotlib cannot lay a text
+    out apart from measuring it (`mpl_gate.layout_state`), it is measured every time."""
+    state = mpl_gate.layout_state(text)
+    if state is None or not text.get_visible() or text.get_wrap() or text.get_usetex() or not text.get_text():
         return text.get_window_extent(renderer)
     key = (id(renderer), text.figure.dpi, text.get_text(), tuple(text.get_fontproperties().__dict__.values()),
-           text.get_rotation(), text.get_rotation_mode(), text.get_ha(), text.get_va(),
-           text._multialignment, text._linespacing, text._parse_math, text.get_antialiased())
+           text.get_rotation(), text.get_rotation_mode(), text.get_ha(), text.get_va(), *state,
+           text.get_parse_math(), text.get_antialiased())
     kept = _LAID_OUT.get(text)
     if kept is None or kept[0] != key:
-        kept = _LAID_OUT[text] = (key, text._get_layout(renderer)[0])   # what get_window_extent lays out
+        kept = _LAID_OUT[text] = (key, mpl_gate.layout_box(text, renderer))
     x, y = text.get_transform().transform(text.get_unitless_position())
     return kept[1].translated(x, y)
 

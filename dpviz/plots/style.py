@@ -146,7 +146,10 @@ def tag(ax, *sources: str, note: str = ""):
 
 def titles(ax) -> list:
     """The axes' three title Text artists: left, center, right."""
-    return [ax._left_title, ax.title, ax._right_title]
+    from dpviz.plots import mpl_gate   # not at import: manim scenes take the palette without matplotlib
+
+    left, right = mpl_gate.side_titles(ax)
+    return [left, ax.title, right]
 
 
 def tags_of(ax) -> list[str]:

@@ -22,6 +22,7 @@ from matplotlib.image import AxesImage
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox, IdentityTransform
 
+from dpviz.plots import mpl_gate
 from dpviz.plots.legends import look
 from dpviz.plots.legibility import Boxes, text_extent
 
@@ -32,8 +33,9 @@ def frame_artists(ax) -> list[Any]:
     """The axes' artists that show the frame, not the data: patch, spines, axes, and the legend
     unless it is placed where the data leaves room (loc="best", code 0), which moves with the
     data. The source stamp is drawn with the data: its note (how drawn data was adjusted, e.g.
-    all-reduce ends capped) comes and goes with the run."""
-    legend = [ax.legend_] if ax.legend_ is not None and ax.legend_._loc != 0 else []
+    all-reduce ends capped) comes and goes with the run. A legend whose place this matplotlib
+    does not tell (`mpl_gate.legend_loc`) is drawn with the data too."""
+    legend = [ax.legend_] if ax.legend_ is not None and mpl_gate.legend_loc(ax.legend_) not in (None, 0) else []
     return [ax.patch, *ax.spines.values(), ax.xaxis, ax.yaxis, *legend]
 
 
@@ -54,7 +56,8 @@ def frame_key(ax) -> tuple:
     leg = ax.legend_ if ax.legend_ in frame_artists(ax) else None
     legend = None if leg is None else (
         tuple(map(_text_key, [*leg.get_texts(), leg.get_title()])), tuple(map(look, leg.legend_handles)),
-        str(leg._loc), tuple(leg.get_bbox_to_anchor().bounds), leg.get_frame_on(), look(leg.get_frame()))
+        str(mpl_gate.legend_loc(leg)), tuple(leg.get_bbox_to_anchor().bounds), leg.get_frame_on(),
+        look(leg.get_frame()))
     return ax.axison, look(ax.patch), axes, spines, legend
 
 
@@ -62,8 +65,8 @@ def _ticks_key(axis) -> tuple:
     """The ticks a draw paints (in view, labels formatted, as `Axis.draw` gets them): each one's
     place, major or minor, and labels. One locator pass per axis: asking for the major and
     minor locations and labels one by one ran the locators six times."""
-    return tuple((tick.get_loc(), tick._major, _text_key(tick.label1), _text_key(tick.label2))
-                 for tick in axis._update_ticks())
+    return tuple((tick.get_loc(), mpl_gate.is_major(tick, axis), _text_key(tick.label1), _text_key(tick.label2))
+                 for tick in mpl_gate.drawn_ticks(axis))
 
 
 def frame_boxes(ax, renderer) -> list[Bbox]:

@@ -13,26 +13,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg, get_hinting_flag
-from matplotlib.font_manager import fontManager, get_font
-from matplotlib.ft2font import FT2Font
+from matplotlib.backends.backend_agg import FigureCanvasAgg, RendererAgg
+from matplotlib.font_manager import get_font
 
-try:
-    from matplotlib.ft2font import RenderMode
-except ImportError:   # matplotlib before 3.10
-    RenderMode = None
-
-# The caches stand on private matplotlib calls (3.11's: a font's `_layout`, `_set_transform`,
-# `_render_glyph`, the renderer's `_prepare_font`); pyproject admits older matplotlib, where the
-# canvas draws text as plain Agg does (slower, same pixels) instead of failing.
-SUPPORTED = (RenderMode is not None and hasattr(RendererAgg, "_prepare_font")
-             and all(hasattr(FT2Font, name) for name in ("_layout", "_set_transform", "_render_glyph")))
+from dpviz.plots import mpl_gate
 
 KEPT_MAX = 8192   # entries per cache; a slider's labels need a few hundred
 
 
+@mpl_gate.answers_font_heights
 class CachingRendererAgg(RendererAgg):
-    """RendererAgg whose plain text (not mathtext) reuses kept layouts and glyph bitmaps."""
+    """RendererAgg whose plain text (not mathtext) reuses kept layouts and glyph bitmaps.
+    It stands on private matplotlib calls (`mpl_gate.keeps_glyphs`); a canvas uses it only
+    where this matplotlib has them (`CachingCanvasAgg`)."""
 
     def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
         if ismath:
@@ -45,13 +38,12 @@ class CachingRendererAgg(RendererAgg):
         key = (s, tuple(prop.__dict__.values()), size, tuple(features) if features else None, language)
         items = layouts.get(key)
         if items is None:
-            items = layouts[key] = self._prepare_font(prop)._layout(
-                s, flags=get_hinting_flag(), features=features, language=language)
+            items = layouts[key] = mpl_gate.glyph_layout(mpl_gate.agg_font(self, prop), s, features, language)
         cos, sin = math.cos(math.radians(angle)), math.sin(math.radians(angle))
         matrix = (0x10000 * np.array([[cos, -sin], [sin, cos]])).round().astype(int)
-        glyphs, aa = _kept(self, "_glyphs"), gc.get_antialiased()
+        glyphs, aa, paint = _kept(self, "_glyphs"), gc.get_antialiased(), mpl_gate.glyph_painter(self)
         for item in items:
-            # where `_draw_text_glyphs_and_boxes` places the glyph, in 1/64 pixel
+            # where Agg's own text drawing places the glyph, in 1/64 pixel
             ox = round(0x40 * (x + item.x * cos - item.y * sin))
             oy = round(0x40 * (self.height - y + item.x * sin + item.y * cos))
             font = item.ft_object
@@ -60,26 +52,19 @@ class CachingRendererAgg(RendererAgg):
             kept = glyphs.get(gkey)
             if kept is None:
                 font.set_size(size, self.dpi)
-                font._set_transform(matrix, [ox & 63, oy & 63])
-                bitmap = font._render_glyph(item.glyph_index, get_hinting_flag(),
-                                            RenderMode.NORMAL if aa else RenderMode.MONO)
-                buffer = np.array(bitmap.buffer)   # a copy: the font reuses its buffer
-                if not aa:
-                    buffer *= 0xff
-                kept = glyphs[gkey] = (buffer, bitmap.left, bitmap.top)
+                kept = glyphs[gkey] = mpl_gate.render_glyph(font, item.glyph_index, matrix, (ox & 63, oy & 63), aa)
             buffer, left, top = kept
             left, top = left + (ox >> 6), top + (oy >> 6)
-            self._renderer.draw_text_image(buffer, left, int(self.height) - top + buffer.shape[0], 0, gc)
+            paint(buffer, left, int(self.height) - top + buffer.shape[0], 0, gc)
 
-
-    def _get_font_height_metrics(self, prop):
+    def font_height_metrics(self, prop):
         """(ascent, descent, line gap) in pixels of the font `prop` names, kept by its properties.
 
-        `Text._get_layout` asks a renderer that has this method for them (matplotlib's PDF/PS
-        backends do); otherwise it finds the font and reads its OS/2 or hhea table on every
-        layout, which was a third of laying out a kept label (each move lays out every label
-        twice: to place it, and to draw it). The numbers are `_get_layout`'s own, read the
-        same way (tests/test_glyphs.py compares a layout with and without)."""
+        matplotlib's text layout asks a renderer that answers it for them
+        (`mpl_gate.answers_font_heights`); otherwise it finds the font and reads its OS/2 or
+        hhea table on every layout, which was a third of laying out a kept label (each move
+        lays out every label twice: to place it, and to draw it). The numbers are the layout's
+        own, read the same way (tests/test_glyphs.py compares a layout with and without)."""
         metrics = _kept(self, "_heights")
         key = (tuple(prop.__dict__.values()), self.dpi)
         if key not in metrics:
@@ -88,9 +73,13 @@ class CachingRendererAgg(RendererAgg):
 
 
 def _font_height_metrics(prop, dpi: float) -> tuple:
-    """What `matplotlib.text.Text._get_layout` reads from the font's tables (None, None, None
-    when it has neither, and measures "lp" instead)."""
-    font = get_font(fontManager._find_fonts_by_props(prop))
+    """What matplotlib's text layout reads from the font's tables (None, None, None when it
+    has neither, and measures "lp" instead; or when this matplotlib does not say which font
+    it lays out in, `mpl_gate.font_files`, and finds the font itself)."""
+    files = mpl_gate.font_files(prop)
+    if files is None:
+        return None, None, None
+    font = get_font(files)
     for table_name, gap_key, ascent_key, descent_key in (
             ("OS/2", "sTypoLineGap", "sTypoAscender", "sTypoDescender"), ("hhea", "lineGap", "ascent", "descent")):
         table = font.get_sfnt_table(table_name)
@@ -110,10 +99,11 @@ def _kept(renderer, name: str) -> dict:
 
 class CachingCanvasAgg(FigureCanvasAgg):
     """An Agg canvas whose renderer is a `CachingRendererAgg` (kept while the size holds), where
-    this matplotlib has what it stands on (`SUPPORTED`); a plain Agg renderer elsewhere."""
+    this matplotlib has what it stands on (`mpl_gate.keeps_glyphs`); a plain Agg renderer
+    elsewhere."""
 
     def get_renderer(self):
         renderer = super().get_renderer()
-        if SUPPORTED and type(renderer) is RendererAgg:
-            renderer.__class__ = CachingRendererAgg   # same state, text drawn from the caches
+        if type(renderer) in (RendererAgg, CachingRendererAgg):   # same state, text drawn from the caches or not
+            renderer.__class__ = CachingRendererAgg if mpl_gate.keeps_glyphs(renderer) else RendererAgg
         return renderer
