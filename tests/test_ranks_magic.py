@@ -18,7 +18,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 import dpviz
-from dpviz import launch
+from dpviz.engine import launch
 from dpviz.lessons.cells.plots import plot_cell
 from dpviz.lessons.cells.records import (
     CellError, CellRecord, CellTimeout, collective_timings, describe_cell,
