@@ -33,18 +33,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
-RANKS = {"rccl-mi250": [0]}   # no distributedInfo: its rank is given
 
 HTA_SCRIPT = """
 import json, logging, sys, time
 logging.disable(logging.WARNING)
 from hta.trace_analysis import TraceAnalysis
 t0 = time.perf_counter()
-analysis = TraceAnalysis(trace_dir=sys.argv[1])
+try:   # HTA cannot read some traces at all (tests/data/*/PROVENANCE.md says which and why)
+    analysis = TraceAnalysis(trace_dir=sys.argv[1])
+except Exception as err:
+    print(json.dumps({"seconds": time.perf_counter() - t0, "error": type(err).__name__}))
+    sys.exit()
 overlap = analysis.get_comm_comp_overlap(visualize=False)
 try:
     analysis.get_temporal_breakdown(visualize=False)
-except Exception:   # HTA's breakdown raises on CPU traces
+except Exception:   # HTA's breakdown raises on traces without an event on a GPU stream
     pass
 seconds = time.perf_counter() - t0
 print(json.dumps({"seconds": seconds,
@@ -55,7 +58,7 @@ import json, sys, time
 from dpviz.analysis.trace_files import load_trace
 from dpviz.analysis.overlap import comm_compute_overlap, record_ranks, summarize, temporal_breakdown
 t0 = time.perf_counter()
-record = load_trace(sys.argv[1], ranks=json.loads(sys.argv[2]))
+record = load_trace(sys.argv[1])
 overlap = [comm_compute_overlap(record, r) for r in record_ranks(record)]
 temporal_breakdown(record)
 summarize(record)
@@ -121,10 +124,8 @@ def main() -> None:
             runs: dict[str, list[dict]] = {"hta": [], "dpviz": [], "cli": []}
             for i in range(args.repeats):
                 runs["hta"].append(child([args.hta_python, "-c", HTA_SCRIPT, str(_hta_dir(folder, tmp))]))
-                runs["dpviz"].append(child([sys.executable, "-c", DPVIZ_SCRIPT, str(folder),
-                                            json.dumps(RANKS.get(folder.name))], env))
-                ranks = [] if folder.name not in RANKS else ["--ranks", ",".join(map(str, RANKS[folder.name]))]
-                runs["cli"].append(child([sys.executable, "-m", "dpviz", "load-trace", str(folder), *ranks,
+                runs["dpviz"].append(child([sys.executable, "-c", DPVIZ_SCRIPT, str(folder)], env))
+                runs["cli"].append(child([sys.executable, "-m", "dpviz", "load-trace", str(folder),
                                           "--out", f"{tmp}/out-{i}"], env))
             med = {k: {m: statistics.median(r[m] for r in v) for m in v[0] if m in ("seconds", "wall", "peak_mb")}
                    for k, v in runs.items()}
@@ -138,7 +139,9 @@ def main() -> None:
                   f"{'<=' if c['wall'] <= h['wall'] else '>'} HTA's whole {h['wall']:.3f} s")
             print(f"  peak memory HTA {h['peak_mb']:7.0f} MB   dpviz {d['peak_mb']:7.0f} MB   "
                   f"load-trace {c['peak_mb']:.0f} MB (largest process of each tree)")
-            print(f"  overlap %   HTA {_pcts(runs['hta'][0])}   dpviz {_pcts(runs['dpviz'][0])}")
+            hta_says = (f"cannot read it ({runs['hta'][0]['error']})" if "error" in runs["hta"][0]
+                        else _pcts(runs["hta"][0]))
+            print(f"  overlap %   HTA {hta_says}   dpviz {_pcts(runs['dpviz'][0])}")
 
 
 def _hta_dir(folder: Path, tmp: str) -> Path:

@@ -56,6 +56,11 @@ def test_a100_trace_loads_as_rank_0_of_a_two_rank_nccl_job(a100):
     config = dict(a100.config)
     # where the common clock's 0 is on the trace's own clock: ProfilerStep#4's ts, as written
     assert config.pop("clock_origin_us") == 4458676416788.066
+    # HTA 0.5.0's figures, as HTA computes them from the events (tests/data/nccl-a100-ddp/hta-0.5.0.json)
+    hta = config.pop("hta")["0"]
+    assert (hta["window_us"], round(100 * hta["overlap"], 2)) == (435586.0, 14.31)
+    assert [round(100 * hta[k] / hta["window_us"], 2) for k in ("idle_us", "compute_us", "non_compute_us")] \
+        == [77.78, 17.26, 4.97]
     assert config == {"source": "trace", "paths": [str(A100)], "backend": "nccl",
                            "world_size": 2, "ranks": [0]}
     assert not (a100.buckets or a100.checks or a100.ddp_logging or a100.losses)
@@ -138,8 +143,12 @@ def test_rank_from_the_file_name_or_an_argument_and_said_so(tmp_path):
     assert named.config["backend"] == "gloo" and any("backend gloo inferred" in n for n in named.notes)
     given = load_trace(_without_info(tmp_path, "trace.json"), ranks=[3])
     assert {s.rank for s in given.spans} == {3} and "from argument" in given.notes[0]
-    with pytest.raises(TraceError, match="pass its rank"):
-        load_trace(_without_info(tmp_path, "trace.json"))
+    alone = load_trace(_without_info(tmp_path, "trace.json"))   # one file: rank 0, as HTA reads it
+    assert {s.rank for s in alone.spans} == {0}
+    assert alone.notes[0].startswith("rank 0 (from default: no distributedInfo, none given, none "
+                                     "in its name; HTA defaults to rank 0 too): trace.json,")
+    with pytest.raises(TraceError, match="pass its rank"):   # several files: no guessing
+        load_trace([_without_info(tmp_path, "trace.json"), _without_info(tmp_path, "other.json")])
     with pytest.raises(TraceError, match="distributedInfo says rank 34"):
         load_trace(GLOO34, ranks=[1])
     with pytest.raises(TraceError, match="both rank 0"):

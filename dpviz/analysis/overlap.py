@@ -20,6 +20,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from dpviz.analysis.hta import HtaFigures
 from dpviz.analysis.scan import COMM_KINDS, CPU_OPS, PROFILER_STEP, STEP_PREFIX, collector_paused
 from dpviz.core.record import RunRecord, Span
 
@@ -362,6 +363,7 @@ def describe(record: RunRecord) -> str:
     if not rows:
         return "no profiled steps in this record"
     mean = lambda xs: sum(xs) / len(xs)
+    talking = [r for r in rows if r.comm_ms]   # an overlap is a share of communication: none, n/a
     ddp = ddp_overlap_fraction(record)
     ranks = record_ranks(record)
     shown = (f"{record.world_size} ranks" if len(ranks) == record.world_size
@@ -373,25 +375,71 @@ def describe(record: RunRecord) -> str:
         f"communication    {mean([r.comm_ms for r in rows]):8.2f} ms "
         f"({mean([r.n_collectives for r in rows]):.0f} collectives/step: {_by_op(rows)}), "
         f"exposed {mean([r.exposed_comm_ms for r in rows]):.2f} ms",
-        f"overlap fraction {mean([r.overlap_fraction for r in rows]):8.2f} (communication under "
-        f"any compute; {compute_definition(record)})",
-        (f"  with backward  {mean([r.backward_overlap_fraction for r in rows]):8.2f} (from spans; "
+        f"overlap fraction {_mean_or_na([r.overlap_fraction for r in talking])} per analysed step "
+        f"(dpviz's: a step's communication under any compute, averaged; {compute_definition(record)})",
+        (f"  with backward  {_mean_or_na([r.backward_overlap_fraction for r in talking])} (from spans; "
          f"DDP's own figure: {'n/a' if ddp is None else f'{ddp:.2f}'}{_recomputed(record)})"
          if any(r.backward_ms for r in rows) else
          "  with backward       n/a (no backward op found in the analysed steps)"),
+        whole_overlap_line(record),
+        breakdown_line(record),
     ]
     if record.checks:   # a loaded trace has no checks: only a live run can compare parameters
         lines += describe_checks(record)
     return "\n".join(lines)
 
 
+def _mean_or_na(values: list[float]) -> str:
+    """The mean, 8 wide with 2 decimals, or n/a where no step communicated."""
+    return f"{sum(values) / len(values):8.2f}" if values else "     n/a"
+
+
+# How the CLI names each whole-window definition (`DEFINITIONS` has them in full).
+_NAMED = {"HTA": "HTA 0.5.0's definition, over its window",
+          "dpviz": "dpviz's definition, over the analysed steps: HTA has none here"}
+
+
+def whole_overlap_line(record: RunRecord) -> str:
+    """The comm/comp overlap over a whole window, per rank, named by its definition: the
+    figure summary.json's `overlap` holds (HTA's where HTA reads the trace)."""
+    by_definition: dict[str, list[str]] = defaultdict(list)
+    for rank in record_ranks(record):
+        value = comm_compute_overlap(record, rank)
+        by_definition[overlap_definition(record, rank)].append(
+            f"rank {rank} " + ("n/a (no communication)" if value is None else f"{100 * value:.2f} %"))
+    return "; ".join(f"comm/comp overlap {_shortened(parts)} ({_NAMED[d]}; summary.json overlap)"
+                     for d, parts in sorted(by_definition.items()))
+
+
+def breakdown_line(record: RunRecord) -> str:
+    """The temporal breakdown per rank (idle / compute / non-compute % of its window), named
+    by its definition: summary.json's `breakdown`."""
+    by_definition: dict[str, list[str]] = defaultdict(list)
+    for b in temporal_breakdown(record):
+        by_definition[b.definition].append(
+            f"rank {b.rank} {b.idle_pct:.2f} / {b.compute_pct:.2f} / {b.non_compute_pct:.2f} % "
+            f"of {b.window_ms:.2f} ms")
+    return "; ".join(f"idle / compute / non-compute {_shortened(parts)} ({_NAMED[d]}; summary.json "
+                     "breakdown)" for d, parts in sorted(by_definition.items())) or \
+        "idle / compute / non-compute n/a (no busy span)"
+
+
+def _shortened(parts: list[str], most: int = 8) -> str:
+    """Up to `most` items in full, else the first and last few around a count."""
+    if len(parts) <= most:
+        return ", ".join(parts)
+    return f"{', '.join(parts[:3])}, … {len(parts) - 6} more …, {', '.join(parts[-3:])}"
+
+
 def compute_definition(record: RunRecord) -> str:
-    """What counts as compute in this record, in words (HTA's definition only where it is)."""
+    """What counts as compute in this record's per-step rows, in words."""
     if on_gpu(record.spans):
-        return "compute = every GPU kernel but communication, as HTA defines it"
+        return "compute = every GPU kernel but communication"
     if any(s.name == CPU_OPS for s in record.spans):
+        hta = any(overlap_definition(record, rank) == "HTA" for rank in record_ranks(record))
         return ("CPU trace: compute = time some CPU op runs on a thread that runs no collective "
-                "(dpviz's definition; HTA has none for CPU traces)")
+                "(dpviz's definition; " + ("HTA's figures count the events on its device "
+                                           "streams instead)" if hta else "HTA has none for CPU traces)"))
     return "compute = forward, backward and optimizer ops"
 
 
@@ -423,9 +471,32 @@ def _recomputed(record: RunRecord) -> str:
     return "" if same is None else f", by DDP's definition from spans: {same:.2f}"
 
 
-# --- whole-trace figures, as Holistic Trace Analysis (HTA) defines them --------------------
+# --- whole-window figures: HTA's where HTA reads the trace, dpviz's where it has none ------
 
 BUSY_KINDS = frozenset({*COMPUTE_KINDS, *COMM_KINDS, "memcpy"})   # what keeps a GPU (or CPU rank) busy
+
+# The definitions behind each figure, named wherever the figure is shown (CLI, summary.json,
+# report): "HTA" where HTA 0.5.0 reads a GPU timeline from the trace, "dpviz" elsewhere.
+DEFINITIONS = {
+    "HTA": ("HTA 0.5.0's, computed as HTA does from the trace's events: every event on a GPU "
+            "stream (a `stream` arg other than -1) that HTA's window keeps, i.e. when the traces "
+            "hold two or more ProfilerStep names, those launched before the last ProfilerStep "
+            "starts; compute = those not named nccl…Kernel, …Memcpy…, Memset… or …Sync…; "
+            "communication = nccl…Kernel; window = first to last of them"),
+    "dpviz": ("dpviz's, over the analysed steps (HTA has no figure here): the rank's busy spans "
+              "(GPU kernels and memory copies; on a CPU trace, CPU compute and collectives) "
+              "cut to whole µs; window = first to last of them"),
+    "rows": ("dpviz's, one per step: |communication ∩ compute| / |communication| on the "
+             "step's window (a GPU step runs from its first kernel to the next step's first); "
+             "compute = kernels other than communication (CPU traces: CPU compute)"),
+}
+
+
+def hta_figures(record: RunRecord, rank: int) -> HtaFigures | None:
+    """HTA's figures of a loaded trace's rank (`load_trace` computes them from the events),
+    or None for a record that has none (a live run)."""
+    data = record.config.get("hta", {}).get(str(rank))
+    return HtaFigures(**data) if data else None
 
 
 def _analysed(record: RunRecord, rank: int) -> list[_Cut]:
@@ -445,10 +516,20 @@ def _analysed(record: RunRecord, rank: int) -> list[_Cut]:
     return out
 
 
+def overlap_definition(record: RunRecord, rank: int) -> str:
+    """Which definition `comm_compute_overlap` gives for this rank: "HTA" where HTA reads a
+    GPU timeline from the rank's trace, else "dpviz"."""
+    figures = hta_figures(record, rank)
+    return "HTA" if figures is not None and figures.events else "dpviz"
+
+
 @collector_paused()
 def comm_compute_overlap(record: RunRecord, rank: int) -> float | None:
-    """HTA's `get_comm_comp_overlap` for one rank, as a fraction: |comm ∩ compute| / |comm|
-    over the analysed steps (None without communication)."""
+    """The rank's comm/comp overlap, |comm ∩ compute| / |comm| over a whole window (None
+    without communication): HTA's `get_comm_comp_overlap` where HTA reads a GPU timeline
+    from the trace, else dpviz's over the analysed steps (`DEFINITIONS`)."""
+    if overlap_definition(record, rank) == "HTA":
+        return hta_figures(record, rank).overlap
     mine = _analysed(record, rank)
     comm = _iv([s for s in mine if s.kind in COMM_KINDS])
     compute = _iv([s for s in mine if s.kind in COMPUTE_KINDS])
@@ -458,30 +539,42 @@ def comm_compute_overlap(record: RunRecord, rank: int) -> float | None:
 
 @dataclass(frozen=True)
 class Breakdown:
-    """HTA's temporal breakdown of one rank: over the window from the first to the last
-    busy span (GPU traces: first to last GPU kernel or memory copy; CPU traces: the same
-    over the rank's compute and communication spans), the share of it idle (nothing runs),
-    computing, and busy with no compute (communication, memory copies)."""
+    """The temporal breakdown of one rank: over a window from the first to the last busy
+    event, the share of it idle (nothing runs), computing, and busy with no compute
+    (communication, memory copies); `definition` names whose (`DEFINITIONS`)."""
 
     rank: int
     window_ms: float
     idle_pct: float
     compute_pct: float
     non_compute_pct: float
+    definition: str = "dpviz"
 
 
 @collector_paused()
 def temporal_breakdown(record: RunRecord) -> list[Breakdown]:
-    """HTA's `get_temporal_breakdown`, per rank, over the analysed steps."""
+    """Per rank: HTA's `get_temporal_breakdown` where HTA has one for the rank's trace,
+    else dpviz's over the analysed steps. A rank whose window has no length (its busy spans
+    shorter than a µs) has no shares, and no row."""
     out = []
     for rank in record_ranks(record):
-        mine = _analysed(record, rank)
-        if not mine:
+        figures = hta_figures(record, rank)
+        if figures is not None and figures.error is None and not figures.window_us:
             continue
-        window = max(s.end_us for s in mine) - min(s.start_us for s in mine)
+        if figures is not None and figures.error is None:
+            out.append(Breakdown(rank=rank, window_ms=figures.window_us / 1e3,
+                                 idle_pct=figures.percent(figures.idle_us),
+                                 compute_pct=figures.percent(figures.compute_us),
+                                 non_compute_pct=figures.percent(figures.non_compute_us),
+                                 definition="HTA"))
+            continue
+        mine = _analysed(record, rank)
+        window = max(s.end_us for s in mine) - min(s.start_us for s in mine) if mine else 0.0
+        if window <= 0:
+            continue
         busy = length(_iv(mine))
         compute = length(_iv([s for s in mine if s.kind in COMPUTE_KINDS]))
-        pct = lambda us: round(100 * us / window, 2) if window else 0.0
+        pct = lambda us: round(100 * us / window, 2)
         out.append(Breakdown(rank=rank, window_ms=window / 1e3, idle_pct=pct(window - busy),
                              compute_pct=pct(compute), non_compute_pct=pct(busy - compute)))
     return out

@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple
 
+from dpviz.analysis.hta import HTA_DIFFERS, STEP_WORD, HtaTrace, kernel_type
 from dpviz.core.record import RecordError, Span, read_json
 
 # Annotations dpviz's own runs add (record_function names): steps, micro-steps, comm hook.
@@ -42,21 +43,41 @@ DTYPE_BYTES = {"float": 4, "double": 8, "c10::Half": 2, "c10::BFloat16": 2, "int
                "long int": 8, "short int": 2, "signed char": 1, "unsigned char": 1, "bool": 1,
                "Float": 4, "Half": 2, "BFloat16": 2, "Double": 8, "Int": 4, "Long": 8, "Byte": 1,
                "Char": 1, "Short": 2, "Bool": 1, "Float8_e4m3fn": 1, "Float8_e5m2": 1}
+# Kineto's category names by schema generation (libkineto's output_json.cpp and
+# ActivityType.cpp over time), each older name → today's, which dpviz reads:
+#   PyTorch 1.8–1.9 (2021; 1.8's first builds wrote a bare JSON array of events, later ones
+#     {"schemaVersion": 1, "traceEvents": …}; 1.9 adds deviceProperties, some builds
+#     computeProperties): Operator, Runtime, Kernel, Memcpy, Memset; launch flows "async"
+#     named "launch"; thread ids as text, GPU rows' "stream 7"; no distributedInfo.
+#   PyTorch 1.10–1.11 (from Jun 2021): the CPU side lowercase (cpu_op, user_annotation), the
+#     GPU side still Runtime, Kernel, Memcpy, Memset, GPU annotations "gpu_user_Annotation";
+#     thread ids as numbers; launch flows "async_gpu" named after the runtime call, from
+#     Nov 2021 "async_cpu_to_gpu" named "async_gpu".
+#   PyTorch 1.12 (from Apr 2022): every category lowercase (cuda_runtime, kernel, gpu_memcpy,
+#     gpu_memset, gpu_user_annotation).
+#   PyTorch 1.13 and later (from Oct 2022): launch flows "ac2g"; later cuda_driver, cuda_sync,
+#     collective args on NCCL kernels (2.1+), µs with decimals (2.3+).
+# Every generation writes `stream` and `correlation` args on GPU events and `correlation` on
+# the runtime call that launched them: GPU work is its category on a stream, whatever else
+# the file holds (deviceProperties, distributedInfo or neither).
+CATEGORY_OF = {"Operator": "cpu_op", "Runtime": "cuda_runtime", "Kernel": "kernel",
+               "Memcpy": "gpu_memcpy", "Memset": "gpu_memset",
+               "gpu_user_Annotation": "gpu_user_annotation",
+               "async": "ac2g", "async_gpu": "ac2g", "async_cpu_to_gpu": "ac2g"}
 GPU_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-# Categories profilers of torch 1.9–2.13 write that dpviz reads or knowingly skips; an X
-# event of any other category is kept as an "other" span (a newer profiler, not an error).
+# Categories (today's names) that dpviz reads or knowingly skips; an X event of any other
+# category is kept as an "other" span (a newer profiler, not an error).
 KNOWN_CATEGORIES = frozenset({
     "cpu_op", "user_annotation", "gpu_user_annotation", "cuda_runtime", "cuda_driver",
-    "python_function", "Trace", "ac2g", "async_cpu_to_gpu", "fwdbwd", "cpu_instant_event", "overhead",
-    "cuda_profiler_range", "Runtime", "Operator", "Kernel", "Memcpy", "Memset", "cuda_sync",
-    *GPU_CATEGORIES})
+    "python_function", "Trace", "ac2g", "fwdbwd", "cpu_instant_event", "overhead",
+    "cuda_profiler_range", "cuda_sync", *GPU_CATEGORIES})
 # Known categories that never become spans (launch timing comes from the ac2g flows, or from
 # the runtime call with the kernel's correlation id).
 SKIPPED_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "python_function", "Trace",
-                                "gpu_user_annotation", "overhead", "Runtime",
+                                "gpu_user_annotation", "overhead",
                                 "cuda_sync"})   # a stream or event sync: waiting, not GPU work
-RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime"})   # launch calls (CUDA, HIP)
-FLOW_CATEGORIES = frozenset({"ac2g", "async_cpu_to_gpu"})   # CPU launch → GPU event flows
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})   # launch calls (CUDA, HIP)
+FLOW_CATEGORIES = frozenset({"ac2g"})   # CPU launch → GPU event flows
 # CPU ops that launch collectives: PyTorch's c10d calls, their NCCL/gloo annotations, and
 # record_param_comms (which names its collective in newer PyTorch): a kernel's op is theirs.
 COMM_CALL_PREFIXES = ("c10d::", "nccl:", "record_param_comms")
@@ -71,10 +92,6 @@ COMM_OPS = {"reducescatter": "reduce_scatter", "allreduce": "all_reduce",
             "barrier": "barrier", "sendrecv": "send_recv", "send": "send_recv",
             "recv": "send_recv", "gather": "gather", "scatter": "scatter", "reduce": "reduce"}
 
-
-# Marks a note about a figure HTA computes differently (and why): summary.json and the report
-# list these notes apart.
-HTA_DIFFERS = "where HTA differs: "
 
 # Phases read for no span, silently: metadata, instant events, flow steps and ends, and
 # flow starts of categories other than the CPU → GPU launch flows.
@@ -165,7 +182,7 @@ def comm_op(name: str, collective_name: str | None = None) -> str:
 def classify(name: str, cat: str) -> str | None:
     """The span kind of one profiler event, or None for events dpviz does not draw."""
     if cat == "kernel":
-        if name.startswith(("ncclKernel", "ncclDevKernel")):
+        if kernel_type(name) == "communication":   # NCCL's and RCCL's kernels, as HTA tells them
             return "allreduce" if comm_op(name) == "all_reduce" else "collective"
         return "compute"
     if cat in ("gpu_memcpy", "gpu_memset"):
@@ -230,7 +247,7 @@ def event_bytes(args) -> int | None:
             return int(args.get("In msg nelems")) * DTYPE_BYTES.get(str(args.get("dtype")), 4)
         except (TypeError, ValueError, OverflowError):
             return None
-    dims, types = args.get("Input Dims"), args.get("Input type")
+    dims, types = args.get("Input Dims", args.get("Input dims")), args.get("Input type")   # 1.8: "dims"
     if not isinstance(dims, list) or not isinstance(types, list) or not dims or not types:
         return None
     first = dims[0]
@@ -284,8 +301,7 @@ class TraceScan:
         self.malformed = 0
         self.unknown: Counter[str] = Counter()       # unknown categories kept as "other"
         self.phases_skipped: Counter[str] = Counter()  # ph values dpviz does not read
-        self.stream_args: Counter[str] = Counter()   # names of non-GPU events with a stream number
-        self.stream_args_end: tuple[float, str] | None = None   # (end, name) of the last of them
+        self.hta = HtaTrace()   # what HTA's breakdown and overlap read of this trace
 
     def add(self, ev) -> None:
         """Read one trace event (any JSON value: junk is counted, never raised)."""
@@ -305,26 +321,33 @@ class TraceScan:
         count or link: they are read here, in one loop, without a call per event.
         """
         runtime_at, launch_at, cpu_ops = self.runtime_at, self.launch_at, self.cpu_ops
-        complete = self._complete
+        complete, hta_add, category_of = self._complete, self.hta.add, CATEGORY_OF
         count = phased = malformed = 0
         for e in events:
             count += 1
             ph, cat = e.ph, e.cat
             if type(ph) is str:
                 phased += 1
+            if type(cat) is str:
+                cat = category_of.get(cat, cat)
             if ph == "X":
                 name, args = e.name, e.args
                 if type(cat) is not str:
                     malformed += 1
                     continue
-                if args is not None and cat not in GPU_CATEGORIES and (
-                        args.get("stream") if type(args) is dict else getattr(args, "stream", None)) is not None:
-                    self._stream_arg(name, e.ts, e.dur, args)
+                stream = corr = None
+                if type(args) is dict:
+                    stream, corr = args.get("stream"), args.get("correlation")
+                elif args is not None:
+                    stream, corr = getattr(args, "stream", None), getattr(args, "correlation", None)
+                if stream is not None or corr is not None or (type(name) is str and STEP_WORD in name):
+                    # HTA goes by these args, not by category (dpviz.analysis.hta); ts as written
+                    hta_add(name, e.ts, e.dur, stream, corr, cat in GPU_CATEGORIES,
+                            cat == "gpu_user_annotation")
                 if cat in SKIPPED_CATEGORIES:
-                    if cat in RUNTIME_CATEGORIES and args is not None:
-                        corr = args.get("correlation") if type(args) is dict else getattr(args, "correlation", None)
+                    if cat in RUNTIME_CATEGORIES and type(corr) is int:
                         ts = _number(e.ts)
-                        if type(corr) is int and ts is not None:
+                        if ts is not None:
                             runtime_at[corr] = (str(e.tid), ts)
                 elif type(name) is not str:
                     malformed += 1
@@ -342,21 +365,6 @@ class TraceScan:
         self.events += count
         self.phased += phased
         self.malformed += malformed
-
-    def _stream_arg(self, name, ts, dur, args) -> None:
-        """Count an event that is no GPU work but carries a stream number: HTA reads every
-        event whose `stream` arg is a whole number other than -1 as a GPU kernel."""
-        stream = args.get("stream") if type(args) is dict else getattr(args, "stream", None)
-        try:
-            if int(stream) == -1:
-                return
-        except (TypeError, ValueError, OverflowError):   # e.g. ROCm's '0x0': HTA reads -1
-            return
-        self.stream_args[str(name)] += 1
-        start, dur = _number(ts), _number(dur)
-        if start is not None and dur is not None and (
-                self.stream_args_end is None or start + dur > self.stream_args_end[0]):
-            self.stream_args_end = (start + dur, str(name))
 
     def _complete(self, kind: str | None, cat: str, name: str, ts, dur, tid, args) -> None:
         """Read one complete ('X') event of kind `kind` (`classify`'s) that is neither a
@@ -444,7 +452,7 @@ class TraceScan:
 
     def _gpu_notes(self, rank: int) -> list[str]:
         comm = sorted({s.tid for s, _ in self.kernels if s.kind in COMM_KINDS})
-        compute = sorted({s.tid for s, _ in self.kernels if s.kind == "compute"} - set(comm))
+        compute = sorted({s.tid for s, _ in self.kernels if s.kind == "compute"})
         by_flow = sum(c in self.launch_at for _, c in self.kernels)
         by_corr = sum(c not in self.launch_at and c in self.runtime_at for _, c in self.kernels)
         linked, n = by_flow + by_corr, len(self.kernels)
@@ -459,8 +467,8 @@ class TraceScan:
                f"CPU launch: {by_flow} by flow events, {by_corr} by correlation id (forward/backward/"
                "optimizer from the launching CPU op, the rest 'compute')"
                + (f"; the other {n - linked} have no launch in the trace (launched before "
-                  "profiling started, or their launch was not recorded): left out of every "
-                  "step, as HTA leaves them out" if 0 < linked < n
+                  "profiling started, or their launch was not recorded): in no step's row"
+                  if 0 < linked < n
                   else "; none linked: each counts in the step it starts in, and forward/backward/"
                   "optimizer cannot be told apart (figures about them read n/a)" if not linked
                   else "")]
@@ -469,31 +477,14 @@ class TraceScan:
                        "their op from the c10d call that launched them; the rest from the kernel's name")
         steps = _step_windows(_prefer_dpviz_steps(self.cpu))
         first = steps.starts[0] if steps.starts else None
-        early = sum(c in launches and first is not None and launches[c][1] < first
+        hta_launches = self.hta.launches   # a CPU event with the kernel's correlation id: HTA's link
+        early = sum(c in hta_launches and first is not None and hta_launches[c] < first
                     for _, c in self.kernels)
         if early:
             out.append(f"rank {rank}: {HTA_DIFFERS}{early} GPU events were launched before the "
-                       "first step: in no step here, while HTA's breakdown counts them (its idle "
-                       "share can differ)")
+                       "first step: in no step's row here, while HTA's breakdown and overlap (the "
+                       "ones shown here) count them")
         return out
-
-    def _stream_args_note(self, rank: int) -> str:
-        """Events HTA reads as GPU kernels and dpviz does not, and how far past the last
-        GPU event the last of them reaches (HTA's breakdown window runs to it)."""
-        names = ", ".join(f"{name} ×{n}" for name, n in self.stream_args.most_common(3))
-        more = len(self.stream_args) - 3
-        note = (f"rank {rank}: {HTA_DIFFERS}{sum(self.stream_args.values())} events that are no "
-                f"GPU work carry a stream number ({names}{f', {more} more names' if more > 0 else ''}): "
-                "HTA's breakdown counts them as GPU kernels (as compute, and its window can start "
-                "or end at one); dpviz counts GPU kernels and memory copies only")
-        last_gpu = max((k.end_us for k, _ in self.kernels), default=None)
-        if self.stream_args_end is not None and last_gpu is not None:
-            end, name = self.stream_args_end
-            if end > last_gpu:
-                note += (f"; the last, {name}, ends {(end - last_gpu) / 1e3:.1f} ms after the last "
-                         "GPU kernel or copy: where it falls in an analysed step, HTA's window runs "
-                         "to it (a larger idle share)")
-        return note
 
     def _whole_trace_step(self) -> list[Span]:
         """A trace without step annotations is one step (figures need steps), or none if empty."""
@@ -518,11 +509,9 @@ class TraceScan:
         if self.on_gpu:
             out += self._gpu_notes(rank)
         elif not any(s.kind == "step" and s.name.startswith(STEP_PREFIX) for s in self.cpu):
-            out.append(f"rank {rank}: {HTA_DIFFERS}a CPU-only trace: HTA's temporal breakdown "
-                       "fails on it (it reads GPU kernels only); dpviz's compute here is its own "
-                       "definition, the time some CPU op runs on a thread that runs no collective")
-        if self.stream_args:
-            out.append(self._stream_args_note(rank))
+            out.append(f"rank {rank}: a CPU-only trace (no kernel or memory copy): compute here is "
+                       "dpviz's own definition, the time some CPU op runs on a thread that runs "
+                       "no collective")
         ran_as = [] if self.on_gpu else _ops_asked_for(self.cpu, self.c10d)[1]
         if ran_as:
             out.append(f"rank {rank}: {len(ran_as)} collectives ran as another gloo op: "

@@ -1,9 +1,12 @@
 """summary.json: a run's or a trace's per-step numbers as data, for scripts and CI.
 
-`rows`: one per (rank, step) — step, compute, communication and idle time (ms), the
-HTA-style overlap fraction beside the overlap with backward, and communication by op.
-`breakdown`: HTA's temporal breakdown per rank (see overlap.temporal_breakdown).
-`overlap`: HTA's comm/comp overlap per rank, over the steps HTA analyses.
+`rows`: one per (rank, step) — step, compute, communication and idle time (ms), dpviz's
+per-step overlap fraction beside the overlap with backward, and communication by op.
+`breakdown`: the temporal breakdown per rank, HTA's where HTA reads the trace, with its
+`definition` (see overlap.temporal_breakdown).
+`overlap`: the comm/comp overlap per rank over a whole window, HTA's where HTA reads the
+trace, with its `definition`: the figure the CLI prints as "comm/comp overlap".
+`definitions`: each definition named above, in words.
 `stragglers`: per step, ranks latest first (see stragglers.straggler_ranking); several ranks only.
 `unmatched_collectives`: per rank, step and op, collectives no loaded peer ran at the same time.
 `hta_differences`: the record's notes on where HTA computes a figure differently here, and why.
@@ -15,10 +18,11 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
+from dpviz.analysis.hta import HTA_DIFFERS
 from dpviz.analysis.overlap import (
-    analysed_steps, comm_compute_overlap, record_ranks, summarize, temporal_breakdown,
+    DEFINITIONS, analysed_steps, comm_compute_overlap, overlap_definition, record_ranks, summarize,
+    temporal_breakdown,
 )
-from dpviz.analysis.scan import HTA_DIFFERS
 from dpviz.analysis.stragglers import match_collectives, straggler_ranking
 from dpviz.core.record import RunRecord
 
@@ -38,11 +42,13 @@ def summary(record: RunRecord) -> dict:
             "ranks": record_ranks(record), "steps": record.steps,
             "analysed_steps": list(chosen.steps), "analysed_steps_rule": str(chosen),
             "dropped_steps": [{"step": s, "why": why} for s, why in chosen.dropped],
-            "overlap": [{"rank": rank, "overlap_fraction": comm_compute_overlap(record, rank)}
+            "overlap": [{"rank": rank, "overlap_fraction": comm_compute_overlap(record, rank),
+                         "definition": overlap_definition(record, rank)}
                         for rank in record_ranks(record)],
             "breakdown": [asdict(b) for b in temporal_breakdown(record)],
             "stragglers": _stragglers(record), "unmatched_collectives": _unmatched(record),
-            "hta_differences": [n for n in record.notes if HTA_DIFFERS in n], "rows": rows}
+            "hta_differences": [n for n in record.notes if HTA_DIFFERS in n],
+            "definitions": DEFINITIONS, "rows": rows}
 
 
 def _stragglers(record: RunRecord) -> list[dict]:

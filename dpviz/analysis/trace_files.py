@@ -18,12 +18,13 @@ import re
 import time
 import zlib
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import msgspec
 
+from dpviz.analysis.hta import HTA_DIFFERS, HtaReading, HtaResult, job_results, result_notes
 from dpviz.analysis.scan import (
     COMM_KINDS, TraceError, TraceScan, collector_paused, rank_from_name, shift,
 )
@@ -47,6 +48,7 @@ class _Args(msgspec.Struct):
     in_msg_nelems: Any = msgspec.field(default=None, name="In msg nelems")
     dtype: Any = None
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
+    input_dims_1_8: Any = msgspec.field(default=None, name="Input dims")   # PyTorch 1.8's spelling
     input_type: Any = msgspec.field(default=None, name="Input type")
     group: Any = msgspec.field(default=None, name="Process Group Name")
     group_ranks: Any = msgspec.field(default=None, name="Process Group Ranks")
@@ -181,9 +183,10 @@ Batch = Callable[[list[_Event]], None]
 
 
 def stream_events(path: str | os.PathLike, sink: Callable[[Any], None],
-                  batch: Batch | None = None) -> dict:
+                  batch: Batch | None = None) -> dict | None:
     """Feed every entry of the trace's `traceEvents` to `sink`; return the other top-level
-    fields (`distributedInfo`, `baseTimeNanoseconds`, ...), wherever they sit in the file.
+    fields (`distributedInfo`, `baseTimeNanoseconds`, ...), wherever they sit in the file, or
+    None for a bare array of events (PyTorch 1.8's first form: no top-level fields).
 
     With `batch`, runs of whole events are decoded a buffer at a time by a typed decoder
     (only the fields dpviz reads, ~4x faster than json) and handed to `batch`; events that
@@ -221,11 +224,13 @@ def _inflater(nbytes: int) -> tuple[type, type[Exception]]:
     return gzip.GzipFile, zlib.error
 
 
-def _read_top_level(stream: _Stream, sink: Callable[[Any], None], batch: Batch | None) -> dict:
+def _read_top_level(stream: _Stream, sink: Callable[[Any], None], batch: Batch | None
+                    ) -> dict | None:
     first = stream.expect("{[", "a trace object '{' (or an event array '[')")
-    header: dict = {}
+    header: dict | None = {}
     if first == "[":          # the bare "JSON array" form of a chrome trace
         _read_array(stream, sink, batch)
+        header = None
     else:
         seen_events = False
         if stream.peek() == "}":
@@ -273,29 +278,37 @@ class LoadedRank:
 
     path: Path
     rank: int
-    rank_source: str          # "distributedInfo", "argument" or "file name"
+    rank_source: str          # "distributedInfo", "argument", "file name" or DEFAULT_RANK
     world_size: int | None
     backend: str | None
     base_ns: int | None       # baseTimeNanoseconds: the file's clock origin, if written
     node: dict | None         # dpvizNode: {"node", "local_rank"}, in traces dpviz.engine.torchrun_entry wrote
     spans: list[Span]         # on the trace's own clock
     notes: list[str]          # what the scan inferred or skipped
+    hta: HtaReading           # what HTA's breakdown and overlap read of it
+    bare_array: bool          # a bare array of events (PyTorch 1.8's first form), no trace object
     events: int
     megabytes: float
     seconds: float
 
 
+# How a lone file that names no rank is read: as rank 0, as HTA reads it (with a warning).
+DEFAULT_RANK = "default: no distributedInfo, none given, none in its name; HTA defaults to rank 0 too"
+
+
 @collector_paused()
-def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
+def scan_file(path: str | os.PathLike, rank: int | None = None,
+              default_rank: int | None = None) -> LoadedRank:
     """Stream one trace file through a TraceScan, find its rank, and resolve its spans.
 
-    Rank: the trace's `distributedInfo`, else `rank`, else a `rank<N>` in the file name;
-    none of them is an error that says how to give one.
+    Rank: the trace's `distributedInfo`, else `rank`, else a `rank<N>` in the file name,
+    else `default_rank` (a job of one file); none of them is an error that says how to give one.
     """
     path = Path(path)
     scan, t0 = TraceScan(), time.perf_counter()
     header = stream_events(path, scan.add, batch=scan.add_batch)
     seconds = time.perf_counter() - t0
+    bare_array, header = header is None, header or {}
     if scan.events and not scan.phased:
         raise TraceError(f"{path} is not a chrome trace: none of its {scan.events:,} events has "
                          "a 'ph' (phase) field, as profiler trace events do")
@@ -308,6 +321,8 @@ def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
     if found is None:
         found, source = (rank, "argument") if rank is not None else (rank_from_name(path), "file name")
     if found is None:
+        found, source = default_rank, DEFAULT_RANK
+    if found is None:
         raise TraceError(f"{path} has no distributedInfo and no 'rank<N>' in its name: pass its "
                          "rank (load_trace(paths, ranks=[...]) or --ranks N,...)")
     backend = info.get("backend")
@@ -316,8 +331,8 @@ def scan_file(path: str | os.PathLike, rank: int | None = None) -> LoadedRank:
                       backend=backend if isinstance(backend, str) else None,
                       base_ns=_int(header.get("baseTimeNanoseconds")),
                       node=_node(header.get(NODE_FIELD)), spans=scan.spans(found),
-                      notes=scan.notes(found), events=scan.events,
-                      megabytes=path.stat().st_size / 1e6, seconds=seconds)
+                      notes=scan.notes(found), hta=scan.hta.reading(), bare_array=bare_array,
+                      events=scan.events, megabytes=path.stat().st_size / 1e6, seconds=seconds)
 
 
 def node_label(rank: int, node: dict) -> str:
@@ -363,8 +378,11 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
     on a common clock.
 
     `ranks` (one per file, None for "from the file") names the rank of files without
-    `distributedInfo`. Steps come from `ProfilerStep#N` (or dpviz's own step annotations),
-    numbered as in the trace; a trace with none becomes one step, and the notes say so.
+    `distributedInfo`; one file that names no rank is rank 0, as HTA reads it. Steps come
+    from `ProfilerStep#N` (or dpviz's own step annotations), numbered as in the trace; a
+    trace with none becomes one step, and the notes say so. `config["hta"]` holds each
+    rank's temporal breakdown and comm/comp overlap as HTA 0.5.0 computes them
+    (`dpviz.analysis.hta`).
     """
     paths = trace_paths(paths)
     if not paths:
@@ -373,10 +391,12 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
     if len(given) != len(paths):
         raise ValueError(f"{len(given)} ranks given for {len(paths)} files: give one per file "
                          "(None where the file knows its rank)")
-    loaded = _scan_files(paths, given)
+    loaded = _scan_files(paths, given, default_rank=0 if len(paths) == 1 else None)
     _check_distinct(loaded)
     spans, aligned = _align_steps(_common_clock(loaded))
+    filtered, hta = job_results({f.rank: f.hta for f in loaded})
     notes = [_file_note(f) for f in loaded] + [n for f in loaded for n in f.notes]
+    notes += [n for f in loaded for n in _hta_notes(f, hta[f.rank], filtered)]
     notes += aligned
     notes += _step_notes(spans, loaded)
     world_size, backend, inferred = _job_facts(loaded, spans)
@@ -385,7 +405,8 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
     return RunRecord(
         config={"source": "trace", "paths": [str(f.path) for f in loaded], "backend": backend,
                 "world_size": world_size, "ranks": [f.rank for f in loaded],
-                "clock_origin_us": origin},
+                "clock_origin_us": origin,
+                "hta": {str(rank): asdict(result.figures) for rank, result in hta.items()}},
         world_size=world_size,
         spans=tuple(sorted(_moved(spans, origin), key=lambda s: (s.rank, s.start_us))),
         buckets=(), micro_steps=(), losses={}, checks=(), ddp_logging={},
@@ -397,21 +418,22 @@ def load_trace(paths: str | os.PathLike | Iterable[str | os.PathLike],
 PARALLEL_MB = 4.0   # files this large in all (compressed) are read in parallel processes
 
 
-def _scan_files(paths: list[Path], ranks: list[int | None]) -> list[LoadedRank]:
+def _scan_files(paths: list[Path], ranks: list[int | None],
+                default_rank: int | None = None) -> list[LoadedRank]:
     """Every file scanned, in parallel processes (one per core, at most one per file) when
     there are several and enough bytes to repay starting them; in order otherwise."""
     workers = min(len(paths), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
                   else os.cpu_count() or 1)
     size = sum(p.stat().st_size for p in paths if p.is_file()) / 1e6
     if workers < 2 or size < PARALLEL_MB:
-        return [scan_file(p, r) for p, r in zip(paths, ranks)]
+        return [scan_file(p, r, default_rank) for p, r in zip(paths, ranks)]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     context = multiprocessing.get_context("forkserver")   # no fork of a threaded parent
     context.set_forkserver_preload([__name__])
     with ProcessPoolExecutor(workers, mp_context=context) as pool:
-        return list(pool.map(scan_file, paths, ranks))
+        return list(pool.map(scan_file, paths, ranks, [default_rank] * len(paths)))
 
 
 def _moved(spans: list[Span], origin_us: float) -> list[Span]:
@@ -537,6 +559,16 @@ def _backend_from_events(spans: list[Span]) -> str:
     if any(n.startswith(("nccl", "ncclKernel", "ncclDevKernel")) for n in names):
         return "nccl"
     return "gloo" if any(n.startswith("gloo:") for n in names) else "unknown"
+
+
+def _hta_notes(f: LoadedRank, result: HtaResult, filtered: bool) -> list[str]:
+    """What HTA's figures of this file count or miss, and whether HTA reads the file at all."""
+    out = result_notes(f.rank, result, filtered)
+    if f.bare_array:
+        out.append(f"rank {f.rank}: {HTA_DIFFERS}HTA 0.5.0 cannot read this file (a bare array of "
+                   "events, PyTorch 1.8's first form; HTA reads a trace object only): the HTA "
+                   "figures shown are what HTA's definitions give")
+    return out
 
 
 def _file_note(f: LoadedRank) -> str:

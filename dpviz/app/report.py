@@ -60,11 +60,13 @@ def _body(record: RunRecord, title: str) -> str:
                   f"<p>{_e(unknown)}</p>" if unknown else
                   _figure(plot_allreduce_sizes(record, step=step), f"collectives of step {step}"),
                   _buckets_table(record, step)]
-    parts += ["<h2>Per step</h2>", _rows_table(data["rows"], labels, data["dropped_steps"]),
+    parts += ["<h2>Per step</h2>",
+              f"<p>The overlap column: {_e(data['definitions']['rows'])}.</p>",
+              _rows_table(data["rows"], labels, data["dropped_steps"]),
               "<h2>Overlap and temporal breakdown</h2>",
-              "<p>Overlap = |communication ∩ compute| / |communication| over the analysed steps "
-              "(n/a: no communication to overlap); breakdown over each rank's window from its first "
-              f"to its last busy span in them; {_e(compute_definition(record))}.</p>",
+              "<p>Per rank over a whole window, each by the definition its row names (the "
+              "overlap is |communication ∩ compute| / |communication|; n/a: no communication "
+              "to overlap):</p>", _definitions(data, ("HTA", "dpviz")),
               _breakdown_table(data, labels), _hta_differences(data),
               "<h2>Across ranks: skew, waiting and stragglers</h2>", _stragglers(record, labels, step)]
     return "\n".join(parts)
@@ -105,11 +107,11 @@ def _table(header: list[str], rows: list[list]) -> str:
 
 
 def _hta_differences(data: dict) -> str:
-    """Where HTA would report another figure on these traces, and why (dpviz's is kept)."""
+    """Where HTA's reading of these traces and dpviz's own figures differ, and why."""
     if not data["hta_differences"]:
         return ""
     items = "".join(f"<li>{_e(n)}</li>" for n in data["hta_differences"])
-    return f"<p>Where HTA's figures would differ from these, and why:</p><ul>{items}</ul>"
+    return f"<p>Where HTA's reading and dpviz's own figures differ here, and why:</p><ul>{items}</ul>"
 
 
 def _notes(record: RunRecord) -> str:
@@ -146,13 +148,25 @@ def _buckets_table(record: RunRecord, step: int) -> str:
                        f"{b.params[0]} … {b.params[-1]}" if b.params else ""] for b in mine]))
 
 
+def _definitions(data: dict, names: tuple[str, ...]) -> str:
+    """The definitions the page's rows name, those used only."""
+    used = {o["definition"] for o in data["overlap"]} | {b["definition"] for b in data["breakdown"]}
+    items = "".join(f"<li><b>{_e(n)}</b>: {_e(data['definitions'][n])}</li>" for n in names if n in used)
+    return f"<ul>{items}</ul>" if items else ""
+
+
 def _breakdown_table(data: dict, labels: dict[int, str]) -> str:
-    overlap = {o["rank"]: o["overlap_fraction"] for o in data["overlap"]}
-    return _table(["rank", "overlap %", "window ms", "idle %", "compute %", "non-compute %"],
-                  [[labels.get(b["rank"], b["rank"]),
-                    "n/a" if overlap.get(b["rank"]) is None else f"{100 * overlap[b['rank']]:.2f}",
-                    f"{b['window_ms']:.2f}", b["idle_pct"], b["compute_pct"], b["non_compute_pct"]]
-                   for b in data["breakdown"]])
+    overlap = {o["rank"]: o for o in data["overlap"]}
+    breakdown = {b["rank"]: b for b in data["breakdown"]}
+    rows = []
+    for rank in sorted(overlap):
+        o, b = overlap[rank]["overlap_fraction"], breakdown.get(rank)
+        rows.append([labels.get(rank, rank), "n/a" if o is None else f"{100 * o:.2f}",
+                     overlap[rank]["definition"]]
+                    + ([f"{b['window_ms']:.2f}", b["idle_pct"], b["compute_pct"],
+                        b["non_compute_pct"], b["definition"]] if b else ["n/a"] * 5))
+    return _table(["rank", "overlap %", "by", "window ms", "idle %", "compute %", "non-compute %",
+                   "by"], rows)
 
 
 def _stragglers(record: RunRecord, labels: dict[int, str], step: int) -> str:

@@ -20,7 +20,7 @@ def add_arguments(p) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="one trace file per rank, or a folder of them")
     p.add_argument("--ranks", type=comma_list(int), help="rank of each file, in order, for "
-                   "traces without distributedInfo (e.g. 0,1)")
+                   "traces without distributedInfo (e.g. 0,1); one such file alone is rank 0")
     p.add_argument("--out", help="folder for record.json, summary.json, and the timeline and "
                    "collectives figures; written only when everything succeeded")
     p.add_argument("--formats", type=_formats, default=("png",),
