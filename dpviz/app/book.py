@@ -15,7 +15,7 @@ from pathlib import Path
 from dpviz.app.notebooks import NOTEBOOKS, execute, notebook_paths
 from dpviz.core.config import writable_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]   # the checkout: dpviz/app/book.py
 WIDGET_JS = {  # file in the site's _static/ → where `npm install` (make book) puts it
     "require.js": ROOT / "node_modules" / "requirejs" / "require.js",
     "embed-amd.js": ROOT / "node_modules" / "@jupyter-widgets" / "html-manager" / "dist" / "embed-amd.js",

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"   # dpviz/app/ → the checkout
 
 
 def notebook_paths(folder: str | Path = NOTEBOOKS, only: list[str] | None = None) -> list[Path]:
