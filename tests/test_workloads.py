@@ -1,5 +1,6 @@
-"""Workloads: the built-in GPT and CNN and a user's own model train live under DDP, their
-records label real layers, and a bad factory is refused before any rank starts."""
+"""Workloads: the built-in GPT and CNN and a user's own model (from a module, or a notebook
+cell's function shipped as source) train live under DDP, their records label real layers, and
+a bad factory is refused before any rank starts."""
 from __future__ import annotations
 
 import json
@@ -258,3 +259,116 @@ def test_a_users_model_from_a_folder_added_after_the_ranks_started(cluster2, tmp
     monkeypatch.syspath_prepend(str(tmp_path))
     check = check_gradients(RunConfig(model="late_model:build", accum_steps=2), cluster=cluster2)
     assert check.all_reduces_per_micro == (0, 1) and check.max_diff_across_ranks == 0.0
+
+
+# --- a factory defined in a notebook cell ------------------------------------------------------
+
+def notebook():
+    """The IPython shell a notebook's kernel runs, with USER_MODULE's text run as one cell."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    result = shell.run_cell(USER_MODULE)
+    assert result.success, result.error_in_exec
+    return shell
+
+
+def trained_on_ranks(ctx, cfg: RunConfig, search_path: list[str]) -> dict:
+    """Rank task: `cfg.steps` plain DDP steps of `cfg.model` with SGD; each step's all-reduced
+    gradient and the parameters after the last, as floats."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from dpviz.engine.workloads import build_workload, compute_loss, flat_params, rank_batch, use_import_path
+
+    use_import_path(search_path)
+    workload = build_workload(cfg)
+    ddp = DDP(workload.model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=cfg.lr)
+    grads = []
+    for step in range(cfg.steps):
+        x, y = rank_batch(cfg, workload, step, 0, ctx.rank)
+        compute_loss(workload, ddp(x), y).backward()
+        grads.append(torch.cat([p.grad.reshape(-1) for p in ddp.module.parameters()]).tolist())
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return {"grads": grads, "params": flat_params(ddp.module).tolist()}
+
+
+def test_a_factory_defined_in_a_notebook_cell_trains_as_the_same_module_does(cluster2, tmp_path, monkeypatch):
+    """The cell's `build`, shipped as source (`model_spec`), trains on 2 live ranks to the
+    gradients and parameters of the same text imported as a module, bit for bit: exact by
+    construction (the same source runs the same float operations in the same order on the
+    same ranks). A run's record keeps the readable spec and the module's losses."""
+    from dpviz.engine.workloads import CELL_PREFIX, import_path, model_spec
+
+    (tmp_path / "same_model.py").write_text(USER_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = model_spec(notebook().user_ns["build"])
+    assert spec.startswith(CELL_PREFIX) and spec.endswith(":build")
+    shipped, module = (cluster2.run_task(trained_on_ranks, RunConfig(model=model, steps=3), import_path())
+                       for model in (spec, "same_model:build"))
+    assert shipped == module
+    assert shipped[0] == shipped[1]     # every rank applies the same all-reduced gradient
+    record = run(RunConfig(model=spec, steps=2), cluster=cluster2)
+    assert json.loads(json.dumps(record.config))["model"] == spec and record.workload.name == spec
+    assert record.losses == run(RunConfig(model="same_model:build", steps=2), cluster=cluster2).losses
+
+
+def test_a_cell_factory_ships_its_imports_constants_and_notebook_definitions_only():
+    """What travels: the notebook's imports, constants, functions and classes the factory uses
+    (a dataclass too, whose methods say nothing of its cell), each before what uses it."""
+    from dpviz.engine.workloads import cell_source, model_spec, validate_model_spec
+
+    shell = notebook()
+    assert shell.run_cell("from dataclasses import dataclass\nWIDTH = 48\nunused = torch.ones(1)\n"
+                          "@dataclass\nclass Named:\n    prefix: str = 'net'\n"
+                          "def build_named():\n    name = f'{Named().prefix}{WIDTH}'\n    return "
+                          "dpviz.Workload(Net(), batch, nn.functional.cross_entropy, name)\n").success
+    factory = shell.user_ns["build_named"]
+    lines = cell_source(factory).splitlines()
+    assert lines[3:7] == ["from dataclasses import dataclass", "import dpviz", "import torch",
+                          "import torch.nn as nn"]
+    assert "WIDTH = 48" in lines and not any("unused" in line for line in lines)
+    order = [lines.index(line) for line in ("@dataclass", "class Named:", "class Net(nn.Module):",
+                                            "def batch(step, micro_step, size):", "def build_named():")]
+    assert order == sorted(order) and order[0] + 1 == order[1]
+    assert model_spec(factory) == model_spec(factory)    # the same source is the same module
+    validate_model_spec(model_spec(factory))            # it imports and runs on its own
+
+
+@pytest.mark.parametrize("cell, name, says", [
+    ("table = torch.randn(64, 12)\ndef from_table():\n    return dpviz.Workload(Net(), "
+     "lambda s, m, n: (table[:n], table[:n, :3].argmax(1)), nn.functional.cross_entropy)\n",
+     "from_table", r"^from_table uses table \(a Tensor\) from this notebook, which cannot travel"),
+    ("net = Net()\ndef reuses_net():\n    return dpviz.Workload(net, batch)\n",
+     "reuses_net", r"^reuses_net uses net \(a Net\) from this notebook"),
+    ("quick = lambda: dpviz.Workload(Net(), batch)\n", "quick", "^a lambda cannot be shipped"),
+    ("def outer():\n    def inner():\n        return dpviz.Workload(Net(), batch)\n    return inner\n"
+     "nested = outer()\n", "nested", r"^outer\.<locals>\.inner cannot be shipped"),
+])
+def test_a_cell_factory_that_cannot_travel_is_refused_before_any_rank_starts(monkeypatch, cell, name, says):
+    from dpviz.engine import launch
+    from dpviz.engine.workloads import model_spec
+
+    started = []
+    monkeypatch.setattr(launch._Ranks, "__init__", lambda self, *args: started.append(args))
+    shell = notebook()
+    assert shell.run_cell(cell).success
+    with pytest.raises(ValueError, match=says):
+        run(RunConfig(model=model_spec(shell.user_ns[name])))
+    assert started == []
+
+
+def test_cell_folders_whose_process_is_gone_are_swept(tmp_path, monkeypatch):
+    """A kernel shut down without its exit handlers leaves its folder of shipped cells: the
+    next process to make one removes it, never a live process's."""
+    from dpviz.engine import workloads
+
+    monkeypatch.setattr(workloads.tempfile, "gettempdir", lambda: str(tmp_path))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    for pid in (gone, os.getpid()):
+        (tmp_path / f"{workloads.CELL_FOLDER}{pid}-abc").mkdir()
+    workloads.sweep_cell_folders()
+    assert [p.name for p in tmp_path.iterdir()] == [f"{workloads.CELL_FOLDER}{os.getpid()}-abc"]

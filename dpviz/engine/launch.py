@@ -128,12 +128,13 @@ def _exit_when_orphaned(parent_pid: int) -> None:
     dies; either way the rank is re-parented, and leaves.
     """
     forkserver = os.getppid()
-    while os.getppid() == forkserver and _alive(parent_pid):
+    while os.getppid() == forkserver and pid_alive(parent_pid):
         time.sleep(0.5)
     os._exit(3)
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process `pid` exists (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

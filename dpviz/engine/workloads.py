@@ -1,17 +1,31 @@
 """What a live run trains: a `Workload` (model, deterministic global batch, loss).
 
 Three are built in (`mlp`, `gpt`, `cnn`); a user brings their own as `MODULE:FUNCTION`, a
-function with no arguments that returns a `Workload`. The global batch is a pure function of
-(step, micro_step, size): every rank rebuilds it and takes its own slice, and one process
-rebuilds the concatenated batch — which is how the DDP = large-batch SGD claim is checked.
+function with no arguments that returns a `Workload`, or defines that function in a notebook
+cell and passes `model_spec(function)`: its source is shipped as a module the ranks import
+(`cell_<hash>:function`, a name a record keeps as readable JSON). The global batch is a pure
+function of (step, micro_step, size): every rank rebuilds it and takes its own slice, and one
+process rebuilds the concatenated batch — which is how the DDP = large-batch SGD claim is checked.
 """
 from __future__ import annotations
 
+import ast
+import atexit
+import contextlib
 import dataclasses
+import dis
+import functools
+import hashlib
 import importlib
+import inspect
+import linecache
 import os
+import shutil
 import sys
+import tempfile
+import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -21,6 +35,7 @@ from torch.nn import functional as F
 from dpviz.core.config import BUILTIN_MODELS, RunConfig
 from dpviz.core.rounding import max_abs, mlp_sums, network_sums, sgd_bound
 from dpviz.core.workloads import WorkloadInfo, describe_params
+from dpviz.engine.launch import pid_alive
 
 FACADE = ("Workload",)  # what `dpviz.<name>` offers from here
 
@@ -294,12 +309,15 @@ def use_import_path(paths: list[str]) -> None:
 def _factory(spec: str) -> Callable[[], Workload]:
     module_name, _, function = spec.partition(":")
     use_import_path([os.getcwd()])
+    importlib.invalidate_caches()   # a module written since this process last listed its folder
     try:
         module = importlib.import_module(module_name)
     except Exception as err:   # ImportError, or whatever the module raises while importing
+        where = ("a notebook cell's model is shipped by model_spec(function) in the kernel "
+                 "that runs it: run that cell again" if module_name.startswith(CELL_PREFIX)
+                 else "it must be importable from the current folder or PYTHONPATH")
         raise ValueError(f"model {spec!r}: cannot import module {module_name!r} "
-                         f"({type(err).__name__}: {err}); it must be importable from the "
-                         f"current folder or PYTHONPATH") from None
+                         f"({type(err).__name__}: {err}); {where}") from None
     factory = getattr(module, function, None)
     if not callable(factory):
         raise ValueError(f"model {spec!r}: module {module_name!r} has no function {function!r}")
@@ -322,6 +340,197 @@ def _call_factory(spec: str, seed: int) -> Workload:
                          f"function (step, micro_step, size) -> (inputs, targets), loss=None or "
                          f"a function (outputs, targets) -> scalar")
     return workload if workload.name != "custom" else dataclasses.replace(workload, name=spec)
+
+
+# --- a factory defined in a notebook cell ---------------------------------------------------
+
+CELL_PREFIX = "cell_"   # the modules `model_spec` writes: cell_<hash of their source>
+CELL_FOLDER = "dpviz-models-"   # their folder in the temporary folder: dpviz-models-<pid>-<random>
+_GLOBAL_OPS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "STORE_GLOBAL", "DELETE_GLOBAL"})
+_MAX_CONSTANT = 10_000  # characters of a constant written into the shipped module
+
+
+def model_spec(factory: Callable[[], Workload]) -> str:
+    """The `RunConfig.model` string for `factory`: `module:function` if a module defines it,
+    else `cell_<hash>:function`, its source shipped as a module (`cell_source`) written into
+    this process's folder of cells, which goes on its module path and so on the ranks' (they
+    add `import_path()` to theirs). Ranks are forked from a forkserver, not from this kernel:
+    they can neither unpickle a notebook's function nor read its globals, so they import
+    that module instead. A function that cannot travel is a ValueError before anything starts."""
+    if _importable(factory):
+        return f"{factory.__module__}:{factory.__qualname__}"
+    source = cell_source(factory)
+    name = CELL_PREFIX + hashlib.sha256(source.encode()).hexdigest()[:10]
+    path = cell_folder() / f"{name}.py"
+    if not path.exists():
+        path.write_text(source)
+    use_import_path([str(path.parent)])   # again each time: whoever restored sys.path dropped it
+    return f"{name}:{factory.__name__}"
+
+
+@functools.cache
+def cell_folder() -> Path:
+    """This process's folder of shipped cells (`model_spec` puts it on the module path),
+    removed at exit; a kernel shut down without running its exit handlers leaves its own,
+    which the next process to make one removes (`sweep_cell_folders`)."""
+    sweep_cell_folders()
+    folder = tempfile.mkdtemp(prefix=f"{CELL_FOLDER}{os.getpid()}-")
+    atexit.register(shutil.rmtree, folder, True)
+    return Path(folder)
+
+
+def sweep_cell_folders() -> None:
+    """Remove this user's cell folders whose process (the pid in their name) is gone."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{CELL_FOLDER}*-*"):
+        pid = folder.name[len(CELL_FOLDER):].partition("-")[0]
+        with contextlib.suppress(OSError):   # another process may remove it first
+            if pid.isdigit() and folder.stat().st_uid == os.getuid() and not pid_alive(int(pid)):
+                shutil.rmtree(folder)
+
+
+def cell_source(fn: Callable) -> str:
+    """A module that defines `fn` as its notebook cell did: the imports, plain constants,
+    functions and classes of the notebook it uses (and they use), then `fn`'s own source.
+    A name it needs that is none of these (a tensor, a model built in the notebook) is a
+    ValueError naming it: the ranks get source text, never this kernel's objects."""
+    shipment = _Shipment(fn)
+    shipment.define(fn.__name__, fn)
+    if shipment.refused:
+        it = "it" if len(shipment.refused) == 1 else "them"
+        raise ValueError(f"{fn.__name__} uses {', '.join(shipment.refused)} from this notebook, "
+                         "which cannot travel to the ranks: they are other processes and receive "
+                         "its source with its imports, plain constants (numbers, strings, tuples) "
+                         "and the notebook's functions and classes it uses, never this kernel's "
+                         f"objects. Create {it} inside {fn.__name__}, or import {it} from a module")
+    parts = [f'"""{fn.__name__}, shipped from a notebook cell by dpviz (model_spec)."""',
+             "\n".join(sorted(shipment.imports)), "\n".join(shipment.constants), *shipment.definitions]
+    return "\n\n\n".join(part.strip() for part in parts if part) + "\n"
+
+
+class _Shipment:
+    """What a notebook function needs beside it on a rank, gathered name by name from its
+    globals: import lines, constant lines, and definitions (each after those it uses)."""
+
+    def __init__(self, fn: Callable):
+        if not inspect.isfunction(fn):
+            raise ValueError(f"pass the function itself, got {type(fn).__name__}")
+        _require_top_level(fn)
+        self.namespace, self.module = fn.__globals__, fn.__module__
+        self.imports: list[str] = []
+        self.constants: list[str] = []
+        self.definitions: list[str] = []
+        self.refused: list[str] = []
+        self.seen: set[str] = set()
+
+    def define(self, name: str, obj) -> None:
+        """`obj`'s source after everything it uses (a class's bases exist before it)."""
+        self.seen.add(name)
+        source = _definition_source(obj)
+        for needed in _global_names(source):
+            self.need(needed)
+        self.definitions.append(source if name == obj.__name__ else f"{source}\n{name} = {obj.__name__}")
+
+    def need(self, name: str) -> None:
+        """Ship what `name` is in the notebook; a builtin, a dunder, or a name the notebook
+        lacks (it fails where it runs, as it would here) needs nothing."""
+        if name in self.seen or name not in self.namespace or name.startswith("__"):
+            return
+        self.seen.add(name)
+        value = self.namespace[name]
+        if inspect.ismodule(value) and sys.modules.get(value.__name__) is value \
+                and value.__name__ != "__main__":
+            alias = f" as {name}" if name != value.__name__ else ""
+            self.imports.append(f"import {value.__name__}{alias}")
+        elif getattr(value, "__module__", None) == self.module and (inspect.isfunction(value)
+                                                                    or inspect.isclass(value)):
+            _require_top_level(value)
+            self.define(name, value)
+        elif _importable(value):
+            self.imports.append(f"from {value.__module__} import {value.__qualname__}"
+                                + (f" as {name}" if name != value.__qualname__ else ""))
+        elif _is_constant(value):
+            self.constants.append(f"{name} = {value!r}")
+        else:
+            self.refused.append(f"{name} (a {type(value).__name__})")
+
+
+def _importable(obj) -> bool:
+    """A function or class a module defines at its top level: it travels by name."""
+    module = sys.modules.get(getattr(obj, "__module__", None) or "")
+    qualname = getattr(obj, "__qualname__", "")
+    return (module is not None and module.__name__ != "__main__" and qualname.isidentifier()
+            and getattr(module, qualname, None) is obj)
+
+
+def _is_constant(value) -> bool:
+    """A value its own repr rebuilds (numbers, strings, None, tuples, lists, dicts of them)."""
+    try:
+        text = repr(value)
+        return len(text) <= _MAX_CONSTANT and ast.literal_eval(text) == value
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+
+
+def _require_top_level(obj) -> None:
+    """Only a `def` or `class` at a cell's top level has source that runs on its own."""
+    if obj.__name__ == "<lambda>" or "<locals>" in obj.__qualname__:
+        what = "a lambda" if obj.__name__ == "<lambda>" else obj.__qualname__
+        raise ValueError(f"{what} cannot be shipped to the ranks: its source is what travels, so it "
+                         "must be defined with `def` or `class` at the top level of a notebook cell")
+
+
+def _definition_source(obj) -> str:
+    """The source of a notebook function or class."""
+    try:
+        source = textwrap.dedent(inspect.getsource(obj)) if inspect.isfunction(obj) else _class_source(obj)
+        if source is None:
+            raise OSError("no cell of this kernel defines it")
+    except (OSError, TypeError) as err:
+        raise ValueError(f"cannot read the source of {obj.__qualname__} ({err}): define it with "
+                         "`def` or `class` in a notebook cell, or in a module and import it") from None
+    return source
+
+
+def _class_source(cls: type) -> str | None:
+    """A notebook class's statement. inspect looks for a class in its module's file, and a
+    cell is none: it is found in the cell one of its methods was compiled from, else (its
+    methods, if any, written by a decorator such as @dataclass) in the newest cell that
+    defines it, the one whose class the notebook's name holds."""
+    for member in vars(cls).values():
+        func = getattr(member, "__func__", None) or getattr(member, "fget", None) or member
+        found = (_class_in(func.__code__.co_filename, cls.__name__, func.__code__.co_firstlineno)
+                 if inspect.isfunction(func) else None)
+        if found:
+            return found
+    cells = [name for name in reversed(list(linecache.cache)) if not os.path.exists(name)]
+    return next(filter(None, (_class_in(cell, cls.__name__) for cell in cells)), None)
+
+
+def _class_in(filename: str, name: str, line: int | None = None) -> str | None:
+    """The last top-level `class name` statement, decorators included, of a cell or file
+    (around `line`, if given); None if it has none."""
+    lines = linecache.getlines(filename)
+    try:
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return None
+    found = [node for node in tree.body if isinstance(node, ast.ClassDef) and node.name == name
+             and (line is None or node.lineno <= line <= node.end_lineno)]
+    if not found:
+        return None
+    first = min([found[-1].lineno, *(d.lineno for d in found[-1].decorator_list)])
+    return "".join(lines[first - 1:found[-1].end_lineno])
+
+
+def _global_names(source: str) -> list[str]:
+    """The names `source`'s code reads or sets in its module, in order of first use: what must
+    exist beside it where it runs (decorators, defaults and base classes included)."""
+    names: dict[str, None] = {}
+    codes = [compile(source, "<shipped>", "exec")]
+    for code in codes:   # grows as nested functions, classes and comprehensions are found
+        names.update((ins.argval, None) for ins in dis.get_instructions(code) if ins.opname in _GLOBAL_OPS)
+        codes += [const for const in code.co_consts if inspect.iscode(const)]
+    return list(names)
 
 
 def build_workload(cfg: RunConfig) -> Workload:
