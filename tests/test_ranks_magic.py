@@ -185,3 +185,21 @@ def test_stop_leaves_no_rank_running_and_nothing_listened_beyond_loopback(capsys
     sh.run_cell("%unload_ext dpviz")             # unloading the extension stops its ranks too
     assert rank_processes() == set()
     sh.run_cell("%load_ext dpviz")
+
+
+def test_loading_the_extension_starts_the_forkserver_that_imports_torch_out_of_the_kernel():
+    """`%load_ext dpviz` starts the forkserver the ranks fork from, so its torch import runs while
+    the learner reads on; `%ranks 2` then forks its ranks from that same server."""
+    code = ("import sys, time\nfrom multiprocessing import forkserver\n"
+            "from IPython.core.interactiveshell import InteractiveShell\n"
+            "sh = InteractiveShell.instance(); sh.run_cell('%load_ext dpviz')\n"
+            "deadline = time.monotonic() + 60\n"
+            "while not forkserver._forkserver._forkserver_pid and time.monotonic() < deadline:\n"
+            "    time.sleep(0.01)\n"
+            "server = forkserver._forkserver._forkserver_pid\nprint('torch?', 'torch' in sys.modules)\n"
+            "assert sh.run_cell('%ranks 2').success\n"
+            "print('same?', server == forkserver._forkserver._forkserver_pid)\nsh.run_cell('%ranks stop')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    said = dict(line.split() for line in out.stdout.splitlines() if line.endswith(("True", "False")))
+    assert said == {"torch?": "False", "same?": "True"}   # the kernel had not imported torch

@@ -28,8 +28,11 @@ class RanksMagics(Magics):
     """`%ranks N | stop` and `%%ranks` cells, on one set of warm ranks per kernel."""
 
     def __init__(self, shell):
+        from dpviz.engine.launch import prewarm_forkserver
+
         super().__init__(shell)
         self.cells = None   # a cells.live.CellRanks once `%ranks N` started some
+        prewarm_forkserver()   # torch imported out of the kernel while the learner reads on
 
     @magic_arguments()
     @argument("size", nargs="?", help="line: N to start or resize to N ranks, 'stop' to stop them")

@@ -265,9 +265,10 @@ def _context(start_method: str):
     return ctx
 
 
-def _prewarm_forkserver() -> None:
+def prewarm_forkserver() -> None:
     """Start the forkserver (its one torch import) now, in the background: a notebook makes
-    its Cluster in the first cells and runs on it a few cells later, by when it is ready."""
+    its Cluster (or loads the `%ranks` extension) in its first cells and starts ranks a few
+    cells later, by when the forkserver is ready. Idempotent."""
     from multiprocessing import forkserver
 
     _context("forkserver")
@@ -322,7 +323,7 @@ class Cluster:
         self._starts = 0
         self.start_seconds = 0.0   # how long the last (re)start took, spawn to all joined
         if start_method == "forkserver":
-            _prewarm_forkserver()
+            prewarm_forkserver()
 
     # lifecycle
     def __enter__(self) -> "Cluster":
