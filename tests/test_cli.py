@@ -88,6 +88,28 @@ def test_run_writes_record_traces_and_prints_a_summary(tmp_path):
                                                       "trace-rank1.json", "trace-merged.json"}
 
 
+def test_a_first_link_run_names_the_link_and_has_buckets_to_overlap(tmp_path):
+    """`dpviz run --link classroom` with every other option left alone: the printed
+    communication names the link's time (it is in the total), and the default model splits
+    into several buckets, the first handed to the link while backward still runs."""
+    from dpviz.analysis.overlap import steady_steps, summarize
+    from dpviz.core.record import load
+
+    out = _cli("run", "--ranks", "2", "--steps", "3", "--link", "classroom", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    record = load(tmp_path / "record.json")
+    rows = summarize(record, steady_steps(record))
+    link_ms = sum(r.link_ms for r in rows) / len(rows)
+    n_links = sum(r.n_links for r in rows) / len(rows)
+    line = next(line for line in out.stdout.splitlines() if line.startswith("communication"))
+    assert f"emulated link {n_links:.3g}× {link_ms:.2f} ms" in line, line   # as printed: 2 decimals
+    for step in steady_steps(record):
+        mine = record.spans_of(rank=0, step=step)
+        hooks = sorted(s.start_us for s in mine if s.kind == "bucket_hook")
+        assert len(hooks) >= 2, f"step {step}: {len(hooks)} bucket(s)"
+        assert hooks[0] < max(s.end_us for s in mine if s.kind == "backward")
+
+
 def test_run_accumulates_and_its_record_animates(tmp_path):
     """`--accum-steps 3`: no_sync on the first two micro-steps, so only the third all-reduces
     (one bucket in iteration 0, then the 0.25 MB cap's four); both scenes build from the record."""

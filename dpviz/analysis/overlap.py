@@ -96,6 +96,8 @@ class StepSummary:
     n_collectives: int        # every collective, all-reduces included
     comm_ms_by_op: dict[str, float]   # op → wall time some collective of that op runs
     n_by_op: dict[str, int] = field(default_factory=dict)   # op → collectives launched in the step
+    link_ms: float = 0.0      # wall time some emulated-link transfer runs (part of comm_ms)
+    n_links: int = 0          # emulated-link transfers launched in the step (one per bucket)
 
     @property
     def overlap_fraction(self) -> float:
@@ -206,7 +208,8 @@ def _summary(rank: int, step: int, window: tuple[float, float], mine: list[_Cut]
     """One rank's step from the spans cut to its window (`mine`) and those launched in it."""
     collectives = [s for s in mine if s.kind in COMM_KINDS]
     # an emulated link's transfers (dpviz.core.link) are communication time too, not collectives
-    comm = _iv(collectives + [s for s in mine if s.kind == "link"])
+    links = [s for s in mine if s.kind == "link"]
+    comm = _iv(collectives + links)
     backward = _iv([s for s in mine if s.kind in ("backward", "recompute")])
     compute = _iv([s for s in mine if s.kind in COMPUTE_KINDS])
     memory = _iv([s for s in mine if s.kind == "memcpy"])
@@ -225,7 +228,8 @@ def _summary(rank: int, step: int, window: tuple[float, float], mine: list[_Cut]
         n_collectives=sum(s.kind in COMM_KINDS for s in launched),
         comm_ms_by_op={op: length(_iv([s for s in collectives if (s.op or s.kind) == op])) / 1e3
                        for op in ops},
-        n_by_op=dict(Counter(s.op or s.kind for s in launched if s.kind in COMM_KINDS)))
+        n_by_op=dict(Counter(s.op or s.kind for s in launched if s.kind in COMM_KINDS)),
+        link_ms=length(_iv(links)) / 1e3, n_links=sum(s.kind == "link" for s in launched))
 
 
 def record_ranks(record: RunRecord) -> list[int]:
@@ -359,7 +363,8 @@ def ddp_style_overlap(record: RunRecord, rank: int = 0) -> float | None:
 
 def describe(record: RunRecord) -> str:
     """A few lines for the CLI and notebooks: step time, communication, overlap."""
-    rows = summarize(record, steady_steps(record))
+    analysed = analysed_steps(record)
+    rows = summarize(record, list(analysed.steps))
     if not rows:
         return "no profiled steps in this record"
     mean = lambda xs: sum(xs) / len(xs)
@@ -369,11 +374,11 @@ def describe(record: RunRecord) -> str:
     shown = (f"{record.world_size} ranks" if len(ranks) == record.world_size
              else f"ranks {ranks} of {record.world_size}")
     lines = [
-        f"{shown}, {len(record.steps)} steps; {analysed_steps(record)}",
+        f"{shown}, {len(record.steps)} steps; {analysed}",
         f"step time        {mean([r.step_ms for r in rows]):8.2f} ms"
         + (" (on the GPU: from a step's first kernel to the next step's)" if on_gpu(record.spans) else ""),
-        f"communication    {mean([r.comm_ms for r in rows]):8.2f} ms "
-        f"({mean([r.n_collectives for r in rows]):.0f} collectives/step: {_by_op(rows)}), "
+        f"communication    {mean([r.comm_ms for r in rows]):8.2f} ms ({_link_part(rows)}"
+        f"{mean([r.n_collectives for r in rows]):.0f} {_per_step(analysed)}: {_by_op(rows)}), "
         f"exposed {mean([r.exposed_comm_ms for r in rows]):.2f} ms",
         f"overlap fraction {_mean_or_na([r.overlap_fraction for r in talking])} per analysed step "
         f"(dpviz's: a step's communication under any compute, averaged; {compute_definition(record)})",
@@ -441,6 +446,27 @@ def compute_definition(record: RunRecord) -> str:
                 "(dpviz's definition; " + ("HTA's figures count the events on its device "
                                            "streams instead)" if hta else "HTA has none for CPU traces)"))
     return "compute = forward, backward and optimizer ops"
+
+
+def _per_step(analysed: AnalysedSteps) -> str:
+    """'collectives/step', or, where the one step left is DDP's first iteration or its
+    rebuild (too few steps recorded), what that step is: its one-time work (the rebuild's
+    broadcasts) is no per-step cost."""
+    if not analysed.caveats:
+        return "collectives/step"
+    step = analysed.steps[0]
+    return f"collectives in step {step}, DDP's one-time {'first iteration' if step == 0 else 'rebuild step'}"
+
+
+def _link_part(rows: list[StepSummary]) -> str:
+    """'emulated link 4× 19.30 ms, then ' (means per step) where transfers crossed dpviz's
+    emulated link, else '': the link's time is in the communication total, so it is named
+    beside the collectives it precedes (the two may run at once, so they need not add up)."""
+    if not any(r.n_links for r in rows):
+        return ""
+    mean = lambda values: sum(values) / len(rows)
+    return (f"emulated link {mean([r.n_links for r in rows]):.3g}× "
+            f"{mean([r.link_ms for r in rows]):.2f} ms, then ")
 
 
 def _by_op(rows: list[StepSummary]) -> str:

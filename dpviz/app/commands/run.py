@@ -15,6 +15,11 @@ def _cap(text: str) -> float | None:
     """A cap in MB, or 'default': DDP's own (25 MB, with a 1 MiB first bucket)."""
     return None if text == "default" else positive_float(text)
 
+# The command line's cap, not DDP's 25 MB: the default MLP's ~1 MiB of gradients would fill one
+# bucket, and one bucket cannot start before backward ends, so a first `--link` run would show no
+# overlap. At 0.25 MB each of its four blocks is a bucket of its own.
+CLI_CAP_MB = 0.25
+
 NAME = "run"
 HELP = "train a model (mlp, gpt, cnn or your own) with DDP on live ranks and record traces, buckets and checks"
 
@@ -26,8 +31,9 @@ def add_arguments(p) -> None:
                         "the current folder or PYTHONPATH that returns a dpviz.Workload (default %(default)s)")
     p.add_argument("--ranks", type=positive_int, default=d.world_size, help="number of ranks (default %(default)s)")
     p.add_argument("--steps", type=positive_int, default=d.steps, help="optimizer steps (default %(default)s)")
-    p.add_argument("--bucket-cap-mb", type=_cap, default=d.bucket_cap_mb,
-                   help="DDP bucket_cap_mb, or 'default' for DDP's own (1 MiB first bucket) (default %(default)s)")
+    p.add_argument("--bucket-cap-mb", type=_cap, default=CLI_CAP_MB,
+                   help="DDP bucket_cap_mb, or 'default' for DDP's own (25 MB, 1 MiB first bucket); "
+                        "default %(default)s, so the default model's gradients split into buckets")
     p.add_argument("--accum-steps", type=positive_int, default=d.accum_steps, help="micro-batches per step, no_sync on all but the last")
     p.add_argument("--no-sync", choices=NO_SYNC_SCOPES, default=d.no_sync,
                    help="what no_sync() wraps on the first K-1 micro-steps (default %(default)s)")
