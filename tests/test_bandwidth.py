@@ -187,3 +187,22 @@ def test_the_shape_is_read_from_the_data_not_assumed():
     assert text.splitlines()[-1].startswith("verdict: not the alpha-beta shape on this run") and "not monotonic" in text
     with pytest.raises(ValueError, match="six sizes"):
         describe_shape(synthetic(0.3, 1e-7))
+
+
+def test_the_busbw_title_says_what_the_printed_verdict_says():
+    """Issue 42 item 5: 02's figure was titled "grows with message size, then levels off"
+    under a printed "not the alpha-beta shape on this run". The title now follows the verdict."""
+    from dpviz.lessons.collectives.bandwidth import describe_shape
+
+    sizes = tuple(1 << k for k in range(10, 23, 2))
+    ideal = synthetic(0.3, 1e-5, sizes)
+    assert describe_shape(ideal).endswith("verdict: the alpha-beta shape (flat, then rising toward slope one)")
+    assert plot_busbw(ideal).get_title(loc="left") == "all_reduce's bus bandwidth grows with message size, then levels off"
+    times = (3.77, 0.9, 0.42, 0.5, 0.9, 2.1, 7.9)   # 4 KB slower than 64 KB, as in the audit's run
+    loopback = BenchRecord(rows=tuple(make_row("all_reduce", 2, s, [t]) for s, t in zip(sizes, times)),
+                           warmup=0, repeats=1)
+    verdict = describe_shape(loopback).splitlines()[-1]
+    assert verdict.startswith("verdict: not the alpha-beta shape on this run (")
+    title = plot_busbw(loopback).get_title(loc="left")
+    assert "not the alpha-beta shape on this run" in title and "levels off" not in title
+    assert verdict[verdict.index("("):] in title   # the same reasons, word for word

@@ -150,28 +150,53 @@ def _log_slope(rows: Sequence[BenchRow]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
-def describe_shape(record: BenchRecord, op: str = "all_reduce") -> str:
-    """Whether one series has the alpha-beta shape on this run — flat for small messages
-    (log-log slope near 0), slope one for large ones, time never falling as size grows — read
-    from its rows, not assumed (raw loopback on shared cores often has not)."""
-    rows = sorted(record.select(op), key=lambda r: r.bytes)
+@dataclass(frozen=True)
+class Shape:
+    """Whether one series has the alpha-beta shape on this run, and what breaks it: read from
+    its rows by `shape_of`, printed by `describe_shape` and named in `plot_busbw`'s title, so
+    the figure never states a shape the printed verdict denies."""
+
+    op: str
+    rows: tuple[BenchRow, ...]   # by size
+    left: float                  # log-log slope over the three smallest sizes (0: flat)
+    right: float                 # ... over the three largest (1: slope one)
+    falls: tuple[tuple[BenchRow, BenchRow], ...]   # consecutive sizes whose time fell
+
+    @property
+    def breaks(self) -> list[str]:
+        """What keeps it from the alpha-beta shape; empty when it has it."""
+        return [why for why, bad in (("small messages not flat", self.left >= 0.3),
+                                     ("large messages not rising toward slope one", self.right <= 0.5),
+                                     ("not monotonic", bool(self.falls))) if bad]
+
+    @property
+    def verdict(self) -> str:
+        return ("the alpha-beta shape (flat, then rising toward slope one)" if not self.breaks
+                else f"not the alpha-beta shape on this run ({'; '.join(self.breaks)})")
+
+
+def shape_of(record: BenchRecord, op: str = "all_reduce") -> Shape:
+    """The shape of `op`'s series: flat for small messages (log-log slope near 0), slope one
+    for large ones, time never falling as size grows (raw loopback on shared cores often has not)."""
+    rows = tuple(sorted(record.select(op), key=lambda r: r.bytes))
     if len({r.bytes for r in rows}) < 6:
         raise ValueError("the shape needs at least six sizes (three small, three large)")
-    left, right = _log_slope(rows[:3]), _log_slope(rows[-3:])
-    falls = [(a, b) for a, b in zip(rows, rows[1:]) if b.time_ms < a.time_ms]
-    flat, linear = left < 0.3, right > 0.5
-    lines = [f"{op}: log-log slope {left:.2f} over {_size_label(rows[0].bytes)}-{_size_label(rows[2].bytes)} "
-             f"(0 is flat: latency-bound), {right:.2f} over {_size_label(rows[-3].bytes)}-{_size_label(rows[-1].bytes)} "
+    return Shape(op, rows, _log_slope(rows[:3]), _log_slope(rows[-3:]),
+                 tuple((a, b) for a, b in zip(rows, rows[1:]) if b.time_ms < a.time_ms))
+
+
+def describe_shape(record: BenchRecord, op: str = "all_reduce") -> str:
+    """`shape_of`'s slopes, the sizes whose time fell, and the verdict, as lines to print."""
+    shape = shape_of(record, op)
+    rows = shape.rows
+    lines = [f"{op}: log-log slope {shape.left:.2f} over {_size_label(rows[0].bytes)}-{_size_label(rows[2].bytes)} "
+             f"(0 is flat: latency-bound), {shape.right:.2f} over {_size_label(rows[-3].bytes)}-{_size_label(rows[-1].bytes)} "
              "(1 is slope one: bandwidth-bound)"]
-    if falls:
+    if shape.falls:
         lines.append("time fell as size grew: " + ", ".join(
-            f"{_size_label(a.bytes)} {a.time_ms:.2f} ms → {_size_label(b.bytes)} {b.time_ms:.2f} ms" for a, b in falls))
-    shape = flat and linear and not falls
-    lines.append("verdict: the alpha-beta shape (flat, then rising toward slope one)" if shape else
-                 "verdict: not the alpha-beta shape on this run (" + "; ".join(
-                     why for why, bad in (("small messages not flat", not flat),
-                                          ("large messages not rising toward slope one", not linear),
-                                          ("not monotonic", bool(falls))) if bad) + ")")
+            f"{_size_label(a.bytes)} {a.time_ms:.2f} ms → {_size_label(b.bytes)} {b.time_ms:.2f} ms"
+            for a, b in shape.falls))
+    lines.append(f"verdict: {shape.verdict}")
     return "\n".join(lines)
 
 

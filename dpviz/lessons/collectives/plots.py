@@ -15,7 +15,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
 from dpviz.core.link import describe_link
-from dpviz.lessons.collectives.bandwidth import BenchRecord, fit_alpha_beta
+from dpviz.lessons.collectives.bandwidth import BenchRecord, fit_alpha_beta, shape_of
 from dpviz.lessons.collectives.record import (
     CollectiveRecord, PrimitivesRecord, RingCheck, RingRun, Transfer,
 )
@@ -271,6 +271,16 @@ def plot_alpha_beta(record: BenchRecord, ax=None, ops=None, world_size=None):
     return ax
 
 
+def busbw_title(record: BenchRecord, op: str = "all_reduce") -> str:
+    """The busBW figure's title: the shape `describe_shape` prints for this run's `op` series,
+    never a typed one (the quoted seed curves beside it have the shape; a loopback run may not)."""
+    if len({r.bytes for r in record.select(op)}) < 6:
+        return "bus bandwidth against message size"
+    shape = shape_of(record, op)
+    return (f"{op}'s bus bandwidth grows with message size, then levels off" if not shape.breaks
+            else f"{op}'s bus bandwidth: not the alpha-beta shape on this run\n({'; '.join(shape.breaks)})")
+
+
 def plot_busbw(record: BenchRecord, ax=None, ops=None, world_size=None, seed_context: bool = True):
     """busBW vs size on log axes; the seed's V100 figures as dashed reference lines."""
     ax = style.new_axes(ax, figsize=(8, 4))
@@ -290,7 +300,7 @@ def plot_busbw(record: BenchRecord, ax=None, ops=None, world_size=None, seed_con
     ax.set_yscale("log")
     ax.set_xlabel("message size S (bytes)")
     ax.set_ylabel("busBW (GB/s)")
-    ax.set_title("bus bandwidth grows with message size, then levels off", loc="left")
+    ax.set_title(busbw_title(record), loc="left")
     ax.legend(handles=handles, fontsize=8, frameon=False, loc="lower right")
     style.tag(ax, "live", *(["quoted"] if seed_context else []))
     if seed_context:   # lines close in GB/s: slide a label along its line rather than stack them
