@@ -53,6 +53,62 @@ def test_model_held_bytes_by_hand():
     assert predict(uniform(4), 100, 7, 2).peak_bytes == 2 * 100 + 2 * 100 + 2 * 100
 
 
+def hand_record(n: int, tail_largest: int, step_ms: dict[int, float], forward_ms: float = 16.0):
+    """A record of n uniform 100 B blocks measured at the ks of `step_ms` (k → its step),
+    the loss's largest tensor `tail_largest` bytes (a GPT's logits), no curves."""
+    from dpviz.lessons.checkpointing.records import MemoryRow
+
+    blocks = uniform(n)
+    model = model_sweep(blocks, 100, 7, tail_largest_bytes=tail_largest)
+    rows = tuple(MemoryRow(k, model[k].peak_bytes, model[k].held_after_forward_bytes, ms, forward_ms,
+                           ms - forward_ms, 0.0, (), (), (), model[k]) for k, ms in step_ms.items())
+    return CheckpointingRecord(layers=n, width=1, batch=1, seed=0, blocks=tuple(blocks),
+                               head_input_bytes=100, tail_bytes=7, rows=rows, model=tuple(model),
+                               tail_largest_bytes=tail_largest)
+
+
+def test_the_peaks_title_names_the_loss_floor_where_it_sets_the_peak():
+    """Issue 42 item 9: the GPT's figure said "peak ≈ n/k inputs + one segment" while the
+    loss's floor (held after forward + two logit-sized gradients) set every k's peak."""
+    from dpviz.lessons.checkpointing.plots import peaks_title
+    from dpviz.lessons.checkpointing.records import floor_sets_peak
+
+    mlp = hand_record(16, 0, {0: 50.0, 4: 60.0})
+    assert floor_sets_peak(mlp) == () and peaks_title(mlp) == "16 blocks: peak ≈ n/k inputs + one segment"
+    gpt = hand_record(8, 10_000, {0: 50.0, 2: 60.0})   # logits outweigh every block: floor everywhere
+    assert floor_sets_peak(gpt) == tuple(range(1, 9))
+    assert all(p.peak_bytes == p.held_after_forward_bytes + 20_000 for p in gpt.model[1:])
+    title = peaks_title(gpt)
+    assert "the loss's floor sets the peak at k = 1–8" in title and "n/k" not in title
+    assert plot_peaks_title(gpt) == title
+    some = hand_record(16, 450, {0: 50.0})          # the floor wins only where few inputs are held
+    floored = floor_sets_peak(some)
+    assert floored and len(floored) < 16 and "else n/k inputs + one segment" in peaks_title(some)
+
+
+def plot_peaks_title(record) -> str:
+    from dpviz.lessons.checkpointing.plots import plot_peaks
+
+    ax = plot_peaks(record)
+    plt.close(ax.figure)
+    return ax.get_title(loc="left")
+
+
+def test_the_cost_lines_compare_each_k_with_the_model_and_flag_what_compute_cannot_do():
+    """Issue 42 item 9: k = 8 timed 206.9 ms against 245.7 ms without checkpointing, and the
+    "step + one forward" ticks overshot it by ~40 %, with nothing said beside the figure."""
+    from dpviz.lessons.checkpointing.records import describe_cost, model_step_ms
+
+    rec = hand_record(16, 0, {0: 245.7, 2: 260.0, 8: 206.9}, forward_ms=48.0)
+    assert model_step_ms(rec, rec.row(8)) == pytest.approx(245.7 + 48.0)   # 16 blocks recomputed once
+    lines = describe_cost(rec)
+    assert lines[1].startswith("k=8: step 206.9 ms measured, model 293.7 ms") and "-30 % off" in lines[1]
+    assert lines[-1].startswith("k = 8 ran faster than no checkpointing although it recomputes")
+    assert "hypotheses" in lines[-1]
+    slower = hand_record(16, 0, {0: 245.7, 8: 290.0}, forward_ms=48.0)
+    assert len(describe_cost(slower)) == 1   # nothing compute cannot explain
+
+
 # --- trace analysis on hand-made events ---------------------------------------------------------
 
 def ev(name, ts, dur, tid=1):

@@ -72,6 +72,25 @@ def test_a_live_runs_last_step_stays_and_a_short_run_keeps_a_caveat():
     assert analysed_steps(one).steps == (0,) and "first iteration" in str(analysed_steps(one))
 
 
+def test_one_time_broadcasts_are_never_printed_as_a_per_step_cost():
+    """Issue 42 item 6: 05 ran 2 steps and printed "3 collectives/step: all_reduce 1×,
+    broadcast 2×": step 1, the only one left, holds DDP's rebuild broadcasts. With a steady
+    step recorded they are left out; with none, the line names the step for what it is."""
+    from dpviz.analysis.overlap import describe
+
+    def communication(steps: int) -> str:
+        ops = {0: ["all_reduce"], 1: ["broadcast", "broadcast", "all_reduce"],
+               **{n: ["all_reduce"] for n in range(2, steps)}}
+        text = describe(_steps_record([f"dpviz:step#{n}" for n in range(steps)], ops))
+        return next(line for line in text.splitlines() if line.startswith("communication"))
+
+    short = communication(2)
+    assert "collectives/step" not in short
+    assert "3 collectives in step 1, DDP's one-time rebuild step: all_reduce 1× " in short
+    steady = communication(3)
+    assert "1 collectives/step: all_reduce 1× " in steady and "broadcast" not in steady
+
+
 def test_a_traces_last_profiler_step_is_dropped_as_hta_does():
     same = ["all_reduce", "broadcast"]
     record = _steps_record([f"ProfilerStep#{n}" for n in (551, 552)], {551: same, 552: same[:1]})

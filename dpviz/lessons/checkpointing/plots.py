@@ -5,7 +5,7 @@ import math
 
 from matplotlib.patches import Patch
 
-from dpviz.lessons.checkpointing.records import CheckpointingRecord
+from dpviz.lessons.checkpointing.records import CheckpointingRecord, floor_sets_peak, model_step_ms
 from dpviz.plots import style
 
 MB = 2 ** 20
@@ -68,6 +68,21 @@ def plot_memory_curve(record: CheckpointingRecord, checkpoint_every: int, ax=Non
     return ax
 
 
+def peaks_title(record: CheckpointingRecord) -> str:
+    """What sets the modelled peak: n/k inputs + one segment, or, where the loss's floor
+    does (a GPT's logits, `floor_sets_peak`), that floor, naming the k it holds for."""
+    title = f"{record.layers} blocks: peak ≈ n/k inputs + one segment"
+    floored = floor_sets_peak(record)
+    if not floored:
+        return title
+    every = [p.checkpoint_every for p in record.model if p.checkpoint_every]
+    ks = (f"{floored[0]}–{floored[-1]}" if len(floored) > 2
+          and floored == tuple(range(floored[0], floored[-1] + 1)) else ", ".join(map(str, floored)))
+    rest = "" if len(floored) == len(every) else ", else n/k inputs + one segment"
+    return (f"{record.layers} blocks: the loss's floor sets the peak at k = {ks}\n"
+            f"(held after forward + two logit-sized gradients){rest}")
+
+
 def plot_peaks(record: CheckpointingRecord, ax=None):
     """Peak memory vs k: the model for every k, the measured rows on top, √n marked."""
     ax = style.new_axes(ax, figsize=(6, 3.5))
@@ -80,7 +95,7 @@ def plot_peaks(record: CheckpointingRecord, ax=None):
     ax.set_xlabel("checkpoint every k blocks")
     ax.set_ylabel("peak MB")
     ax.set_ylim(bottom=0)
-    ax.set_title(f"{record.layers} blocks: peak ≈ n/k inputs + one segment", loc="left")
+    ax.set_title(peaks_title(record), loc="left")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
     style.tag(ax, "live", "model")
@@ -91,14 +106,12 @@ def cost_table(record: CheckpointingRecord) -> dict[str, list]:
     """Per measured k (sorted): forward, backward-without-recompute and recompute ms, and
     the model's step time: the k = 0 step plus one forward per recomputed block pass."""
     rows = sorted(record.rows, key=lambda r: r.checkpoint_every)
-    base = record.row(0)
-    per_block_ms = base.forward_ms / record.layers
     return dict(
         k=[r.checkpoint_every for r in rows],
         forward_ms=[r.forward_ms for r in rows],
         backward_ms=[r.backward_ms - r.recompute_ms for r in rows],
         recompute_ms=[r.recompute_ms for r in rows],
-        model_step_ms=[base.step_ms + per_block_ms * r.prediction.recomputed_blocks for r in rows])
+        model_step_ms=[model_step_ms(record, r) for r in rows])
 
 
 def plot_recompute(record: CheckpointingRecord, ax=None):
@@ -117,7 +130,7 @@ def plot_recompute(record: CheckpointingRecord, ax=None):
     ax.bar(x, t["recompute_ms"], bottom=top, color=style.kind_color("recompute"),
            label="recomputed forward (in backward)")
     ax.scatter(x, t["model_step_ms"], marker="_", s=900, color=style.TEXT, zorder=3,
-               label="model: no-checkpoint step + one forward")
+               label="model: no-checkpoint step + one forward\n(compute only; one timed step per k)")
     ax.set_xticks(x, [str(k) for k in t["k"]])
     ax.set_xlabel("checkpoint every k blocks (0 = none)")
     ax.set_ylabel("ms per step")

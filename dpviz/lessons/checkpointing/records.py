@@ -122,7 +122,7 @@ def predict(blocks: Sequence[BlockBytes], head_input_bytes: int, tail_bytes: int
     by the time backward reaches the blocks those are freed and block-sized gradients flow.
     """
     n = len(blocks)
-    grads = 2 * max([head_input_bytes] + [b.input_bytes for b in blocks])
+    grads = _block_grads(blocks, head_input_bytes)
     at_loss = max(grads, 2 * tail_largest_bytes)
 
     def own(i: int) -> int:           # what block i holds beyond the previous blocks' bytes
@@ -139,6 +139,51 @@ def predict(blocks: Sequence[BlockBytes], head_input_bytes: int, tail_bytes: int
     peak = max(stem_bytes + sum(inputs[:j + 1]) + blocks[s.start].saved_bytes
                + sum(own(i) for i in s[1:]) + grads for j, s in enumerate(segs))
     return Prediction(k, held, max(peak, held + at_loss), n)
+
+
+def _block_grads(blocks: Sequence[BlockBytes], head_input_bytes: int) -> int:
+    """The gradient in flight between blocks: the incoming and the outgoing, block-sized."""
+    return 2 * max([head_input_bytes] + [b.input_bytes for b in blocks])
+
+
+def floor_sets_peak(record: CheckpointingRecord) -> tuple[int, ...]:
+    """The k ≥ 1 whose modelled peak is the loss's floor: held after forward plus two
+    gradients of the loss's largest tensor (a GPT's logits), where those outweigh a block's
+    gradients. There the peak is no longer "n/k inputs + one segment" and k hardly moves it."""
+    at_loss = 2 * record.tail_largest_bytes
+    if at_loss <= _block_grads(record.blocks, record.head_input_bytes):
+        return ()
+    return tuple(p.checkpoint_every for p in record.model if p.checkpoint_every
+                 and p.peak_bytes == p.held_after_forward_bytes + at_loss)
+
+
+def model_step_ms(record: CheckpointingRecord, row: MemoryRow) -> float:
+    """The time model: the k = 0 step plus one block forward per recomputed block. It counts
+    compute only: it leaves out that each k's step is one timed sample on shared cores, and
+    anything checkpointing changes besides compute (fewer, smaller allocations)."""
+    base = record.row(0)
+    return base.step_ms + base.forward_ms / record.layers * row.prediction.recomputed_blocks
+
+
+def describe_cost(record: CheckpointingRecord) -> list[str]:
+    """Each k's measured step against `model_step_ms`, and, where a k ran faster than no
+    checkpointing although it computes more, that compute cannot be why (the cause is not
+    measured here, so it is named as a hypothesis)."""
+    base = record.row(0)
+    rows = sorted((r for r in record.rows if r.checkpoint_every), key=lambda r: r.checkpoint_every)
+    lines = []
+    for r in rows:
+        model = model_step_ms(record, r)
+        lines.append(f"k={r.checkpoint_every}: step {r.step_ms:.1f} ms measured, model {model:.1f} ms "
+                     f"(k = 0's {base.step_ms:.1f} + {r.prediction.recomputed_blocks} recomputed blocks' "
+                     f"forward), measured {100 * (r.step_ms / model - 1):+.0f} % off the model")
+    faster = [r.checkpoint_every for r in rows if r.step_ms < base.step_ms]
+    if faster:
+        lines.append(f"k = {', '.join(map(str, faster))} ran faster than no checkpointing although it "
+                     "recomputes: compute cannot explain that. Each k was timed once on shared cores, so "
+                     "timing noise is the first suspect, fewer and smaller allocations the second "
+                     "(hypotheses: neither is measured here); the bytes above do not vary")
+    return lines
 
 
 def model_sweep(blocks: Sequence[BlockBytes], head_input_bytes: int, tail_bytes: int,
