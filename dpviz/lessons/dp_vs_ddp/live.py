@@ -68,6 +68,32 @@ def _ddp_step(ddp, opt, x, y) -> None:
     opt.zero_grad(set_to_none=True)
 
 
+def _compute_alone_ms(rank: int, group, cfg: RunConfig, steps: int) -> float:
+    """DDP's step without DDP: the same model, batch and optimizer on the same ranks, started
+    together as DDP's steps are, but nothing communicated. The median step time: what DDP's
+    step would take if its all-reduces cost nothing, with the cores shared as in DDP's run."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    from dpviz.engine.workloads import build_mlp, loss_fn, rank_batch
+
+    model = build_mlp(cfg)
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr)
+    ms = []
+    for step in range(WARMUP + steps):
+        x, y = rank_batch(cfg, None, step, 0, rank)
+        dist.barrier(group=group)
+        t0 = time.perf_counter()
+        loss_fn(model(x), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if step >= WARMUP:
+            ms.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(ms)
+
+
 def _measure_group(rank: int, world: int, group, cfg: RunConfig, steps: int) -> dict:
     """Both rank patterns on the first `world` ranks (group ranks = global ranks 0 … world − 1)."""
     import time
@@ -101,6 +127,7 @@ def _measure_group(rank: int, world: int, group, cfg: RunConfig, steps: int) -> 
                 sent.append(w1 - w0)
         out[pattern] = dict(step_ms=statistics.median(ms), sent_bytes=statistics.mean(sent))
         final[pattern] = parameters_to_vector(model.parameters()).detach()
+    out["ddp"]["compute_ms"] = _compute_alone_ms(rank, group, cfg, steps)
     res = dict(patterns=out, max_param_diff=float((final["ps"] - final["ddp"]).abs().max()),
                param_bytes=int(final["ddp"].numel() * final["ddp"].element_size()))
     if rank == 0:                                      # DDP's parameters, for the DP comparison

@@ -24,6 +24,9 @@ class StepTraffic:
     rank: int
     step_ms: float          # median over the measured steps (wall clock: whatever shares the cores inflates it)
     sent_bytes: float       # mean bytes written to sockets per step
+    # ddp: the same step with nothing communicated, on the same ranks at once (median ms): the
+    # rest of DDP's step is what its all-reduces cost here, waiting for peers included
+    compute_ms: float | None = None
 
 
 @dataclass(frozen=True)
@@ -85,3 +88,26 @@ def expected_copy_bytes(replicas: int, param_bytes: int, shard_bytes: int,
     n = replicas - 1
     return {"out": float(n * (shard_bytes + param_bytes + output_bytes)),
             "in": float(n * (output_bytes + param_bytes))}
+
+
+def describe_time(record: DpVsDdp, world_size: int) -> str:
+    """Why the step times order as they do at one N, from the parts measured: DDP's step is
+    its compute alone plus what its all-reduces add; DP's is its forwards and backward plus
+    device 0's own work (scatter, replicate, gather and loss, update). Where DDP is slower the
+    verdict names each part in which it loses: at least one, as both sides add up by construction
+    (each remainder is the step less the part measured)."""
+    dp, ddp = record.dp(world_size), max(record.of("ddp", world_size), key=lambda p: p.step_ms)
+    if ddp.compute_ms is None:
+        raise ValueError("this record has no DDP compute-alone time: record it again")
+    d0 = sum(dp.phase_ms[k] for k in ("scatter_replicate", "gather_loss", "update"))
+    dp_compute, added = dp.step_ms - d0, ddp.step_ms - ddp.compute_ms
+    line = (f"N={world_size}: DDP {ddp.step_ms:.1f} ms = compute alone {ddp.compute_ms:.1f} + "
+            f"{added:.1f} its all-reduces add (slowest rank); DP {dp.step_ms:.1f} ms = forwards and "
+            f"backward {dp_compute:.1f} + device 0's own work {d0:.1f}")
+    if ddp.step_ms <= dp.step_ms:
+        return line
+    parts = ([f"its compute alone takes {ddp.compute_ms - dp_compute:.1f} ms longer than DP's "
+              f"({world_size} processes share the cores)"] if ddp.compute_ms > dp_compute else [])
+    parts += ([f"its all-reduces over loopback sockets add {added:.1f} ms, more than DP's device 0 "
+               f"spends ({d0:.1f} ms: in one process DP's copies are memory copies)"] if added > d0 else [])
+    return line + "\n  measured: DDP is slower here: " + "; and ".join(parts)
