@@ -153,6 +153,28 @@ def test_bare_run_records_no_trace_but_still_checks(cluster2):
     assert all(len(ms) == 2 for ms in record.step_wall_ms.values())
 
 
+def test_the_checks_figure_draws_the_bound_the_check_prints():
+    """Issue 42 item 10: 01's figure drew float32 epsilon (1.2e-7) as the reference while the
+    printed line judged the same differences against a 1e-05 bound."""
+    import matplotlib.pyplot as plt
+
+    from dpviz.analysis.overlap import describe_checks
+    from dpviz.core.record import RunRecord, StepCheck
+    from dpviz.plots.checks import FLOAT32_EPS, plot_checks
+
+    checks = tuple(StepCheck(step, 0.0, 3e-9 * (step + 1), rounding_bound=1e-5 * (step + 1)) for step in range(3))
+    record = RunRecord(config={}, world_size=2, spans=(), buckets=(), micro_steps=(), losses={},
+                       checks=checks, ddp_logging={})
+    assert "bound 3e-05" in describe_checks(record)[-1]
+    ax = plot_checks(record)
+    references = [line for line in ax.lines if line.get_linestyle() == "--"]
+    assert len(references) == 1
+    assert set(references[0].get_ydata()) == {c.rounding_bound for c in checks}   # each step's bound
+    assert FLOAT32_EPS not in set(references[0].get_ydata())
+    assert "rounding bound (printed above)" in [t.get_text() for t in ax.texts]
+    plt.close(ax.figure)
+
+
 def test_a_run_without_checks_records_none_and_says_so(cluster2):
     """The cap slider's runs skip the parameter checks: the record must not carry any, its
     config must say why, and the checks figure must refuse it rather than draw nothing."""

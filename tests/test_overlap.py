@@ -91,6 +91,31 @@ def test_one_time_broadcasts_are_never_printed_as_a_per_step_cost():
     assert "1 collectives/step: all_reduce 1× " in steady and "broadcast" not in steady
 
 
+def test_the_summary_measures_why_ddps_overlap_figure_differs_from_the_spans():
+    """Issue 42 item 10: 01 printed overlap 0.01 beside DDP's own 0.14 and 0.15, unreconciled.
+    Per step (ms): backward 0-10, a bucket handed over at 4, its transfer 7-13, the all-reduce
+    13-15. DDP counts 4-10 as overlap of 4-15: 6/11; the spans count 7-10 of 7-15: 3/8; the
+    3 ms between them is the hand-over's wait, which the summary prints."""
+    from dpviz.analysis.overlap import ddp_style_overlap, describe, first_handover_wait_ms
+    from dpviz.core.record import RunRecord
+
+    spans = []
+    for n in range(3):
+        t = n * 20_000
+        at = lambda kind, a, b, tid="main", **kw: Span(rank=0, tid=tid, name=kind, kind=kind,
+                                                      start_us=t + a, end_us=t + b, step=n, **kw)
+        spans += [at("step", 0, 16_000), at("backward", 0, 10_000), at("bucket_hook", 4_000, 4_100),
+                  at("link", 7_000, 13_000, "link"), at("allreduce", 13_000, 15_000, "gloo", op="all_reduce")]
+    record = RunRecord(config={}, world_size=1, spans=tuple(spans), buckets=(), micro_steps=(),
+                       losses={}, checks=(), ddp_logging={0: {"avg_backward_comm_time": 11.0,
+                                                              "avg_backward_compute_comm_overlap_time": 6.0}})
+    assert ddp_style_overlap(record) == 6 / 11
+    assert first_handover_wait_ms(record) == 3.0
+    text = describe(record)
+    assert "with backward      0.38" in text and "DDP's own figure: 0.55" in text   # 3/8 and 6/11
+    assert "the first transfer or all-reduce ran 3.00 ms later (rank 0)" in text
+
+
 def test_a_traces_last_profiler_step_is_dropped_as_hta_does():
     same = ["all_reduce", "broadcast"]
     record = _steps_record([f"ProfilerStep#{n}" for n in (551, 552)], {551: same, 552: same[:1]})

@@ -1,4 +1,5 @@
-"""DDP = large-batch SGD, drawn: parameter differences per step, against float32 resolution."""
+"""DDP = large-batch SGD, drawn: parameter differences per step, against the rounding bound
+the printed check compares them with (float32 epsilon only where a record has no bound)."""
 from __future__ import annotations
 
 from dpviz.core.record import RunRecord
@@ -6,6 +7,23 @@ from dpviz.plots import style
 
 FLOAT32_EPS = 1.1920929e-07
 FLOOR = 1e-12  # where a difference is exactly 0, draw it here (log axis) and say "identical"
+
+
+def _draw_reference(ax, record: RunRecord) -> None:
+    """The line a difference is judged against: each step's rounding bound, the number
+    `describe_checks` prints beside it (drawing float32 epsilon under a printed 1e-05 bound
+    would show a different test from the one printed); a record without bounds gets epsilon."""
+    steps = [c.step for c in record.checks]
+    bounds = [c.rounding_bound for c in record.checks]
+    if any(b is None for b in bounds):
+        ax.axhline(FLOAT32_EPS, color=style.MUTED, linestyle="--", linewidth=1)
+        ax.annotate("float32 epsilon (no rounding bound recorded)", (steps[-1] + 0.45, FLOAT32_EPS),
+                    ha="right", va="bottom", fontsize=8, color=style.MUTED)
+        return
+    ax.step([steps[0] - 0.5, *[s + 0.5 for s in steps]], [bounds[0], *bounds], where="pre",
+            color=style.MUTED, linestyle="--", linewidth=1)
+    ax.annotate("rounding bound (printed above)", (steps[-1] + 0.45, bounds[-1]), ha="right",
+                va="bottom", fontsize=8, color=style.MUTED)
 
 
 def plot_checks(record: RunRecord, ax=None):
@@ -25,11 +43,10 @@ def plot_checks(record: RunRecord, ax=None):
         for bar, d in zip(bars, diffs):
             ax.annotate("identical" if d == 0 else f"{d:.0e}", (bar.get_x() + width / 2, max(d, FLOOR)),
                         ha="center", va="bottom", fontsize=8)
-    ax.axhline(FLOAT32_EPS, color=style.MUTED, linestyle="--", linewidth=1)
-    ax.annotate("float32 epsilon", (steps[-1] + 0.45, FLOAT32_EPS), ha="right", va="bottom",
-                fontsize=8, color=style.MUTED)
+    _draw_reference(ax, record)
     ax.set_yscale("log")
-    ax.set_ylim(FLOOR / 3, 1e-2)
+    bounds = [c.rounding_bound for c in record.checks if c.rounding_bound is not None]
+    ax.set_ylim(FLOOR / 3, max([1e-2, *[10 * b for b in bounds]]))
     ax.set_xticks(steps, [f"step {s}" for s in steps])
     ax.set_ylabel("max |Δ parameter|")
     ax.set_title(f"{record.world_size} ranks: parameters after each step", loc="left")
