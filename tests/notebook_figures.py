@@ -5,10 +5,11 @@ hooks every kernel started with IPYTHONDIR=DIR/ipython — nbval's included, sin
 inherit the environment — so the notebooks are checked on the one run that tests them, unedited.
 In a hooked kernel every matplotlib Figure made while a cell runs — pyplot's and the widgets'
 own — is checked after the cell with dpviz.plots.legibility, and the kernel's own log,
-DIR/kernel-<pid>-<random>.jsonl, gets one JSON line per figure (its titles, overlapping labels
+DIR/kernel-<pid>-<random>.jsonl, gets one JSON line per figure (its titles and every label, overlapping labels
 with tick labels included, labels on bars they cannot be read on, type under 7 pt, titles naming
 fewer models than drawn, the smallest type as shown, the labels `place_labels` hid), one per
-write to stderr, and one per cell that ran. The kernel is not told which notebook it runs, so
+write to stderr or stdout (tests/test_notebook_jargon.py reads what was printed), and one per cell
+that ran. The kernel is not told which notebook it runs, so
 each line names its cell by a fingerprint of the cell's source: the test finds the notebook
 whose code cells that kernel ran, in order."""
 from __future__ import annotations
@@ -75,8 +76,14 @@ def hook(log_dir: str) -> None:
             _append(log, {"kind": "stderr", "cell": _cell["fingerprint"], "text": text[:300]})
         return write(text)
 
+    def write_stdout(text, write=sys.stdout.write):   # what a learner reads: the jargon test's input
+        if text:
+            _append(log, {"kind": "stdout", "cell": _cell["fingerprint"], "text": text[:4000]})
+        return write(text)
+
     matplotlib.figure.Figure.__init__ = remember
     sys.stderr.write = write_stderr   # an instance attribute: ipykernel's fd watcher calls it too
+    sys.stdout.write = write_stdout
     events = get_ipython().events
     events.register("pre_run_cell", _started)
     events.register("post_run_cell", lambda result: _ran(log, result))
@@ -113,7 +120,7 @@ def _measure(fig) -> dict:
     try:
         if not hasattr(fig.canvas, "get_renderer"):   # closed by pyplot after it was shown
             FigureCanvasAgg(fig)
-        line = {"titles": _titles(fig), "overlaps": overlapping_texts(fig),
+        line = {"titles": _titles(fig), "texts": _texts(fig), "overlaps": overlapping_texts(fig),
                 "hidden": hidden_texts(fig), "over_bars": texts_over_bars(fig),
                 "small": small_texts(fig), "titles_missing": title_missing_models(fig),
                 "smallest_pt": min((round(pt, 1) for _, pt in shown_sizes(fig)), default=None)}
@@ -123,6 +130,14 @@ def _measure(fig) -> dict:
     except Exception as err:   # reported by the test, not lost in the kernel
         return {"error": repr(err)}
     return line
+
+
+def _texts(fig) -> list[str]:
+    """Every visible label of the figure (titles, axis and tick labels, legends, annotations):
+    the words a learner reads in it."""
+    from matplotlib.text import Text
+
+    return [t.get_text() for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
 
 
 def _titles(fig) -> list[str]:

@@ -143,10 +143,10 @@ def legend_handles() -> list:
             Patch(facecolor="white", edgecolor=style.op_color("reduce_scatter"), hatch=style.LINK_HATCH,
                   label="reduce-scatter on the link"),
             Patch(color=style.MUTED, label="then the real gloo collective\n(solid, the op's colour)"),
-            Patch(color=SHARD_COLOR, label="Ψ/N: this rank's shards"),
+            Patch(color=SHARD_COLOR, label="Ψ/N: this rank's parameter shards"),
             Patch(color=GATHERED_COLOR, alpha=0.55, label="+ gathered parameters\n(storage, measured)"),
             Line2D([], [], color=style.TEXT, ls="--", lw=1, label="model: Ψ/N + units in flight"),
-            Line2D([], [], color=style.MUTED, ls=":", lw=1.5, label="DDP and ZeRO-1: full replica Ψ")]
+            Line2D([], [], color=style.MUTED, ls=":", lw=1.5, label="DDP and ZeRO-1: all parameters, Ψ")]
 
 
 def plot_peaks(records: list[FsdpRecord], ax=None):
