@@ -215,6 +215,55 @@ def describe_sizing(link: Link, gradient_bytes: int, world_size: int) -> str:
             f"transfer ({alpha_ms / link.sized_to_ms:.0%} of the backward)")
 
 
+# A target cluster's reduction: inside a ring all-reduce each rank reduces (N−1)/N of the
+# bucket, reading two chunks and writing one, so 3(N−1)/N·S bytes of memory traffic; a GPU does
+# it inside the collective's kernel at its memory bandwidth. Bandwidths are the vendors' quoted
+# peak figures, not measured here; "none" leaves the reduction uncosted and says so.
+REDUCTIONS: dict[str, tuple[float | None, str]] = {
+    "A100": (1555.0, "NVIDIA A100 40GB datasheet: HBM2 memory bandwidth 1,555 GB/s (quoted)"),
+    "A100-80GB": (2039.0, "NVIDIA A100 80GB SXM datasheet: HBM2e memory bandwidth 2,039 GB/s (quoted)"),
+    "H100": (3350.0, "NVIDIA H100 SXM datasheet: HBM3 memory bandwidth 3.35 TB/s (quoted)"),
+    "none": (None, "no reduction cost: the reduction is not costed (the wire alone)"),
+}
+
+
+@dataclass(frozen=True)
+class Reduction:
+    """A target device's reduction throughput inside the collective (None: not costed)."""
+
+    gbytes_per_s: float | None
+    name: str
+    source: str
+
+    def ms(self, nbytes: float, world_size: int) -> float:
+        """3(N−1)/N·S bytes of memory traffic at the device's bandwidth (0 when not costed)."""
+        if self.gbytes_per_s is None or world_size < 2:
+            return 0.0
+        return 3 * (world_size - 1) / world_size * nbytes / (self.gbytes_per_s * 1e9) * 1e3
+
+    def label(self) -> str:
+        return self.source if self.gbytes_per_s is None else f"{self.name} reduces at {self.gbytes_per_s:g} GB/s ({self.source})"
+
+
+def as_reduction(value) -> Reduction:
+    """A preset name (`REDUCTIONS`), a `Reduction`, or a dict of its fields."""
+    if isinstance(value, Reduction):
+        found = value
+    elif isinstance(value, dict):
+        try:
+            found = Reduction(**value)
+        except TypeError:
+            raise ValueError(f"a reduction needs gbytes_per_s, name and source, got {sorted(value)}") from None
+    else:
+        key = next((k for k in REDUCTIONS if k.lower() == str(value).lower()), None)
+        if key is None:
+            raise ValueError(f"unknown reduction {value!r}; choose one of {', '.join(REDUCTIONS)} or a Reduction")
+        found = Reduction(REDUCTIONS[key][0], key, REDUCTIONS[key][1])
+    if found.gbytes_per_s is not None and not (_finite(found.gbytes_per_s) and found.gbytes_per_s > 0):
+        raise ValueError(f"reduction gbytes_per_s must be a number > 0 or None, got {found.gbytes_per_s!r}")
+    return found
+
+
 SIZING_TOLERANCE = 1.5   # a run's backward this far from the one a link was sized to: re-size
 
 

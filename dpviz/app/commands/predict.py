@@ -16,7 +16,8 @@ HELP = ("predict a recorded step (a run folder, record.json or profiler traces) 
 
 def add_arguments(p) -> None:
     p.add_argument("paths", nargs="+", metavar="RECORD|TRACE",
-                   help="a dpviz run folder or record.json, or one profiler trace file per rank")
+                   help="a dpviz run folder or record.json, or what load-trace takes: profiler trace files "
+                        "(one per rank) or folders of them")
     p.add_argument("--ranks", type=int, default=None, metavar="N", help="world size to predict (default: recorded)")
     p.add_argument("--link", default=None, metavar="PRESET",
                    help="link preset (1GbE, 10GbE, 100GbE, PCIe, NVLink-ish, classroom; default: the recorded "
@@ -32,17 +33,14 @@ def add_arguments(p) -> None:
 
 
 def read_source(paths: list[str]) -> RunRecord:
-    """A run folder (its record.json), a record file, or trace files (`load_trace`)."""
+    """A run folder (its record.json), a record file, or what `load-trace` takes: trace files
+    or folders of them (`load_trace`)."""
     from dpviz.core.record import RecordError
     from dpviz.analysis.trace_files import load_trace
 
-    if len(paths) == 1 and Path(paths[0]).is_dir():
-        folder = Path(paths[0])
-        if not (folder / "record.json").is_file():
-            raise ValueError(f"{folder} holds no record.json: pass a run folder written by dpviz run --out, "
-                             "a record file or trace files")
-        return load(folder / "record.json", expect=RunRecord)
-    if len(paths) == 1:
+    if len(paths) == 1 and (Path(paths[0]) / "record.json").is_file():
+        return load(Path(paths[0]) / "record.json", expect=RunRecord)
+    if len(paths) == 1 and Path(paths[0]).is_file():
         try:
             return load(paths[0], expect=RunRecord)
         except RecordError as err:
@@ -52,7 +50,7 @@ def read_source(paths: list[str]) -> RunRecord:
 
 
 def main(args) -> int:
-    from dpviz.lessons.what_if.learn import learn
+    from dpviz.lessons.what_if.learn import describe_fit, learn
     from dpviz.lessons.what_if.records import describe_prediction, format_scaling, predict, scaling
 
     out = writable_dir(args.out) if args.out else None
@@ -64,6 +62,8 @@ def main(args) -> int:
     prediction = predict(learned, world_size=args.ranks, link=link,
                          bucket_cap_mb=RECORDED if args.bucket_cap_mb is None else args.bucket_cap_mb,
                          accum_steps=args.accum_steps, wire=args.wire)
+    if learned.fit is not None:
+        print(describe_fit(learned.fit))
     print(describe_prediction(prediction))
     print("not modelled: " + "; ".join(prediction.not_modelled))
     table_link = link if link != RECORDED else learned.link

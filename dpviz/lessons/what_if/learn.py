@@ -21,6 +21,7 @@ import statistics
 from dataclasses import dataclass
 
 from dpviz.analysis.overlap import quartiles, steady_steps, summarize_step, union
+from dpviz.analysis.stragglers import collective_instances
 from dpviz.core.link import Link, as_link
 from dpviz.core.record import RunRecord, Span
 
@@ -118,6 +119,24 @@ class StepSample:
 
 
 @dataclass(frozen=True)
+class LinkFit:
+    """The ring a GPU trace's all-reduce kernels saw, fitted two ways (α per ring message).
+
+    `wire`: on the part of each kernel after the last loaded rank joined it (the straggler
+    matching knows each rank's arrival), so waiting for peers is left out. `kernels`: on whole
+    kernel durations, which include that waiting. With one rank loaded (or no instance matched
+    on every loaded rank) nothing tells the wait from the wire: `wire` is then the kernel fit.
+    `includes_waits`: the wire fit still holds waiting for peers (for ranks of the job that
+    were not loaded, or for every peer with one rank loaded)."""
+
+    wire: Link
+    kernels: Link
+    includes_waits: bool
+    ranks: int                  # loaded ranks
+    instances: int              # all-reduces the wire fit used
+
+
+@dataclass(frozen=True)
 class LearnedStep:
     """One recorded DDP step taken apart into what the model re-assembles (ms)."""
 
@@ -137,6 +156,7 @@ class LearnedStep:
     measured: Measured
     per_gradient: bool          # True: gradients; False: recorded buckets as units
     notes: tuple[str, ...] = ()
+    fit: LinkFit | None = None  # a GPU trace's fitted ring (the link is `fit.wire`)
 
 
 def _median(values, default: float = 0.0) -> float:
@@ -272,8 +292,9 @@ def _assemble(record: RunRecord, samples: dict[int, list[_Sample]]) -> LearnedSt
     names = [u[0] for u in min(per_rank, key=lambda s: len(s.units)).units]
     alike = [s for s in per_rank if [u[0] for u in s.units] == names]   # the same units in each
     hook = fit_linear([(s.bucket_bytes[i], h.dur_us / 1e3) for s in per_rank for i, h in s.hooks.items()])
+    fit = _fit_gpu_link(record, samples, world) if gpu else None
     if gpu:   # ready is the kernel's start (`_bucket_ready`), NCCL reduces inside the kernel
-        link, reduction, costs = _fit_gpu_link(per_rank, world), Linear(0.0, 0.0, 0), []
+        link, reduction, costs = fit.wire, Linear(0.0, 0.0, 0), []
     else:
         costs = _reduce_costs(samples, link is not None)
         reduction = fit_linear([(b, ms) for b, ms, _ in costs])
@@ -305,7 +326,7 @@ def _assemble(record: RunRecord, samples: dict[int, list[_Sample]]) -> LearnedSt
         gradients=tuple(LearnedGradient(n, int(b), _median(x.ready_ms[k] for x in steps))
                         for k, (n, b) in enumerate(zip(names, sizes))),
         hook=hook, reduction=reduction, samples=tuple(steps),
-        measured=measure(record, sorted(samples)), per_gradient=per_gradient, notes=tuple(notes))
+        measured=measure(record, sorted(samples)), per_gradient=per_gradient, notes=tuple(notes), fit=fit)
 
 
 def _step_sample(s: _Sample, step: int, first_us: float, link: Link | None, world: int, wire: str,
@@ -401,12 +422,38 @@ def _reduce_costs(samples: dict[int, list[_Sample]], linked: bool) -> list[tuple
     return out
 
 
-def _fit_gpu_link(samples: list[_Sample], world: int) -> Link:
-    """The link a GPU trace's all-reduce kernels saw, as a ring: t = 2(N−1)α + 2(N−1)/N·S/β,
-    fitted to each kernel's duration (which includes waiting for the other ranks: the
-    bandwidth is a lower bound on the real link's)."""
-    ring = 2 * (world - 1) / world if world > 1 else 1.0
-    cost = fit_linear([(s.bucket_bytes[i] * ring, r.dur_us / 1e3) for s in samples for i, r in s.reduces.items()])
+def _fit_gpu_link(record: RunRecord, samples: dict[int, list[_Sample]], world: int) -> LinkFit:
+    """A GPU trace's all-reduce kernels as a ring, t = 2(N−1)α + 2(N−1)/N·S/β: fitted to the
+    part of each kernel after the last loaded rank joined (`collective_instances`), and to
+    whole kernels (which include waiting for the other ranks)."""
+    ring = ring_factor(world) if world > 1 else 1.0
+    whole = _ring_link(fit_linear([(s.bucket_bytes[i] * ring, r.dur_us / 1e3) for group in samples.values()
+                                   for s in group for i, r in s.reduces.items()]), world, "fitted to whole kernels")
+    ranks = len({s.rank for group in samples.values() for s in group})
+    moved = [(c.bytes * ring, ms) for c in collective_instances(record) if c.step in samples and c.bytes
+             and c.op == "all_reduce" for ms in c.move_ms.values()] if ranks > 1 else []
+    if not moved:
+        return LinkFit(whole, whole, True, ranks, 0)
+    wire = _ring_link(fit_linear(moved), world, "fitted after the last rank joined")
+    return LinkFit(wire, whole, ranks < world, ranks, len(moved) // ranks)
+
+
+def _ring_link(cost: Linear, world: int, name: str) -> Link:
+    """A fitted line (bytes on each rank's wire → ms) read as a ring's β and α per message."""
     gbps = 8 * MIB / (cost.ms_per_mib / 1e3) / 1e9 if cost.ms_per_mib > 0 else 1e5
     alpha_us = cost.fixed_ms * 1e3 / (2 * (world - 1) if world > 1 else 1)
-    return Link(float(f"{min(gbps, 1e5):.3g}"), round(alpha_us, 1), "fitted to the trace")
+    return Link(float(f"{min(gbps, 1e5):.3g}"), round(alpha_us, 1), name)
+
+
+def describe_fit(fit: LinkFit) -> str:
+    """One line: the link the model uses for a GPU trace, and in the same line whether its α
+    holds waiting for peers; the other fit beside it."""
+    w, k = fit.wire, fit.kernels
+    head = f"link fitted to the trace's all-reduce kernels: {w.gbps:g} Gb/s, α {w.latency_us:g} µs per ring message"
+    if fit.instances == 0:
+        return (f"{head} — this fit includes peer waits ({fit.ranks} rank{'s' * (fit.ranks > 1)} loaded, no "
+                f"all-reduce matched on all of them: nothing tells waiting for the other ranks from the wire, "
+                f"so α holds the waits and is no NCCL latency)")
+    waits = ("; it still includes waits for the ranks not loaded" if fit.includes_waits else "")
+    return (f"{head}, fitted after the last of {fit.ranks} loaded ranks joined ({fit.instances} all-reduces"
+            f"{waits}); on whole kernels, waits included: {k.gbps:g} Gb/s, α {k.latency_us:g} µs")

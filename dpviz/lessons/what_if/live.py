@@ -4,7 +4,10 @@ from one recorded step at another point of the grid (`dpviz.lessons.what_if.reco
 
 The emulated link (`dpviz.core.link`) charges what the model charges (α once per bucket, ring
 bytes at β, one FIFO queue per rank), so the check measures the model, not the wire's
-fidelity to some real NIC. torch is imported inside the functions only, through `run`.
+fidelity to some real NIC. Every target here is this machine on another emulated link, so
+the predictions are asked for this machine's measured costs (`reduction=RECORDED`: gloo's
+all-reduce on these cores, the hand-overs). torch is imported inside the functions only,
+through `run`.
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from dpviz.core.config import RunConfig, require_int
 from dpviz.core.link import Link, as_link
 from dpviz.core.record import RunRecord
 from dpviz.lessons.what_if.learn import learn, measure
-from dpviz.lessons.what_if.records import CheckRow, PredictionCheck, predict
+from dpviz.lessons.what_if.records import RECORDED, CheckRow, PredictionCheck, predict
 
 FACADE = ("check_predictions",)
 
@@ -81,11 +84,13 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
                 if repeats > 1:   # the noise floor: one run of the source "predicting" the next
                     rows.append(_repeat_row(sources, learned[0]))
                 rows.append(_row("what-if", target.to_dict(),
-                                 [predict(x, link=link, bucket_cap_mb=cap, accum_steps=k) for x in learned],
+                                 [predict(x, link=link, bucket_cap_mb=cap, accum_steps=k, reduction=RECORDED)
+                                  for x in learned],
                                  measure(lives), learned[0]))
                 if cores is not None and first.world_size != n:
                     rows.append(_row("cross-N", target.to_dict(), [predict(first, world_size=n, link=link,
-                                     bucket_cap_mb=cap, accum_steps=k, cores=cores)], measure(lives), first))
+                                     bucket_cap_mb=cap, accum_steps=k, cores=cores, reduction=RECORDED)],
+                                     measure(lives), first))
     return PredictionCheck({"source": "live + model", "workload": cfg.to_dict(), "cores": cores,
                             "world_sizes": list(world_sizes), "links": [link_label(x) for x in links],
                             "caps": list(caps), "accum_steps": list(accum_steps)}, tuple(rows))

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from dpviz.analysis.overlap import summarize_step
 from dpviz.core.bucket_layout import assign_buckets, cap_limits
-from dpviz.core.link import Link, as_link
+from dpviz.core.link import Link, Reduction, as_link, as_reduction
 from dpviz.core.record import RunRecord, Span, record_kind
 from dpviz.lessons.what_if.learn import (
     LearnedStep, MIB, StepSample, learn, ring_factor, transfer_ms,
@@ -31,14 +31,23 @@ FACADE = ("predict",)   # what `dpviz.<name>` offers from here
 WIRES = ("transfer", "ring")
 RECORDED = "recorded"      # a setting left as the recorded step had it
 MAX_WORLD_SIZE = 1 << 20
-NOT_MODELLED = (
-    "contention: every rank has the link to itself, nothing else crosses it",
+NOT_MODELLED = (   # each item says which way it moves the prediction
+    "contention: every rank has the link to itself, nothing else crosses it (adds time: a shared "
+    "link or switch only slows transfers)",
     "stragglers beyond the recorded ones: each recorded rank is replayed with its own timings and a "
-    "bucket's all-reduce waits for the latest of them, but N ranks are not N draws of lateness",
-    "topology beyond one ring: one flat ring of N ranks on one link (no NVLink-then-NIC hierarchy, "
-    "no tree or in-network reduction)",
-    "compute is the recorded rank's: it changes with N only where `cores` says ranks share CPU cores",
-    "DDP's first iteration (one bucket) and its bucket rebuild; memory",
+    "bucket's all-reduce waits for the latest of them, but N ranks are not N draws of lateness (adds "
+    "time: the latest of more ranks is later)",
+    "topology beyond one flat ring: no tree, hierarchical (NVLink-then-NIC) or in-network reduction "
+    "(can subtract: they cut the ring's 2(N−1)α, which a large N pays in full here; a slower hop in a "
+    "hierarchy can add)",
+    "compute is the recorded rank's, times the stated factor: it changes with N only where `cores` "
+    "says ranks share CPU cores (either way: a faster device subtracts, a smaller per-rank batch "
+    "subtracts, a kernel that scales worse adds)",
+    "a target cluster's reduction is its preset (memory bandwidth, pipelined with the wire in NCCL "
+    "but added after it here) or none (adds where the preset's reduction overlaps the wire; "
+    "subtracts where 'none' leaves a real reduction out)",
+    "DDP's first iteration (one bucket) and its bucket rebuild; memory (neither: outside the steady "
+    "step)",
 )
 WORLD_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 SCALING_CAPS = (1.0, 5.0, 25.0, 100.0)
@@ -106,13 +115,16 @@ class _Settings:
     accum_steps: int
     wire: str
     compute_scale: float
-    reduction: bool
+    machine: bool         # this machine's measured costs: its all-reduce, hand-overs, wire's lateness
+    target: Reduction | None   # a target cluster's reduction (None: this machine's, measured)
     as_recorded: bool     # keep the recorded buckets (a trace's: its cap is unknown)
+    costs: dict           # which cost came from where, as the record says it
 
 
 def _settings(learned: LearnedStep, world_size, link, bucket_cap_mb, accum_steps, wire, cores,
-              reduction) -> _Settings:
+              reduction, compute) -> _Settings:
     """Every setting checked (one clear ValueError each), RECORDED ones filled in."""
+    given_link = link
     world_size = learned.world_size if world_size is None else world_size
     if isinstance(world_size, bool) or not isinstance(world_size, int) or not 1 <= world_size <= MAX_WORLD_SIZE:
         raise ValueError(f"world_size must be a whole number between 1 and {MAX_WORLD_SIZE}, got {world_size!r}")
@@ -128,11 +140,39 @@ def _settings(learned: LearnedStep, world_size, link, bucket_cap_mb, accum_steps
     wire = learned.wire if wire is None else wire
     if wire not in WIRES:
         raise ValueError(f"wire must be one of {WIRES}, got {wire!r}")
-    if reduction not in (RECORDED, "none"):
-        raise ValueError(f"reduction must be {RECORDED!r} or 'none', got {reduction!r}")
+    if isinstance(compute, bool) or not isinstance(compute, (int, float)) or not 0 < compute <= 1e3:
+        raise ValueError(f"compute must be a factor > 0 on the recorded compute (0.1: ten times faster), got {compute!r}")
+    replaying = isinstance(given_link, str) and given_link == RECORDED
+    if reduction is None:   # this machine's measured costs only when replaying it
+        reduction = RECORDED if replaying else "none"
+    machine = isinstance(reduction, str) and reduction == RECORDED
+    target = None if machine else as_reduction(reduction)
     as_recorded = not learned.per_gradient and isinstance(bucket_cap_mb, str) and bucket_cap_mb == RECORDED
+    sharing = core_sharing(learned, world_size, cores)
+    costs = cost_sources(learned, link, replaying, target, compute, sharing)
     return _Settings(world_size, link, None if cap is None else float(cap), accum, wire,
-                     core_sharing(learned, world_size, cores), reduction == RECORDED, as_recorded)
+                     sharing * compute, machine, target, as_recorded, costs)
+
+
+def cost_sources(learned: LearnedStep, link: Link | None, replaying: bool, target: Reduction | None,
+                 compute: float, sharing: float) -> dict[str, str]:
+    """Which cost came from where: the link, the reduction, the compute and the hand-overs."""
+    recorded = f"{learned.source} {learned.model} ({learned.device})"
+    if link is None:
+        wire = "no link"
+    elif replaying:
+        wire = f"recorded: {link.name or 'the emulated link'} of the {recorded}"
+    else:
+        wire = f"preset {link.name} (quoted, not measured)" if link.name else "given (typed numbers)"
+    if target is None:
+        reduction = (f"measured on {recorded}: the all-reduce after the last rank joined"
+                     if learned.device == "cpu" else "inside the recorded kernels (the fitted link)")
+        handover = "measured: this machine's hand-overs and its wire's lateness against the formula"
+    else:
+        reduction, handover = target.label(), "none (the link's formula alone)"
+    scale = (f"recorded on {recorded}" + (f", × {compute:g} (stated factor)" if compute != 1 else "")
+             + (f", × {sharing:.3g} (ranks sharing cores)" if sharing != 1 else ""))
+    return {"link": wire, "reduction": reduction, "compute": scale, "hand-over": handover}
 
 
 def core_sharing(learned: LearnedStep, world_size: int, cores: int | None) -> float:
@@ -150,7 +190,7 @@ def core_sharing(learned: LearnedStep, world_size: int, cores: int | None) -> fl
 
 def predict(record: RunRecord | LearnedStep, *, world_size: int | None = None, link=RECORDED,
             bucket_cap_mb=RECORDED, accum_steps: int | None = None, wire: str | None = None,
-            cores: int | None = None, reduction: str = RECORDED) -> PredictedStep:
+            cores: int | None = None, reduction=None, compute: float = 1.0) -> PredictedStep:
     """The step `record` would take at another world size, link, cap and accumulation.
 
     Every setting left out keeps the recorded one, so `predict(record)` replays the step.
@@ -158,12 +198,20 @@ def predict(record: RunRecord | LearnedStep, *, world_size: int | None = None, l
     cost). `wire`: "transfer" (α once per bucket, dpviz's emulated link: what live checks
     run on) or "ring" (α for each of the ring's 2(N−1) messages: a cluster); default: the
     recorded step's. `cores`: ranks share this many CPU cores (a CPU record's compute slows
-    by max(1, N/cores) against the recorded world size's). `reduction`: 'none' drops the
-    measured all-reduce cost (the wire alone).
+    by max(1, N/cores) against the recorded world size's). `compute`: a stated factor on the
+    recorded compute (0.1: a device ten times faster).
+
+    `reduction` says whose costs beyond the link's formula count. RECORDED: this machine's,
+    measured (on a CPU record gloo's all-reduce on these cores, the hand-over to the wire and
+    how late the wire ran against its formula): for replaying this machine. Else a target
+    cluster's: a preset of `dpviz.core.link.REDUCTIONS` (a GPU reduces inside the collective at
+    its memory bandwidth), a `Reduction`, or 'none' (not costed, said so), and the link's
+    formula alone. Default: RECORDED when the link is the recorded one, else 'none': a
+    prediction for another link never carries this machine's gloo costs unless asked.
     """
     learned = record if isinstance(record, LearnedStep) else learn(record)
     return _assemble(learned, _settings(learned, world_size, link, bucket_cap_mb, accum_steps, wire,
-                                        cores, reduction))
+                                        cores, reduction, compute))
 
 
 def _assemble(learned: LearnedStep, s: _Settings) -> PredictedStep:
@@ -184,7 +232,8 @@ def _assemble(learned: LearnedStep, s: _Settings) -> PredictedStep:
     config = {"source": "model", "world_size": s.world_size,
               "predicted_link": None if s.link is None else asdict(s.link),
               "bucket_cap_mb": s.bucket_cap_mb, "buckets": "as recorded" if s.as_recorded else "re-packed",
-              "accum_steps": s.accum_steps, "wire": s.wire, "compute_scale": s.compute_scale, "reduction": RECORDED if s.reduction else "none",
+              "accum_steps": s.accum_steps, "wire": s.wire, "compute_scale": s.compute_scale,
+              "reduction": RECORDED if s.machine else asdict(s.target), "costs": s.costs,
               "learned_from": f"{learned.source} {learned.model}, {learned.world_size} ranks",
               "replayed": len(replays)}
     spans = tuple(replace(sp, step=0) for r in drawn for sp in r.spans)
@@ -230,7 +279,7 @@ def _replay_step(learned: LearnedStep, group: list[StepSample], s: _Settings, pa
     wire as recorded; a bucket's all-reduce ends its cost after the last rank joined it (or
     after the previous bucket's, if that ended later: the process group runs them in order)."""
     ranks = [_front(learned, _Rank(sample, []), s, packed) for sample in group]
-    ratio = statistics.median(r.sample.reduction_ratio for r in ranks)
+    ratio = statistics.median(r.sample.reduction_ratio for r in ranks) if s.machine else 1.0
     gpu, k, common = learned.device == "gpu", s.compute_scale, float("-inf")
     for index, members in enumerate(packed):
         size = sum(learned.gradients[m].bytes for m in members)
@@ -282,16 +331,18 @@ def _front(learned: LearnedStep, r: _Rank, s: _Settings, packed) -> _Rank:
     for index, members in enumerate(packed):
         size = sum(learned.gradients[m].bytes for m in members)
         ready = r.b0 + sample.ready_ms[members[-1]] * k + r.hooks_ms
-        hook_end = ready + learned.hook.ms(size) * sample.hook_ratio * k
+        hook_end = ready + learned.hook.ms(size) * sample.hook_ratio * k   # main-thread work: compute
         r.hooks_ms += hook_end - ready
         r.hooks.append((sample.ready_ms[members[-1]], hook_end - ready))
         if learned.hook.samples:
             r.add("bucket_hook", "main", ready, hook_end, f"model:bucket#{index}", bucket=index)
-        start, wire = hook_end + sample.handoff_idle_ms, None
+        idle, busy, late = ((sample.handoff_idle_ms, sample.handoff_busy_ms, sample.wire_ratio) if s.machine
+                            else (0.0, 0.0, 1.0))
+        start, wire = hook_end + idle, None
         if s.link is not None and s.world_size > 1:
             if wire_free is not None:
-                start = max(start, wire_free + sample.handoff_busy_ms)
-            wire = (start, start + transfer_ms(s.link, size, s.world_size, s.wire) * sample.wire_ratio)
+                start = max(start, wire_free + busy)
+            wire = (start, start + transfer_ms(s.link, size, s.world_size, s.wire) * late)
             wire_free = start = wire[1]
         r.ready.append(ready)
         r.wire.append(wire)
@@ -300,9 +351,12 @@ def _front(learned: LearnedStep, r: _Rank, s: _Settings, packed) -> _Rank:
 
 
 def _reduction_ms(learned: LearnedStep, s: _Settings, nbytes: int) -> float:
-    """The measured all-reduce cost, its per-byte part scaled by the ring's bytes per rank."""
-    if not s.reduction or s.world_size == 1:
+    """This machine's measured all-reduce cost, its per-byte part scaled by the ring's bytes per
+    rank; or the target cluster's reduction."""
+    if s.world_size == 1:
         return 0.0
+    if not s.machine:
+        return s.target.ms(nbytes, s.world_size)
     scale = ring_factor(s.world_size) / ring_factor(learned.world_size) if learned.world_size > 1 else 1.0
     return learned.reduction.fixed_ms + learned.reduction.ms_per_mib * nbytes / MIB * scale
 
@@ -316,7 +370,8 @@ def describe_prediction(p: PredictedStep) -> str:
             f"cap {'DDP default' if cap is None else f'{cap:g} MiB'}, K={p.config['accum_steps']}: "
             f"{len(p.buckets)} buckets\n"
             f"predicted step {p.step_ms:.1f} ms (communication {p.comm_ms:.1f} ms, exposed {p.exposed_comm_ms:.1f} ms); "
-            f"recorded step {m.step_ms:.1f} ms (exposed {m.exposed_comm_ms:.1f} ms)")
+            f"recorded step {m.step_ms:.1f} ms (exposed {m.exposed_comm_ms:.1f} ms)\n"
+            + "\n".join(f"  {key}: {value}" for key, value in p.config["costs"].items()))
 
 
 # --- scaling: N = 1 … 1024 ---------------------------------------------------------------
@@ -363,9 +418,10 @@ class Scaling:
 
 def scaling(record: RunRecord | LearnedStep, *, link, world_sizes=WORLD_SIZES, caps=SCALING_CAPS,
             wire: str = "ring", accum_steps: int | None = None, exposed_share: float = 0.1,
-            reduction: str = RECORDED) -> Scaling:
+            reduction="none", compute: float = 1.0) -> Scaling:
     """Predicted steps for every N in `world_sizes` and cap in `caps` on `link` (a ring of
-    N ranks by default: α per message, as a cluster pays it)."""
+    N ranks by default: α per message, as a cluster pays it), with the target cluster's
+    `reduction` and `compute` factor (`predict`: this machine's gloo costs only if asked)."""
     learned = record if isinstance(record, LearnedStep) else learn(record)
     if not 0 < exposed_share < 1:
         raise ValueError(f"exposed_share must be a fraction between 0 and 1, got {exposed_share!r}")
@@ -374,13 +430,14 @@ def scaling(record: RunRecord | LearnedStep, *, link, world_sizes=WORLD_SIZES, c
     resolved = as_link(link)
     if resolved is None:
         raise ValueError("scaling needs a link to cost the all-reduces on: a preset name, a Link or a dict")
-    rows = []
+    rows, costs = [], {}
     for n in world_sizes:
         for cap in caps:
             p = predict(learned, world_size=n, link=link, bucket_cap_mb=cap, accum_steps=accum_steps,
-                        wire=wire, reduction=reduction)
+                        wire=wire, reduction=reduction, compute=compute)
             rows.append(ScalingRow(n, float(cap), p.step_ms, p.exposed_comm_ms, len(p.buckets)))
-    return Scaling({"source": "model", "link": asdict(resolved), "wire": wire,
+            costs = p.config["costs"]   # the same at every N and cap
+    return Scaling({"source": "model", "link": asdict(resolved), "wire": wire, "costs": costs,
                     "accum_steps": accum_steps or learned.accum_steps, "exposed_share": exposed_share,
                     "learned_from": f"{learned.source} {learned.model}, {learned.world_size} ranks"}, tuple(rows))
 
@@ -390,6 +447,7 @@ def format_scaling(table: Scaling) -> str:
     eff, link = table.efficiency(), table.config["link"]
     lines = [f"link {link['gbps']:g} Gb/s, α {link['latency_us']:g} µs ({table.config['wire']}), "
              f"K={table.config['accum_steps']}, learned from {table.config['learned_from']} (model)",
+             *(f"  {key}: {value}" for key, value in table.config.get("costs", {}).items()),
              f"{'N':>6} {'best cap MiB':>12} {'buckets':>7} {'step ms':>9} {'exposed ms':>10} {'efficiency':>10}"]
     for n, r in table.best().items():
         lines.append(f"{n:>6} {r.bucket_cap_mb:>12g} {r.buckets:>7} {r.step_ms:>9.2f} "
