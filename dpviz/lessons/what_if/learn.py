@@ -108,7 +108,7 @@ class StepSample:
     backward_ms: float          # backward's compute, the comm hooks taken out
     busy_ms: tuple[tuple[float, float], ...]   # when backward computes (its gaps are idle)
     ready_ms: tuple[float, ...]  # each unit's ready time after backward starts, hooks taken out
-    hook_ratio: float           # its comm hooks' time over the fitted hook cost's
+    hook_ratio: float           # its later comm hooks' time over the fitted hook cost's
     wire_ratio: float           # its transfers' time over the link's formula's (a busy machine
     #                             wakes a sleeping thread late; a GPU kernel waits for its peers)
     handoff_idle_ms: float      # hook's end → its transfer starts, the wire idle (mean)
@@ -116,6 +116,7 @@ class StepSample:
     reduction_ratio: float      # its all-reduces' time over the fitted cost's
     finish_ms: float            # last of (backward, all-reduces) → the optimizer starts
     optimizer_ms: float         # optimizer start → step end
+    first_hook_ms: float | None = None   # the step's first comm hook, as measured (None: no hooks)
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,7 @@ class LearnedStep:
     accum_steps: int
     model: str                  # the workload's name, or "trace"
     gradients: tuple[LearnedGradient, ...]   # in ready order (ready: the median sample's)
-    hook: Linear                # DDP's comm hook on the main thread, per bucket
+    hook: Linear                # DDP's comm hook on the main thread, per bucket after the first
     reduction: Linear           # the all-reduce after a rank's hand-over, to its end
     samples: tuple[StepSample, ...]   # every rank's steady steps, each replayed
     measured: Measured
@@ -291,7 +292,7 @@ def _assemble(record: RunRecord, samples: dict[int, list[_Sample]]) -> LearnedSt
     per_rank = [s for group in samples.values() for s in group]
     names = [u[0] for u in min(per_rank, key=lambda s: len(s.units)).units]
     alike = [s for s in per_rank if [u[0] for u in s.units] == names]   # the same units in each
-    hook = fit_linear([(s.bucket_bytes[i], h.dur_us / 1e3) for s in per_rank for i, h in s.hooks.items()])
+    hook = fit_linear([(s.bucket_bytes[i], h.dur_us / 1e3) for s in per_rank for i, h in _later_hooks(s)])
     fit = _fit_gpu_link(record, samples, world) if gpu else None
     if gpu:   # ready is the kernel's start (`_bucket_ready`), NCCL reduces inside the kernel
         link, reduction, costs = fit.wire, Linear(0.0, 0.0, 0), []
@@ -347,11 +348,22 @@ def _step_sample(s: _Sample, step: int, first_us: float, link: Link | None, worl
         forward_ms=(s.f1 - s.f0) / 1e3, gap_ms=(s.b0 - s.f1) / 1e3,
         backward_ms=max(rel(s.b1), max(ready, default=0.0)), ready_ms=ready,
         busy_ms=tuple((rel(a), rel(b)) for a, b in s.busy),
-        hook_ratio=_ratio([(h.dur_us / 1e3, hook.ms(s.bucket_bytes[i])) for i, h in s.hooks.items()]),
+        hook_ratio=_ratio([(h.dur_us / 1e3, hook.ms(s.bucket_bytes[i])) for i, h in _later_hooks(s)]),
         wire_ratio=_ratio(transfers),
         handoff_idle_ms=max(0.0, _mean(idle, handoffs[0])), handoff_busy_ms=max(0.0, _mean(busy, handoffs[1])),
         reduction_ratio=reduction_ratio,
-        finish_ms=(s.opt0 - max(s.b1, comm_end)) / 1e3, optimizer_ms=(s.step_end - s.opt0) / 1e3)
+        finish_ms=(s.opt0 - max(s.b1, comm_end)) / 1e3, optimizer_ms=(s.step_end - s.opt0) / 1e3,
+        first_hook_ms=s.hooks[min(s.hooks)].dur_us / 1e3 if len(s.hooks) > 1 else None)
+
+
+def _later_hooks(s: _Sample) -> list[tuple[int, Span]]:
+    """The comm hooks after the step's first, which the hook cost is fitted to: the first one
+    of a synchronising backward often runs far longer than its bucket's size says (on this
+    machine it is where the link's and gloo's threads start their step's work), so a line
+    through all of them would charge that to every bucket of a smaller cap. With one hook per
+    step, that one."""
+    ordered = sorted(s.hooks.items())
+    return ordered[1:] if len(ordered) > 1 else ordered
 
 
 def _ratio(pairs: list[tuple[float, float]]) -> float:

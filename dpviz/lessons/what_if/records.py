@@ -331,7 +331,8 @@ def _front(learned: LearnedStep, r: _Rank, s: _Settings, packed) -> _Rank:
     for index, members in enumerate(packed):
         size = sum(learned.gradients[m].bytes for m in members)
         ready = r.b0 + sample.ready_ms[members[-1]] * k + r.hooks_ms
-        hook_end = ready + learned.hook.ms(size) * sample.hook_ratio * k   # main-thread work: compute
+        first = index == 0 and sample.first_hook_ms is not None   # the first hook as it ran
+        hook_end = ready + (sample.first_hook_ms if first else learned.hook.ms(size) * sample.hook_ratio) * k
         r.hooks_ms += hook_end - ready
         r.hooks.append((sample.ready_ms[members[-1]], hook_end - ready))
         if learned.hook.samples:
