@@ -229,9 +229,10 @@ def test_cli_bad_input_is_one_line_and_exit_2(argv, message, capsys):
 
 
 def test_cli_takes_a_folder_of_traces_as_load_trace_does(capsys):
-    assert _cli(str(A100_FOLDER), "--ranks", "8", "--link", "10GbE") == 0
+    assert _cli(str(A100_FOLDER), "--ranks", "8", "--link", "10GbE", "--reduction", "H100", "--compute", "0.5") == 0
     out = capsys.readouterr().out
     assert "8 ranks" in out and "includes peer waits" in out
+    assert "reduction: H100 reduces at 3350 GB/s" in out and "× 0.5 (stated factor)" in out
 
 
 def test_cli_refuses_a_folder_with_neither_a_record_nor_traces(tmp_path):

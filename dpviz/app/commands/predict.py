@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dpviz.core.config import writable_dir
-from dpviz.core.link import link_from_options
+from dpviz.core.link import REDUCTIONS, link_from_options
 from dpviz.core.record import RunRecord, load
 from dpviz.lessons.what_if.records import RECORDED, SCALING_CAPS, WIRES, WORLD_SIZES
 
@@ -29,6 +29,12 @@ def add_arguments(p) -> None:
     p.add_argument("--wire", choices=WIRES, default="ring",
                    help="how α is paid: once per each of the ring's 2(N-1) messages (ring, a cluster; default) "
                         "or once per bucket (transfer, dpviz's emulated link)")
+    p.add_argument("--reduction", choices=(*REDUCTIONS, RECORDED), default=None,
+                   help="the target's reduction inside the all-reduce: a device's memory bandwidth (quoted "
+                        "presets), none, or recorded (this machine's measured costs); default: recorded when "
+                        "the link is the recorded one, else none")
+    p.add_argument("--compute", type=float, default=1.0, metavar="FACTOR",
+                   help="the recorded compute times this factor (0.1: a device ten times faster; default 1)")
     p.add_argument("--out", default=None, help="folder for prediction.json, prediction.png, scaling.json, scaling.txt")
 
 
@@ -61,7 +67,8 @@ def main(args) -> int:
     learned = learn(read_source(args.paths))
     prediction = predict(learned, world_size=args.ranks, link=link,
                          bucket_cap_mb=RECORDED if args.bucket_cap_mb is None else args.bucket_cap_mb,
-                         accum_steps=args.accum_steps, wire=args.wire)
+                         accum_steps=args.accum_steps, wire=args.wire, reduction=args.reduction,
+                         compute=args.compute)
     if learned.fit is not None:
         print(describe_fit(learned.fit))
     print(describe_prediction(prediction))
@@ -71,7 +78,8 @@ def main(args) -> int:
     if table_link is not None:
         sizes = sorted({*WORLD_SIZES, prediction.world_size})
         table = scaling(learned, link=table_link, world_sizes=sizes, caps=SCALING_CAPS, wire=args.wire,
-                        accum_steps=args.accum_steps)
+                        accum_steps=args.accum_steps, reduction=prediction.config["reduction"],
+                        compute=args.compute)
         print(format_scaling(table))
     if out is not None:
         _write(prediction, table, out)
