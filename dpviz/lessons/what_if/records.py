@@ -8,9 +8,12 @@ all-reduce nothing, then the synchronising one whose gradients become ready as r
 torch's bucket assignment (`dpviz.core.bucket_layout.assign_buckets`, checked against torch's
 own) packs them at the new cap; each bucket's comm hook runs on the main thread, its
 transfer waits in one FIFO queue for the wire (α + ring bytes/β), then the all-reduce's own
-cost once every rank joined (measured: on a CPU record the reduction runs on the cores), and
-the optimizer starts once backward and the last bucket are done. What it leaves out is in
-every record it makes (`NOT_MODELLED`).
+cost once every rank joined, and the optimizer starts once backward and the last bucket are
+done. Whose costs: replaying the recorded machine, what it measured (on a CPU record gloo's
+reduction on the cores, the hand-overs, the wire's lateness); on another link, the target
+cluster's own (the link's formula, a reduction preset or none, the compute as recorded or
+scaled), which every record lists under `config["costs"]`. What it leaves out, and which way
+each item moves the prediction, is in every record it makes (`NOT_MODELLED`).
 
 No torch here: a saved record is predicted from and drawn on any machine.
 """
