@@ -13,7 +13,7 @@ from dpviz.lessons.fsdp.plots import plot_fsdp_step
 from dpviz.lessons.fsdp.records import (
     FsdpKnobs, FsdpRecord, GRANULARITIES, check_knobs, describe_change, describe_knobs,
 )
-from dpviz.widgets.slider import FigurePanel, starts_note
+from dpviz.widgets.slider import FigurePanel, start_ranks, starts_note
 
 FIGSIZE = (11, 5.6)
 UNIT_LABELS = {"block": "a unit per block", "model": "the model as one unit"}
@@ -46,6 +46,7 @@ def fsdp_panel(run: Callable[[FsdpKnobs, float], FsdpRecord], knobs: FsdpKnobs, 
         status.value = f"running {what} on live ranks…"
         t0, starts = time.perf_counter(), cluster.starts if cluster is not None else 0
         try:
+            start_ranks(cluster, status, f"running {what}")
             record = run(chosen, bandwidth.value)
         except Exception as err:   # shown, not swallowed: the panel says why
             status.value = f"{what}: {type(err).__name__}: {err}"
