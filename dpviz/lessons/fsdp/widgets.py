@@ -9,6 +9,7 @@ from typing import Callable, Sequence
 
 import ipywidgets as w
 
+from dpviz.core.config import WARMUP_SAMPLES
 from dpviz.lessons.fsdp.plots import plot_fsdp_step
 from dpviz.lessons.fsdp.records import (
     FsdpKnobs, FsdpRecord, GRANULARITIES, check_knobs, describe_change, describe_knobs,
@@ -16,6 +17,8 @@ from dpviz.lessons.fsdp.records import (
 from dpviz.widgets.slider import FigurePanel, start_ranks, starts_note
 
 FIGSIZE = (11, 5.6)
+# what a move's light run (`dpviz.lessons.fsdp.live._run_knobs`) leaves out, said where its time is
+LIGHT_NOTE = f"; a light run: the warm-up step before the drawn one trains {WARMUP_SAMPLES} samples per rank, no link wait"
 UNIT_LABELS = {"block": "a unit per block", "model": "the model as one unit"}
 
 
@@ -54,7 +57,7 @@ def fsdp_panel(run: Callable[[FsdpKnobs, float], FsdpRecord], knobs: FsdpKnobs, 
         t1 = time.perf_counter()
         figure.show(record)
         status.value = (f"{what}: re-ran live in {t1 - t0:.2f} s{starts_note(cluster, starts)}, drawn in "
-                        f"{time.perf_counter() - t1:.2f} s")
+                        f"{time.perf_counter() - t1:.2f} s{LIGHT_NOTE if record.config.get('warmup') == 'light' else ''}")
         change.value = describe_change(last[-1] if last else None, record)
         last[:] = [record]
 
