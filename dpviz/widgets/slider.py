@@ -135,7 +135,7 @@ def caption_html(ax) -> str:
     """The axes' non-empty titles as HTML lines, in the figure's text colour and title size."""
     lines = [html.escape(line) for t in style.titles(ax) for line in t.get_text().splitlines()]
     size = max(t.get_fontsize() for t in style.titles(ax))
-    return (f'<div style="color:{style.TEXT};font-size:{size * 1.33:.0f}px;line-height:1.3">'
+    return (f'<div style="color:{style.TEXT};font-size:{size * 1.33:.0f}px;line-height:1.3;white-space:normal">'
             + "<br>".join(lines) + "</div>")
 
 
@@ -237,13 +237,25 @@ def starts_note(cluster: Any, starts_before: int) -> str:
     return f"; {verb} {cluster.world_size} ranks in {cluster.start_seconds:.2f} s"
 
 
-def start_ranks(cluster: Any, status: w.Label, doing: str) -> None:
+def status_line() -> w.HTML:
+    """A panel's status line, as HTML that wraps at its width: a Label never wraps (its CSS cuts
+    a long line to an ellipsis: 03's "…and DD"), and a status line grows with a run's notes.
+    In a row it takes the room its neighbours leave; in a column, the column's width."""
+    return w.HTML(layout=w.Layout(width="100%", flex="1 1 0%", min_width="0"))
+
+
+def say(line: w.HTML, text: str) -> None:
+    """Show `text` on a `status_line`: as text (escaped), wrapping."""
+    line.value = f'<div style="white-space:normal;line-height:1.4">{html.escape(text, quote=False)}</div>'
+
+
+def start_ranks(cluster: Any, status: w.HTML, doing: str) -> None:
     """Before a move's run: where `cluster`'s ranks were stopped (`cluster.close()` in a later
     section), say in the panel's `status` line that they restart (seconds) and start them
     without the launcher's stderr note, which JupyterLab shows in red in its log console."""
     if cluster is None or cluster.alive:
         return
-    status.value = f"restarting {cluster.world_size} ranks (they were stopped), then {doing}…"
+    say(status, f"restarting {cluster.world_size} ranks (they were stopped), then {doing}…")
     cluster.start(announce=False)
 
 
@@ -269,22 +281,22 @@ def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any,
                                description=label, continuous_update=False,
                                style={"description_width": "initial"},   # the whole label shows
                                layout=w.Layout(width="460px"))
-    status = w.Label()
+    status = status_line()
 
     def update(choice: Any) -> None:
-        status.value = f"running {label}={format_value(choice)} on live ranks…"
+        say(status, f"running {label}={format_value(choice)} on live ranks…")
         t0, starts = time.perf_counter(), cluster.starts if cluster is not None else 0
         try:
             start_ranks(cluster, status, f"running {label}={format_value(choice)}")
             record = run(choice)
         except Exception as err:  # a failed run is shown, not swallowed: the panel says why
-            status.value = f"{label}={format_value(choice)}: {type(err).__name__}: {err}"
+            say(status, f"{label}={format_value(choice)}: {type(err).__name__}: {err}")
             raise
         t1 = time.perf_counter()
         figure.show(record)
-        status.value = (f"{label}={format_value(choice)}: re-ran live in {t1 - t0:.2f} s"
-                        f"{starts_note(cluster, starts)}, drawn in {time.perf_counter() - t1:.2f} s"
-                        f"{light_run_note(record)}")
+        say(status, f"{label}={format_value(choice)}: re-ran live in {t1 - t0:.2f} s"
+                    f"{starts_note(cluster, starts)}, drawn in {time.perf_counter() - t1:.2f} s"
+                    f"{light_run_note(record)}")
 
     slider.observe(lambda change: update(change["new"]), names="value")
     update(slider.value)
