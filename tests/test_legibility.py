@@ -359,3 +359,62 @@ def test_readable_on_picks_the_text_colour_that_contrasts_more():
     from dpviz.plots.legibility import readable_on
 
     assert readable_on("#1A1A6E") == "white" and readable_on("#F2E394") == "#222222"
+
+
+# --- issue 42 item 12: each kind the audit saw, drawn small, caught; its fix, passed ----------
+
+def test_a_legend_over_bars_is_caught_and_one_beside_them_is_not():
+    from dpviz.plots.legibility import legends_over_bars
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.bar([0, 1, 2], [10, 9, 8], label="backward")   # tall bars fill the upper left corner
+    ax.legend(loc="upper left")
+    assert [name for name, _ in legends_over_bars(fig)] == ["backward"]
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))   # beside the axes
+    fig.set_layout_engine("constrained")
+    assert legends_over_bars(fig) == []
+    plt.close(fig)
+
+
+def test_a_legend_across_the_axes_edge_is_caught():
+    from dpviz.plots.legibility import legends_across_axes
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.plot([0, 1], [0, 1], label="step + one forward")
+    ax.legend(loc="upper left", bbox_to_anchor=(0.9, 1.0))   # a sample line crosses the spine
+    assert legends_across_axes(fig) == ["step + one forward"]
+    for anchor, loc in (((1.0, 1.0), "upper left"), ((0.02, 0.98), "upper left")):   # beside, inside
+        ax.legend(loc=loc, bbox_to_anchor=anchor)
+        assert legends_across_axes(fig) == []
+    plt.close(fig)
+
+
+def test_fractional_ticks_on_an_axis_of_whole_numbers_are_caught():
+    from matplotlib.ticker import MaxNLocator
+
+    from dpviz.plots.legibility import fractional_ticks
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.plot([2, 4, 8], [3.0, 2.5, 2.2], marker="o")   # k = 2, 4, 8: the default locator puts 2.5 ...
+    ax.set_xlim(1.5, 8.5)
+    ax.set_xticks([2, 2.5, 8])
+    assert fractional_ticks(fig) == [("axes: x", ["2.5"])]
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    assert fractional_ticks(fig) == []   # the y axis holds fractions: its fractional ticks are fine
+    plt.close(fig)
+
+
+def test_overlapping_opaque_bars_of_one_lane_are_caught_and_stacked_or_touching_ones_not():
+    from dpviz.plots.bars import hbars
+    from dpviz.plots.legibility import overdrawn_bars
+
+    fig, ax = plt.subplots(figsize=(6, 2))
+    hbars(ax, [(0, 10), (10, 5)], (0, 1), facecolors="C0")        # touching: reads
+    hbars(ax, [(2, 4)], (0.3, 0.4), facecolors="C3")              # a thinner bar on top: its own lane
+    ax.set_xlim(0, 40)
+    ax.set_ylim(-0.5, 3)
+    ax.set_title("t", loc="left")
+    assert overdrawn_bars(fig) == []
+    hbars(ax, [(20, 8), (25, 8)], (2, 1), facecolors="C1")        # bucket 3 then bucket 2 over it
+    assert overdrawn_bars(fig) == [("t", 1)]
+    plt.close(fig)
