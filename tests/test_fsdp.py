@@ -234,6 +234,7 @@ def test_knob_panel_reruns_live_and_says_what_changed(cluster2):
     finally:
         matplotlib.use("Agg")
     assert "prefetch off" in status and "re-ran live" in status
+    assert "a light run: the warm-up step" in status   # a move's warm-up is light, and says so
     assert "→" in change and "all-gathers per step 14 → 14" in change
 
 
