@@ -401,6 +401,8 @@ def test_fractional_ticks_on_an_axis_of_whole_numbers_are_caught():
     assert fractional_ticks(fig) == [("axes: x", ["2.5"])]
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     assert fractional_ticks(fig) == []   # the y axis holds fractions: its fractional ticks are fine
+    ax.set_xticks([2.5, 6.5], ["before", "after"])   # words at groups' middles: no numbers
+    assert fractional_ticks(fig) == []
     plt.close(fig)
 
 

@@ -397,12 +397,21 @@ def fractional_ticks(fig: Figure) -> list[tuple[str, list[str]]]:
             if axis.get_scale() != "linear" or len(np.unique(values)) < 2 or not np.all(values == np.round(values)):
                 continue
             drawn = [tick for tick in mpl_gate.drawn_ticks(axis) if mpl_gate.is_major(tick, axis)]
-            bad = [tick.label1.get_text() for tick in drawn
-                   if tick.label1.get_visible() and tick.label1.get_text()
+            bad = [tick.label1.get_text() for tick in drawn   # a word at a group's middle is no number
+                   if tick.label1.get_visible() and _is_number(tick.label1.get_text())
                    and not float(tick.get_loc()).is_integer()]
             if bad:
                 out.append((f"{ax.get_title(loc='left') or ax.get_title() or 'axes'}: {name}", bad))
     return out
+
+
+def _is_number(label: str) -> bool:
+    """Whether a tick label reads as a number (matplotlib writes minus as U+2212)."""
+    try:
+        float(label.replace("\u2212", "-"))
+    except ValueError:
+        return False
+    return True
 
 
 def _line_values(ax, name: str) -> np.ndarray:
