@@ -413,6 +413,7 @@ def test_overlapping_opaque_bars_of_one_lane_are_caught_and_stacked_or_touching_
     fig, ax = plt.subplots(figsize=(6, 2))
     hbars(ax, [(0, 10), (10, 5)], (0, 1), facecolors="C0")        # touching: reads
     hbars(ax, [(2, 4)], (0.3, 0.4), facecolors="C3")              # a thinner bar on top: its own lane
+    hbars(ax, [(3, 2)], (0, 1), facecolors="C2")                  # drawn inside an earlier one: layering
     ax.set_xlim(0, 40)
     ax.set_ylim(-0.5, 3)
     ax.set_title("t", loc="left")

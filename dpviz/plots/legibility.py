@@ -427,24 +427,26 @@ def _line_values(ax, name: str) -> np.ndarray:
 
 
 def overdrawn_bars(fig: Figure, pad_px: float = 1.0) -> list[tuple[str, int]]:
-    """(axes' title, how many pairs) where two opaque bars of one lane (the same top and bottom,
-    to a pixel) overlap by more than `pad_px`: the later one hides the earlier one's end (03's
-    all-reduces of one lane, bucket 2 drawn over bucket 3). Bars stacked on purpose sit in
-    lanes of their own height. Call after a draw."""
+    """(axes' title, how many pairs) where an opaque bar of a lane (the same top and bottom, to a
+    pixel) is drawn over part of an earlier one's end, or over all of it: the earlier bar's
+    extent can no longer be read (03's all-reduces of one lane, bucket 2 drawn over bucket 3).
+    A bar drawn inside an earlier one is layering (work over a lane's background) and reads;
+    bars stacked on purpose sit in lanes of their own height. Call after a draw."""
     fig.canvas.draw()
     out = []
     for ax in fig.axes:
-        extents, faces = bar_extents(ax)
-        opaque = np.array([face[3] >= 0.99 for face in faces], dtype=bool)
-        rows = extents[opaque] if len(faces) else extents[:0]
-        pairs = 0
+        extents, faces = bar_extents(ax)   # in drawing order
+        opaque = np.array([face[3] >= 0.99 for face in faces], dtype=bool).reshape(-1)
+        rows = extents[opaque]
         lanes = np.round(rows[:, [1, 3]])
+        pairs = 0
         for lane in np.unique(lanes, axis=0):
-            bars = rows[np.all(lanes == lane, axis=1)]
-            bars = bars[np.argsort(bars[:, 0])]
-            # sorted by left edge: a bar overlaps a later one when it ends past that one's start
-            ends = np.maximum.accumulate(bars[:-1, 2]) if len(bars) > 1 else np.empty(0)
-            pairs += int(np.sum(ends - bars[1:, 0] > pad_px))
+            x0, x1 = rows[np.all(lanes == lane, axis=1)][:, [0, 2]].T
+            # [i, j]: bar j, drawn after bar i, overlaps it and does not sit inside it
+            later = np.triu(np.ones((len(x0), len(x0)), dtype=bool), k=1)
+            overlap = np.minimum(x1[:, None], x1[None, :]) - np.maximum(x0[:, None], x0[None, :]) > pad_px
+            inside = (x0[None, :] >= x0[:, None] - pad_px) & (x1[None, :] <= x1[:, None] + pad_px)
+            pairs += int(np.sum(later & overlap & ~inside))
         if pairs:
             out.append((ax.get_title(loc="left") or ax.get_title(), pairs))
     return out
