@@ -117,8 +117,11 @@ def test_figures_draw_the_record(anatomy):
     import matplotlib.pyplot as plt
 
     from dpviz.lessons.anatomy.plots import plot_activations, plot_anatomy
+    from dpviz.plots.legibility import legends_over_bars
 
-    assert len(plot_anatomy(anatomy).patches) == 4 * len(anatomy.layers)  # fwd, B, W, other
+    ax = plot_anatomy(anatomy)
+    assert len(ax.patches) == 4 * len(anatomy.layers)  # fwd, B, W, other
+    assert legends_over_bars(ax.figure) == []   # the legend sits beside the bars, none under it
     bars = plot_activations(anatomy).patches    # profiler bars, then hooks: allocated here, input
     n, kib = len(anatomy.layers), [b.get_height() * 2 ** 10 for b in plot_activations(anatomy).patches]
     assert len(bars) == 3 * n

@@ -110,9 +110,11 @@ def test_figures_draw_the_records(cluster2, sum_example):
     import matplotlib.pyplot as plt
 
     from dpviz.lessons.averaging.plots import plot_drift, plot_uneven, plot_worked_example
+    from dpviz.plots.legibility import fractional_ticks
 
     ax = plot_worked_example([sum_example])
     assert list(ax.lines[0].get_ydata()) == [1.0, 4.0, -2.0, 10.0]
+    assert fractional_ticks(ax.figure) == []   # steps 0..3: no step 0.5
     rec = A.uneven_shards(RunConfig(layers=2, width=32), cluster=cluster2, sizes=(24, 8))
     assert len(plot_uneven(rec).patches) == len(R.AGGREGATIONS)
     cmp = A.compare_averaging(cluster=cluster2, periods=(4,), steps=4,

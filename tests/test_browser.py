@@ -8,6 +8,7 @@ Screenshots and the latency log are kept in tests/artifacts/ (ignored by git).
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import secrets
@@ -48,8 +49,10 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     shutil.copy(ROOT / "notebooks" / NOTEBOOK, root / NOTEBOOK)
     _write_cap_notebook(root / CAP_NOTEBOOK)
-    for name, _ in SECTIONS.values():
+    for name in {name for name, _ in SECTIONS.values()} | {KNOBS_NOTEBOOK, OPENED_NOTEBOOK}:
         shutil.copy(ROOT / "notebooks" / name, root / name)
+    _write_stale_copy(ROOT / "notebooks" / OPENED_NOTEBOOK, root / STALE_NOTEBOOK)
+    _write_clipped_notebook(root / CLIPPED_NOTEBOOK)
     port, token = _free_port(), secrets.token_hex(16)
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip", "127.0.0.1",
            f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
@@ -78,6 +81,36 @@ def lab(tmp_path_factory):
 SECTIONS = {"03-s3": ("03_buckets_and_overlap.ipynb", "7c7e8d76"),
             "04-s2": ("04_gradient_accumulation.ipynb", "6377ee5f")}
 SCREENSHOT_TAG = os.environ.get("DPVIZ_SCREENSHOT_TAG", "now")
+
+
+KNOBS_NOTEBOOK, KNOBS_CELL = "09b_zero3_in_time.ipynb", "6d6e69b7"   # 09b's FSDP knob panel
+OPENED_NOTEBOOK = "00_tour.ipynb"   # opened and closed unrun: it must not read as modified
+STALE_NOTEBOOK = "stale_metadata.ipynb"   # the same, stored as before normalizing: it must
+
+
+CLIPPED_NOTEBOOK = "clipped_widgets.ipynb"   # widgets whose text ipywidgets' CSS cuts off
+
+
+def _write_clipped_notebook(path: Path) -> None:
+    """Toggles with ipywidgets' fixed button width and a long Label: what 09b and 03 showed cut
+    off before their fixes ("reshard after for…", "…and DD"), for the check's own check."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import ipywidgets as w\n"
+        "w.VBox([w.ToggleButtons(options=['reshard after forward', 'keep until backward']),\n"
+        "        w.HBox([w.IntSlider(), w.Label('bucket_cap_mb=4: re-ran live in 0.41 s, drawn in 0.12 s; ' * 6)])])")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+
+
+def _write_stale_copy(source: Path, path: Path) -> None:
+    """`source` with the kernel metadata notebooks carried before scripts/normalize_notebooks.py:
+    JupyterLab rewrites it on opening, so this copy opens modified (the check's own check)."""
+    nb = json.loads(source.read_text())
+    nb["metadata"] = {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"}}
+    path.write_text(json.dumps(nb, indent=1) + "\n")
 
 
 def _write_cap_notebook(path: Path) -> None:
@@ -240,6 +273,24 @@ _LATENCY_PROBE = """() => {
 }""" % FIGURE
 
 
+# In the page: every widget text a learner cannot read whole, (its text, scrollWidth, clientWidth):
+# an element holding text of its own whose content is wider than its box (clipped or cut to
+# an ellipsis: "reshard after for…", "…and DD"). Buttons, labels, captions, slider readouts.
+_CLIPPED = """() => {
+  const out = [];
+  for (const el of document.querySelectorAll('.jp-OutputArea-output .jupyter-widgets *')) {
+    const own = [...el.childNodes].some(n => n.nodeType === Node.TEXT_NODE && n.textContent.trim());
+    if (own && el.clientWidth > 0 && el.scrollWidth > el.clientWidth + 1)
+      out.push([el.textContent.trim().slice(0, 80), el.scrollWidth, el.clientWidth]);
+  }
+  return out;
+}"""
+
+
+def _clipped_widget_texts(page) -> list:
+    return page.evaluate(_CLIPPED)
+
+
 def test_cap_slider_key_press_to_new_figure_is_measured(lab):
     """Arrow keys on the bucket-cap slider; each press must bring a new image (asserted); the
     time from key press to the image loaded is logged to tests/artifacts/browser-knob-latency.txt
@@ -258,7 +309,7 @@ def test_cap_slider_key_press_to_new_figure_is_measured(lab):
             figure.wait_for(timeout=120_000)
             page.evaluate(_LATENCY_PROBE)
             slider = page.locator(".widget-slider .noUi-handle").first
-            status = page.locator(".widget-label").filter(has_text="re-ran live").first
+            status = page.locator(".widget-label, .widget-html").filter(has_text="re-ran live").first
             for i, key in enumerate(["ArrowRight", "ArrowLeft"] * 4):  # 1.0 ↔ 2.0 MiB
                 before = figure.get_attribute("src")
                 slider.focus()
@@ -272,6 +323,7 @@ def test_cap_slider_key_press_to_new_figure_is_measured(lab):
             caption = page.locator(".widget-html").filter(has_text="exposed communication").first
             assert caption.is_visible() and "live run" in caption.text_content()
             lines.append(f"caption: {caption.inner_text()}")
+            assert _clipped_widget_texts(page) == [], "widget text cut off"
             figure.screenshot(path=str(ARTIFACTS / "browser-cap-slider.png"))
         except Exception:
             page.screenshot(path=str(ARTIFACTS / "browser-failure.png"), full_page=True)
@@ -288,8 +340,6 @@ def test_cap_slider_key_press_to_new_figure_is_measured(lab):
 
 @pytest.mark.parametrize("section", sorted(SECTIONS))
 def test_timing_sections_run_in_jupyterlab_and_are_photographed(lab, section):
-    import json
-
     from playwright.sync_api import sync_playwright
 
     name, cell_id = SECTIONS[section]
@@ -316,3 +366,121 @@ def test_timing_sections_run_in_jupyterlab_and_are_photographed(lab, section):
         finally:
             browser.close()
     assert _pixels(shot.read_bytes()).shape[0] > 200, "the section should show its figure and table"
+
+
+def _move_and_time(page, figure, move, what: str) -> float:
+    """Do `move()` (a click or a key press on a knob) and wait for the new figure image; the
+    seconds from the input event to the image loaded (the page's own clock)."""
+    loaded = page.evaluate("() => window.__dpviz.loaded.length")
+    before = figure.get_attribute("src")
+    move()
+    page.wait_for_function("(n) => window.__dpviz.loaded.length > n", arg=loaded, timeout=120_000)
+    assert figure.get_attribute("src") != before, f"{what}: the figure did not change"
+    return page.evaluate("() => window.__dpviz.loaded.at(-1) - window.__dpviz.key") / 1e3
+
+
+# In the page: the time of the last click or key press, and of every new figure image loaded.
+_INPUT_PROBE = """() => {
+  window.__dpviz = {key: null, loaded: []};
+  for (const kind of ['keydown', 'mousedown'])
+    document.addEventListener(kind, () => { window.__dpviz.key = performance.now(); }, true);
+  document.querySelector('%s').addEventListener('load', () => {
+    window.__dpviz.loaded.push(performance.now()); });
+}""" % FIGURE
+
+
+def test_09b_knobs_read_whole_and_every_move_is_measured(lab):
+    """09b's FSDP panel, run through JupyterLab: no toggle label, status line or caption is cut
+    off (before and after the moves: status lines grow with a run's notes), and each toggle's
+    click -> new figure image is logged per knob with its median to
+    tests/artifacts/browser-09b-latency.txt beside the kernel's own split (run, draw)."""
+    from playwright.sync_api import sync_playwright
+
+    cells = json.loads((ROOT / "notebooks" / KNOBS_NOTEBOOK).read_text())["cells"]
+    index = next(i for i, c in enumerate(cells) if c.get("id") == KNOBS_CELL)
+    url, token, _ = lab
+    ARTIFACTS.mkdir(exist_ok=True)
+    lines, times = [], {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            _run_through(page, url, token, KNOBS_NOTEBOOK, index, timeout_ms=900_000)
+            cell = page.locator(".jp-Cell").nth(index)
+            figure = cell.locator(FIGURE).first
+            figure.wait_for(timeout=120_000)
+            figure.scroll_into_view_if_needed()
+            assert _clipped_widget_texts(page) == [], "widget text cut off before a move"
+            page.evaluate(_INPUT_PROBE)   # the panel's figure is the notebook's first widget image
+            status = cell.locator(".widget-label, .widget-html").filter(has_text="re-ran live").first
+            for knob, (there, back) in {"prefetch": ("prefetch off", "prefetch on"),
+                                        "params": ("keep until backward", "reshard after forward"),
+                                        "units": ("the model as one unit", "a unit per block")}.items():
+                for label in [there, back] * 2:
+                    button = cell.get_by_role("button", name=label, exact=True)
+                    seconds = _move_and_time(page, figure, button.click, label)
+                    times.setdefault(knob, []).append(seconds)
+                    lines.append(f"{knob} -> {label}: click -> new figure image {seconds:.3f} s; "
+                                 f"kernel: {status.text_content()}")
+            assert _clipped_widget_texts(page) == [], "widget text cut off after the moves"
+            cell.screenshot(path=str(ARTIFACTS / "browser-09b-knobs.png"))
+            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+            assert errors.count() == 0, errors.all_inner_texts()
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "browser-09b-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    for knob, seconds in times.items():
+        lines.append(f"{knob}: median {sorted(seconds)[len(seconds) // 2]:.3f} s over {len(seconds)} moves")
+    lines.append(f"(load average {load}: other work on the machine slows every move)")
+    (ARTIFACTS / "browser-09b-latency.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def _opens_modified(page, url: str, token: str, notebook: str) -> bool:
+    """Open `notebook`, let its kernel connect (JupyterLab then writes the kernel's metadata into
+    the model) and say whether its tab reads modified: closing it would ask "Save your work?"."""
+    _open(page, url, token, notebook)
+    page.wait_for_timeout(5_000)   # kernel_info's metadata lands after the kernel reads idle
+    return page.locator(".lm-TabBar-tab.jp-mod-dirty").count() > 0
+
+
+def test_a_notebook_opened_and_left_unrun_is_not_modified(lab):
+    """A notebook stored as JupyterLab writes it (scripts/normalize_notebooks.py) opens clean;
+    the same notebook with the metadata it had before opens modified, so the check can fail."""
+    from playwright.sync_api import sync_playwright
+
+    url, token, _ = lab
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            assert not _opens_modified(page, url, token, OPENED_NOTEBOOK), \
+                f"{OPENED_NOTEBOOK} opens modified: run scripts/normalize_notebooks.py"
+            assert _opens_modified(page, url, token, STALE_NOTEBOOK)
+        except Exception:
+            page.screenshot(path=str(ARTIFACTS / "browser-modified-failure.png"), full_page=True)
+            raise
+        finally:
+            browser.close()
+
+
+def test_the_clipped_text_check_sees_cut_toggles_and_labels(lab):
+    """The check the panels' tests use finds what ipywidgets' CSS cuts off: both fixed-width
+    toggle labels and a status Label longer than its row."""
+    from playwright.sync_api import sync_playwright
+
+    url, token, _ = lab
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            _run_all(page, url, token, CLIPPED_NOTEBOOK)
+            page.locator(".widget-toggle-button").first.wait_for(timeout=60_000)
+            clipped = [text for text, *_ in _clipped_widget_texts(page)]
+            assert {"reshard after forward", "keep until backward"} <= set(clipped), clipped
+            assert any(t.startswith("bucket_cap_mb=4") for t in clipped), clipped
+        finally:
+            browser.close()

@@ -234,7 +234,28 @@ def test_knob_panel_reruns_live_and_says_what_changed(cluster2):
     finally:
         matplotlib.use("Agg")
     assert "prefetch off" in status and "re-ran live" in status
+    assert "a light run: the warm-up step" in status   # a move's warm-up is light, and says so
     assert "→" in change and "all-gathers per step 14 → 14" in change
+
+
+def test_a_move_after_the_ranks_were_stopped_restarts_them_in_the_status_line_not_stderr(capfd):
+    """09b's §5 closes the panel's cluster; the next knob move restarts it. That is said in the
+    panel's status line: stderr from a widget's callback is red in JupyterLab's log console."""
+    from dpviz import Cluster
+
+    matplotlib.use("module://matplotlib_inline.backend_inline")
+    cluster = Cluster(2)
+    try:
+        panel = fsdp_knobs(cluster, CFG)
+        cluster.close()
+        capfd.readouterr()
+        panel.children[0].children[1].value = False   # prefetch off
+        status = panel.children[2].value
+        assert capfd.readouterr().err == ""
+        assert "prefetch off" in status and "restarted 2 ranks in" in status, status
+    finally:
+        cluster.close()
+        matplotlib.use("Agg")
 
 
 @pytest.fixture(scope="module")

@@ -298,12 +298,13 @@ def test_figures_draw_the_records(cluster3, synced):
         plot_dp_phases, plot_dp_vs_ddp, plot_step_time, plot_traffic,
     )
     from dpviz.lessons.lifecycle.plots import plot_buffers, plot_construction, plot_sampler
-    from dpviz.plots.legibility import overlapping_texts, small_texts, texts_over_bars
+    from dpviz.plots.legibility import fractional_ticks, overlapping_texts, small_texts, texts_over_bars
     from dpviz.plots.style import COLUMN_IN
 
     shards = L.sampler_shards(cluster=cluster3, dataset_size=10, epochs=2)
     assert len(plot_sampler(shards).patches) == 2 * 12        # 3 ranks × 4 slots per epoch
     assert len(plot_buffers(synced).lines) == 3 + 3          # a curve and a target line per rank
+    assert fractional_ticks(plot_buffers(synced).figure) == []   # whole steps only
     assert len(plot_construction(synced).lines) == 2 * 3 + 1   # before/after per rank, divider
     gpt = L.ddp_lifecycle(RunConfig(model="gpt", layers=1, width=32), cluster=cluster3, steps=1)
     assert "no buffers" in plot_construction(gpt).get_title(loc="left")

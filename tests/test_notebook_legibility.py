@@ -20,7 +20,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from notebook_figures import fingerprint, install
+from notebook_figures import ITEM_12_KINDS, fingerprint, install
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG_DIR = "DPVIZ_FIGURE_LOG_DIR"
@@ -28,6 +28,13 @@ LOG_DIR = "DPVIZ_FIGURE_LOG_DIR"
 # test fails once they read): none. A figure no wider than the notebook column keeps its type.
 # Only a failed assertion is the expected failure: a notebook that did not run fails outright.
 TOO_SMALL: dict[str, str] = {}
+# Notebooks whose figures issue 42 item 12 found covering data, crossing axes, ticking whole
+# numbers at fractions or overdrawing bars, not yet redrawn: their ITEM_12_KINDS findings are
+# printed, not failed (every other notebook fails on one). Take a notebook out as it is fixed.
+FIGURES_TO_FIX = {"01_ddp_from_scratch",   # plot_timeline: all-reduces of a lane overdrawn (measured)
+                  "04_gradient_accumulation",   # its schedules: the same (measured before layering was told apart)
+                  "02_collectives", "03_buckets_and_overlap", "05_activation_checkpointing",
+                  "06_training_step_anatomy", "10_mixed_precision", "15_your_own_model"}
 NOTEBOOKS = [pytest.param(p, id=p.stem, marks=pytest.mark.xfail(strict=True, raises=AssertionError,
                                                                 reason=TOO_SMALL[p.stem]))
              if p.stem in TOO_SMALL else pytest.param(p, id=p.stem)
@@ -87,6 +94,11 @@ def check(path: Path, lines: list[dict] | None) -> None:
     for name in ("over_bars", "small", "titles_missing"):
         unreadable = [(fig["cell"], fig["titles"], fig[name]) for fig in figures if fig[name]]
         assert unreadable == [], f"{name}: {len(figures)} figures checked"
+    for name in ITEM_12_KINDS:   # a log written before these checks has none: nothing found
+        found = [(fig["cell"], fig["titles"], fig[name]) for fig in figures if fig.get(name)]
+        for finding in found:
+            print(f"{path.stem}: {name}: {finding}")
+        assert path.stem in FIGURES_TO_FIX or found == [], f"{name}: {len(figures)} figures checked"
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +136,13 @@ DEFECTS = {   # defect → its log line, and the assertion that must catch it
     "hidden without a reason": ({"kind": "figure", "cell": 0, **GOOD, "hidden": [["12 ms", ""]]},
                                 "hidden without a reason"),
     "not measured": ({"kind": "figure", "cell": 0, "error": "ValueError()"}, "not measured"),
+    "legend over bars": ({"kind": "figure", "cell": 0, **GOOD, "legend_over_bars": [["backward", 1]]},
+                         "legend_over_bars:"),
+    "legend across the axes": ({"kind": "figure", "cell": 0, **GOOD, "legend_across_axes": ["k"]},
+                               "legend_across_axes:"),
+    "fractional ticks": ({"kind": "figure", "cell": 0, **GOOD, "fractional_ticks": [["x", ["2.5"]]]},
+                         "fractional_ticks:"),
+    "overdrawn bars": ({"kind": "figure", "cell": 0, **GOOD, "overdrawn_bars": [["t", 1]]}, "overdrawn_bars:"),
     "stderr": ({"kind": "stderr", "cell": 1, "text": "Warning: deprecated\n"}, "printed to stderr"),
     "stderr at start-up": ({"kind": "stderr", "cell": "", "text": "oops\n"}, "printed to stderr"),
 }

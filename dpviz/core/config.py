@@ -23,7 +23,8 @@ DEVICES = ("cpu", "cuda")
 NO_SYNC_SCOPES = ("forward_backward", "backward_only", "off")
 # What the steps before `profile_from` run (RunConfig.warmup): "full" trains them as any step;
 # "light" only has DDP rebuild its buckets (dpviz.engine.warm_ranks.warmup_step), and not even that where
-# a warm rank already knows the workload's ready order (dpviz.engine.warm_ranks).
+# a warm rank already knows the workload's ready order (dpviz.engine.warm_ranks); FSDP's knobs run their
+# warm-up step on WARMUP_SAMPLES samples with the link's wait off (dpviz.lessons.fsdp.live).
 WARMUPS = ("full", "light")
 # Samples per rank in a light warm-up: BatchNorm in train mode needs more than one value per
 # channel, and a user's model already ran a forward on 2 samples (validate_model_spec).

@@ -352,11 +352,14 @@ class Cluster:
         self.start()
         return self._ranks.workdir
 
-    def start(self) -> None:
-        """Spawn the ranks and wait until every one has joined the process group."""
+    def start(self, announce: bool = True) -> None:
+        """Spawn the ranks and wait until every one has joined the process group. A restart
+        says so on stderr unless `announce` is off: a widget says it in its status line
+        (`dpviz.widgets.slider.start_ranks`), where red text in JupyterLab's log console
+        would read as an error."""
         if self._ranks is not None:
             return
-        if self._starts:   # stopped by close() or an error: say so, a restart costs seconds
+        if self._starts and announce:   # stopped by close() or an error: say so, a restart costs seconds
             print(f"dpviz: restarting {self.world_size} {self.backend} ranks (they were stopped)",
                   file=sys.stderr)
         self._starts += 1

@@ -339,3 +339,114 @@ def title_missing_models(fig: Figure, models: tuple[str, ...] | None = None) -> 
         if len(drawn) >= 2 and title and named(title) and not drawn <= named(title):
             out.append((title, sorted(drawn - named(title))))
     return out
+
+
+# --- what covers data, ticks that mislead, bars that hide bars (issue 42, item 12) -----------
+
+def legends_over_bars(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, int]]:
+    """(legend's first entry, how many bars) for each legend drawn over filled bars of its axes:
+    a legend placed inside the axes (06's GPT legend on the head's backward bar) hides the data
+    it explains. Legends outside the axes cover no bars. Call after a draw."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    out = []
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not legend.get_visible():
+            continue
+        x0, y0, x1, y1 = _sorted(legend.get_window_extent(renderer))
+        bars = bar_extents(ax)[0]
+        covered = int(np.sum((bars[:, 2] > x0 + pad_px) & (bars[:, 0] < x1 - pad_px)
+                             & (bars[:, 3] > y0 + pad_px) & (bars[:, 1] < y1 - pad_px)))
+        if covered:
+            texts = legend.get_texts()
+            out.append((texts[0].get_text() if texts else "", covered))
+    return out
+
+
+def legends_across_axes(fig: Figure, pad_px: float = 1.0) -> list[str]:
+    """The first entry of each legend that straddles its axes' edge: partly inside, partly out,
+    so a sample line crosses the spine (05's legend). Inside or wholly outside reads."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    out = []
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is None or not legend.get_visible():
+            continue
+        lx0, ly0, lx1, ly1 = _sorted(legend.get_window_extent(renderer))
+        ax0, ay0, ax1, ay1 = _sorted(ax.get_window_extent(renderer))
+        inside = lx0 >= ax0 - pad_px and lx1 <= ax1 + pad_px and ly0 >= ay0 - pad_px and ly1 <= ay1 + pad_px
+        apart = lx0 >= ax1 - pad_px or lx1 <= ax0 + pad_px or ly0 >= ay1 - pad_px or ly1 <= ay0 + pad_px
+        if not inside and not apart:
+            texts = legend.get_texts()
+            out.append(texts[0].get_text() if texts else "")
+    return out
+
+
+def fractional_ticks(fig: Figure) -> list[tuple[str, list[str]]]:
+    """(axis, its fractional tick labels) where every point the axes' lines and markers put on
+    that axis is a whole number (K, k, a rank, a count) and a tick label is not: "k = 2.5" is
+    no value the learner can pick (05's k axis read 2.5, 7.5). Log axes and axes without lines
+    are left alone. Call after a draw."""
+    fig.canvas.draw()
+    out = []
+    for ax in fig.axes:
+        for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            values = _line_values(ax, name)
+            if axis.get_scale() != "linear" or len(np.unique(values)) < 2 or not np.all(values == np.round(values)):
+                continue
+            drawn = [tick for tick in mpl_gate.drawn_ticks(axis) if mpl_gate.is_major(tick, axis)]
+            bad = [tick.label1.get_text() for tick in drawn   # a word at a group's middle is no number
+                   if tick.label1.get_visible() and _is_number(tick.label1.get_text())
+                   and not float(tick.get_loc()).is_integer()]
+            if bad:
+                out.append((f"{ax.get_title(loc='left') or ax.get_title() or 'axes'}: {name}", bad))
+    return out
+
+
+def _is_number(label: str) -> bool:
+    """Whether a tick label reads as a number (matplotlib writes minus as U+2212)."""
+    try:
+        float(label.replace("\u2212", "-"))
+    except ValueError:
+        return False
+    return True
+
+
+def _line_values(ax, name: str) -> np.ndarray:
+    """The finite data values of the axes' lines and scatter points on axis `name` ("x"/"y")."""
+    from matplotlib.collections import PathCollection
+
+    parts = [np.asarray(getattr(line, f"get_{name}data")(), dtype=float).ravel() for line in ax.lines
+             if line.get_visible() and line.get_transform() == ax.transData]
+    parts += [np.asarray(c.get_offsets(), dtype=float)[:, "xy".index(name)] for c in ax.collections
+              if isinstance(c, PathCollection) and c.get_visible() and len(c.get_offsets())]
+    values = np.concatenate(parts) if parts else np.empty(0)
+    return values[np.isfinite(values)]
+
+
+def overdrawn_bars(fig: Figure, pad_px: float = 1.0) -> list[tuple[str, int]]:
+    """(axes' title, how many pairs) where an opaque bar of a lane (the same top and bottom, to a
+    pixel) is drawn over part of an earlier one's end, or over all of it: the earlier bar's
+    extent can no longer be read (03's all-reduces of one lane, bucket 2 drawn over bucket 3).
+    A bar drawn inside an earlier one is layering (work over a lane's background) and reads;
+    bars stacked on purpose sit in lanes of their own height. Call after a draw."""
+    fig.canvas.draw()
+    out = []
+    for ax in fig.axes:
+        extents, faces = bar_extents(ax)   # in drawing order
+        opaque = np.array([face[3] >= 0.99 for face in faces], dtype=bool).reshape(-1)
+        rows = extents[opaque]
+        lanes = np.round(rows[:, [1, 3]])
+        pairs = 0
+        for lane in np.unique(lanes, axis=0):
+            x0, x1 = rows[np.all(lanes == lane, axis=1)][:, [0, 2]].T
+            # [i, j]: bar j, drawn after bar i, overlaps it and does not sit inside it
+            later = np.triu(np.ones((len(x0), len(x0)), dtype=bool), k=1)
+            overlap = np.minimum(x1[:, None], x1[None, :]) - np.maximum(x0[:, None], x0[None, :]) > pad_px
+            inside = (x0[None, :] >= x0[:, None] - pad_px) & (x1[None, :] <= x1[:, None] + pad_px)
+            pairs += int(np.sum(later & overlap & ~inside))
+        if pairs:
+            out.append((ax.get_title(loc="left") or ax.get_title(), pairs))
+    return out

@@ -28,7 +28,8 @@ class FigurePanel:
     whole output. Here the first value is laid out by constrained layout, and the layout is
     then kept: a knob changes the data, not the labels around the axes, and solving the
     layout again was a third of each move's draw. The limits of the axes the draw autoscales
-    are kept too (`limits`, grown when a value's data does not fit): moves compare on one
+    are kept too (`limits`, grown when a value's data does not fit, shrunk back when
+    one needs far less: `SHRINK_BEYOND`): moves compare on one
     scale, and the frame (ticks, lane names, legend: `dpviz.widgets.frame`) stays the same
     pixels, rasterized once; a move draws only what changed over it. Its text comes from kept layouts and glyph
     bitmaps (`dpviz.widgets.glyphs`), and a re-run slider shows the titles, which carry each
@@ -134,7 +135,7 @@ def caption_html(ax) -> str:
     """The axes' non-empty titles as HTML lines, in the figure's text colour and title size."""
     lines = [html.escape(line) for t in style.titles(ax) for line in t.get_text().splitlines()]
     size = max(t.get_fontsize() for t in style.titles(ax))
-    return (f'<div style="color:{style.TEXT};font-size:{size * 1.33:.0f}px;line-height:1.3">'
+    return (f'<div style="color:{style.TEXT};font-size:{size * 1.33:.0f}px;line-height:1.3;white-space:normal">'
             + "<br>".join(lines) + "</div>")
 
 
@@ -159,29 +160,57 @@ def _empty(ax) -> None:
 # An end of the kept limits that grows keeps a tenth of the span to spare: a live step's time
 # jitters by a few percent from run to run, and each growth draws the plot and its frame again.
 GROW_SPARE = 0.1
+# Kept limits more than this many times the data's span (with margins and spare, ×1.2) shrink
+# back to what the value needs: one slow run (a 409 ms step among ~130 ms ones) must not
+# squeeze every later move into a corner of its axis. Live steps of one slider differ by up
+# to ~1.5× under load (03's caps: 225 to 330 ms, measured with other work running); that must
+# keep the limits, and their frame, from move to move (tests/test_legibility.py).
+SHRINK_BEYOND = 2.5
 
 
 def _grown(ax, kept, scaled):
     """The kept (x, y) limits, on the `scaled` axes, with each end the axes' data now passes
-    moved out to autoscale's end (margins included) and a spare; the axes keep their limits."""
+    moved out to autoscale's end (margins included) and a spare, and limits far wider than the
+    data needs (SHRINK_BEYOND) brought back to it; the axes keep their limits."""
     wanted = []
     for name, limits, auto_on in zip("xy", kept, scaled):
         lo, hi = sorted(limits)
         data_lo, data_hi = sorted(getattr(ax.dataLim, f"interval{name}"))
-        if not auto_on or (lo <= data_lo and data_hi <= hi):
+        fits = lo <= data_lo and data_hi <= hi
+        if not auto_on or not np.isfinite([data_lo, data_hi]).all() or (fits and not _roomy(ax, name, lo, hi)):
             wanted.append(limits)
             continue
-        drawn = getattr(ax, f"get_{name}lim")()
-        getattr(ax, f"set_autoscale{name}_on")(True)
-        ax.autoscale_view(scalex=name == "x", scaley=name == "y")
-        auto_lo, auto_hi = sorted(getattr(ax, f"get_{name}lim")())
-        getattr(ax, f"set_{name}lim")(drawn)
+        auto_lo, auto_hi = _autoscaled(ax, name)
         linear = getattr(ax, f"get_{name}scale")() == "linear"
-        spare = GROW_SPARE * (max(hi, auto_hi) - min(lo, auto_lo)) if linear else 0.0
-        new_lo = lo if lo <= data_lo else auto_lo - spare
-        new_hi = hi if data_hi <= hi else auto_hi + spare
+        if fits:   # far too roomy: back to what this value needs, with the spare
+            spare = GROW_SPARE * (auto_hi - auto_lo) if linear else 0.0
+            new_lo, new_hi = max(lo, auto_lo - spare), min(hi, auto_hi + spare)
+        else:
+            spare = GROW_SPARE * (max(hi, auto_hi) - min(lo, auto_lo)) if linear else 0.0
+            new_lo = lo if lo <= data_lo else auto_lo - spare
+            new_hi = hi if data_hi <= hi else auto_hi + spare
         wanted.append((new_lo, new_hi) if limits[0] <= limits[1] else (new_hi, new_lo))
     return tuple(wanted)
+
+
+def _roomy(ax, name: str, lo: float, hi: float) -> bool:
+    """Whether the kept limits (lo, hi) span more than SHRINK_BEYOND times the data's span, on
+    the axis' own scale (log units on a log axis): only then is autoscale asked what the data
+    needs, which a move where nothing changed would pay for nothing."""
+    transform = getattr(ax, f"{name}axis").get_transform()
+    (k0, k1), (d0, d1) = transform.transform([lo, hi]), transform.transform(getattr(ax.dataLim, f"interval{name}"))
+    return bool(np.isfinite([k0, k1, d0, d1]).all() and abs(k1 - k0) > SHRINK_BEYOND * abs(d1 - d0) * (1 + 2 * GROW_SPARE))
+
+
+def _autoscaled(ax, name: str) -> tuple[float, float]:
+    """The (low, high) limits autoscale gives the axes' data on axis `name` (margins
+    included); the axes keep the limits they have."""
+    drawn = getattr(ax, f"get_{name}lim")()
+    getattr(ax, f"set_autoscale{name}_on")(True)
+    ax.autoscale_view(scalex=name == "x", scaley=name == "y")
+    auto = sorted(getattr(ax, f"get_{name}lim")())
+    getattr(ax, f"set_{name}lim")(drawn)
+    return auto[0], auto[1]
 
 
 def stepper(n: int, draw: Callable[[Any, int], None], label: str = "step",
@@ -208,6 +237,28 @@ def starts_note(cluster: Any, starts_before: int) -> str:
     return f"; {verb} {cluster.world_size} ranks in {cluster.start_seconds:.2f} s"
 
 
+def status_line() -> w.HTML:
+    """A panel's status line, as HTML that wraps at its width: a Label never wraps (its CSS cuts
+    a long line to an ellipsis: 03's "…and DD"), and a status line grows with a run's notes.
+    In a row it takes the room its neighbours leave; in a column, the column's width."""
+    return w.HTML(layout=w.Layout(width="100%", flex="1 1 0%", min_width="0"))
+
+
+def say(line: w.HTML, text: str) -> None:
+    """Show `text` on a `status_line`: as text (escaped), wrapping."""
+    line.value = f'<div style="white-space:normal;line-height:1.4">{html.escape(text, quote=False)}</div>'
+
+
+def start_ranks(cluster: Any, status: w.HTML, doing: str) -> None:
+    """Before a move's run: where `cluster`'s ranks were stopped (`cluster.close()` in a later
+    section), say in the panel's `status` line that they restart (seconds) and start them
+    without the launcher's stderr note, which JupyterLab shows in red in its log console."""
+    if cluster is None or cluster.alive:
+        return
+    say(status, f"restarting {cluster.world_size} ranks (they were stopped), then {doing}…")
+    cluster.start(announce=False)
+
+
 def light_run_note(record: Any) -> str:
     """What a slider's light run (`config.for_slider`) does that a plain run does not, for its
     status line: a learner should know the drawn DDP skipped its start-up sync."""
@@ -230,21 +281,22 @@ def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any,
                                description=label, continuous_update=False,
                                style={"description_width": "initial"},   # the whole label shows
                                layout=w.Layout(width="460px"))
-    status = w.Label()
+    status = status_line()
 
     def update(choice: Any) -> None:
-        status.value = f"running {label}={format_value(choice)} on live ranks…"
+        say(status, f"running {label}={format_value(choice)} on live ranks…")
         t0, starts = time.perf_counter(), cluster.starts if cluster is not None else 0
         try:
+            start_ranks(cluster, status, f"running {label}={format_value(choice)}")
             record = run(choice)
         except Exception as err:  # a failed run is shown, not swallowed: the panel says why
-            status.value = f"{label}={format_value(choice)}: {type(err).__name__}: {err}"
+            say(status, f"{label}={format_value(choice)}: {type(err).__name__}: {err}")
             raise
         t1 = time.perf_counter()
         figure.show(record)
-        status.value = (f"{label}={format_value(choice)}: re-ran live in {t1 - t0:.2f} s"
-                        f"{starts_note(cluster, starts)}, drawn in {time.perf_counter() - t1:.2f} s"
-                        f"{light_run_note(record)}")
+        say(status, f"{label}={format_value(choice)}: re-ran live in {t1 - t0:.2f} s"
+                    f"{starts_note(cluster, starts)}, drawn in {time.perf_counter() - t1:.2f} s"
+                    f"{light_run_note(record)}")
 
     slider.observe(lambda change: update(change["new"]), names="value")
     update(slider.value)

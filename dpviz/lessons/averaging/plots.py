@@ -1,6 +1,8 @@
 """The worked example's trajectory, uneven-shard errors, parameter vs gradient averaging, hooks."""
 from __future__ import annotations
 
+from matplotlib.ticker import MaxNLocator
+
 from dpviz.lessons.averaging.records import (
     AveragingComparison, HookCheck, HookComparison, UnevenShards, WorkedExample,
 )
@@ -16,6 +18,7 @@ def plot_worked_example(examples: list[WorkedExample], ax=None):
                 label=f"per-rank {ex.reduction} of squared errors")
     ax.axhline(2.0, color=style.MUTED, ls="--", lw=1, label="best w = 2")
     ax.set(xlabel="step", ylabel="w (identical on both ranks)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))   # steps are whole: no 0.5, 1.5 ticks
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
     style.tag(ax, "live")

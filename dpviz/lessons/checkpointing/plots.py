@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 from dpviz.lessons.checkpointing.records import CheckpointingRecord, floor_sets_peak, model_step_ms
 from dpviz.plots import style
@@ -93,6 +94,7 @@ def plot_peaks(record: CheckpointingRecord, ax=None):
                label="measured, no checkpointing")
     ax.axvline(math.sqrt(record.layers), color=style.TEXT, ls=":", lw=1, label="√n")
     ax.set_xlabel("checkpoint every k blocks")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))   # k is a whole number: no 2.5, 7.5 ticks
     ax.set_ylabel("peak MB")
     ax.set_ylim(bottom=0)
     ax.set_title(peaks_title(record), loc="left")

@@ -27,7 +27,7 @@ import threading
 import time
 import weakref
 
-from dpviz.core.config import RunConfig, validate, writable_dir
+from dpviz.core.config import WARMUP_SAMPLES, RunConfig, validate, writable_dir
 from dpviz.core.record import save
 from dpviz.engine.launch import Cluster, RankContext, using_cluster
 from dpviz.lessons.fsdp.records import (
@@ -427,6 +427,10 @@ def fsdp_rank(ctx: RankContext, cfg: RunConfig, knobs: FsdpKnobs, checks: bool, 
             if log.active:   # every rank starts the recorded step together: its waits are FSDP's, not a late start's
                 dist.barrier()
             x, y = rank_batch(cfg, workload, step, 0, ctx.rank)
+            light = cfg.warmup == "light" and not log.active
+            wire.link = None if light else cfg.link
+            if light:   # a knob's move: FSDP's lazy init and Adam's state need a step, not its batch or its link
+                x, y = x[:WARMUP_SAMPLES], y[:WARMUP_SAMPLES]
             log.marks["start"] = log.sample()
             log.phase = "forward"
             loss = compute_loss(workload, model(x), y)
@@ -547,7 +551,10 @@ def assemble(cfg: RunConfig, knobs: FsdpKnobs, results: list[dict]) -> FsdpRecor
 # --- the knobs, live ------------------------------------------------------------------------------
 
 def _run_knobs(cluster: Cluster, cfg: RunConfig, knobs: FsdpKnobs, gbps: float) -> FsdpRecord:
-    return record_fsdp(cfg.replace(link=cfg.link.with_gbps(gbps)), cluster=cluster,
+    """A knob's move: the recorded step as `record_fsdp` runs it, after a light warm-up (its
+    step on WARMUP_SAMPLES samples per rank, the link's wait off): the warm-up was half of a
+    move's time (issue 42 item 21; benchmarks/knob_latency.py)."""
+    return record_fsdp(cfg.replace(link=cfg.link.with_gbps(gbps), warmup="light", checks=False), cluster=cluster,
                        reshard_after_forward=knobs.reshard_after_forward, prefetch=knobs.prefetch,
                        units=knobs.units, checks=False)
 

@@ -23,6 +23,11 @@ ROW = 2 * LANE + BAND + 1.2     # one rank: compute, link, memory, a gap
 WAIT_COLOR = "#E15759"          # the main thread blocked on a collective: exposed communication
 SHARD_COLOR = "#BFD3E6"
 GATHERED_COLOR = "#2A9D8F"
+# A unit's name on its compute bar: JupyterLab beside its file browser shows an 11-inch figure
+# at ~90 % (issue 42 item 18 measured ~7 px at 7 pt): 8 pt stays above the 7-pt minimum there.
+UNIT_PT = 8
+# 4 ranks at 2.3 in each were 916 px tall as shown, more than a 900-px window: lanes get thinner
+MAX_HEIGHT_IN = 7.0
 LABEL_COLORS = {"forward": "white", "backward": style.TEXT}   # WCAG contrast ≥ 3 on each phase's colour
 
 
@@ -58,10 +63,11 @@ def memory_curve(step: RankStep) -> tuple[list[float], list[float]]:
 def plot_fsdp_step(record: FsdpRecord, ax=None, ranks=None):
     """One recorded FSDP2 step on every rank, on the common clock: compute (forward, backward,
     the main thread waiting), the link (each all-gather and reduce-scatter: its wire time
-    dotted, the real gloo collective solid), and the parameter bytes held (measured), with
+    dotted, the real gloo collective solid; unnamed: their names stood apart from the compute
+    lane's and read as stray), and the parameter bytes held (measured), with
     the model's peak and the full replica DDP and ZeRO-1 keep."""
     ranks = [s.rank for s in record.ranks] if ranks is None else list(ranks)
-    ax = style.new_axes(ax, figsize=(11, 1.2 + 2.3 * len(ranks)))
+    ax = style.new_axes(ax, figsize=(11, min(1.2 + 2.3 * len(ranks), MAX_HEIGHT_IN)))
     top = max(record.full_bytes, *(measured_peak(record.rank_step(r)) for r in ranks)) * 1.08
     scale = BAND / top
     model = record_peak_model(record)
@@ -74,7 +80,7 @@ def plot_fsdp_step(record: FsdpRecord, ax=None, ranks=None):
             hbars(ax, [(a, b - a) for _, a, b in segs], (y_compute, LANE), facecolors=style.kind_color(phase),
                   edgecolor="white", linewidth=0.3)
             labels += [(ax.text((a + b) / 2, y_compute + LANE / 2, short(u), ha="center", va="center",
-                                fontsize=7, color=LABEL_COLORS[phase]), a, b, y_compute, y_compute + LANE)
+                                fontsize=UNIT_PT, color=LABEL_COLORS[phase]), a, b, y_compute, y_compute + LANE)
                        for u, a, b in segs if u != ROOT]
         hbars(ax, [(w.start_ms, w.end_ms - w.start_ms) for w in step.waits], (y_compute + LANE * 0.3, LANE * 0.4),
               facecolors=WAIT_COLOR, edgecolor="none")
@@ -86,10 +92,6 @@ def plot_fsdp_step(record: FsdpRecord, ax=None, ranks=None):
                       style.op_color(op), linewidth=0.6)
             hbars(ax, [(t.link_end_ms, t.done_ms - t.link_end_ms) for t in mine], (y_link, LANE),
                   facecolors=style.op_color(op), edgecolor="none")
-            labels += [(ax.text((t.link_start_ms + t.link_end_ms) / 2, y_link + LANE / 2, short(t.unit),
-                                ha="center", va="center", fontsize=7, color=style.TEXT),
-                        t.link_start_ms, t.link_end_ms, y_link, y_link + LANE)
-                       for t in mine if op == "all_gather"]
         xs, ys = memory_curve(step)
         ax.fill_between(xs, y_mem, [y_mem + y * scale for y in ys], step="post", color=GATHERED_COLOR,
                         alpha=0.55, lw=0)

@@ -9,13 +9,18 @@ from typing import Callable, Sequence
 
 import ipywidgets as w
 
+from dpviz.core.config import WARMUP_SAMPLES
 from dpviz.lessons.fsdp.plots import plot_fsdp_step
 from dpviz.lessons.fsdp.records import (
     FsdpKnobs, FsdpRecord, GRANULARITIES, check_knobs, describe_change, describe_knobs,
 )
-from dpviz.widgets.slider import FigurePanel, starts_note
+from dpviz.widgets.slider import FigurePanel, say, start_ranks, starts_note, status_line
 
 FIGSIZE = (11, 5.6)
+# what a move's light run (`dpviz.lessons.fsdp.live._run_knobs`) leaves out, said where its time is
+LIGHT_NOTE = f"; a light run: the warm-up step before the drawn one trains {WARMUP_SAMPLES} samples per rank, no link wait"
+# a toggle as wide as its label: ipywidgets' fixed width cut "reshard after for…", "keep until backw…"
+WHOLE_LABELS = {"button_width": "auto"}
 UNIT_LABELS = {"block": "a unit per block", "model": "the model as one unit"}
 
 
@@ -29,32 +34,33 @@ def fsdp_panel(run: Callable[[FsdpKnobs, float], FsdpRecord], knobs: FsdpKnobs, 
     if value not in gbps:
         raise ValueError(f"value {value} is not one of {list(gbps)}")
     reshard = w.ToggleButtons(options=[("reshard after forward", True), ("keep until backward", False)],
-                              value=knobs.reshard_after_forward, description="params")
+                              value=knobs.reshard_after_forward, description="params", style=WHOLE_LABELS)
     prefetch = w.ToggleButtons(options=[("prefetch on", True), ("prefetch off", False)], value=knobs.prefetch,
-                               description="prefetch")
+                               description="prefetch", style=WHOLE_LABELS)
     units = w.ToggleButtons(options=[(UNIT_LABELS[g], g) for g in GRANULARITIES], value=knobs.units,
-                            description="units")
+                            description="units", style=WHOLE_LABELS)
     bandwidth = w.SelectionSlider(options=[(f"{g:g}", g) for g in gbps], value=value, description="link Gb/s",
-                                  continuous_update=False)
+                                  continuous_update=False, style={"description_width": "initial"})
     figure = FigurePanel(lambda ax, record: plot_fsdp_step(record, ax=ax), FIGSIZE, caption=True)
-    status, change = w.Label(), w.Label()
+    status, change = status_line(), status_line()
     last: list[FsdpRecord] = []
 
     def update(_=None) -> None:
         chosen = FsdpKnobs(reshard.value, prefetch.value, units.value)
         what = f"{describe_knobs(chosen)}, {bandwidth.value:g} Gb/s"
-        status.value = f"running {what} on live ranks…"
+        say(status, f"running {what} on live ranks…")
         t0, starts = time.perf_counter(), cluster.starts if cluster is not None else 0
         try:
+            start_ranks(cluster, status, f"running {what}")
             record = run(chosen, bandwidth.value)
         except Exception as err:   # shown, not swallowed: the panel says why
-            status.value = f"{what}: {type(err).__name__}: {err}"
+            say(status, f"{what}: {type(err).__name__}: {err}")
             raise
         t1 = time.perf_counter()
         figure.show(record)
-        status.value = (f"{what}: re-ran live in {t1 - t0:.2f} s{starts_note(cluster, starts)}, drawn in "
-                        f"{time.perf_counter() - t1:.2f} s")
-        change.value = describe_change(last[-1] if last else None, record)
+        say(status, f"{what}: re-ran live in {t1 - t0:.2f} s{starts_note(cluster, starts)}, drawn in "
+                    f"{time.perf_counter() - t1:.2f} s{LIGHT_NOTE if record.config.get('warmup') == 'light' else ''}")
+        say(change, describe_change(last[-1] if last else None, record))
         last[:] = [record]
 
     for control in (reshard, prefetch, units, bandwidth):

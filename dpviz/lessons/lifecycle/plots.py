@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import MaxNLocator
 
 from dpviz.lessons.lifecycle.records import BN_NET, Lifecycle, SamplerShards
 from dpviz.plots import style
@@ -86,6 +87,7 @@ def plot_buffers(record: Lifecycle, ax=None):
         if record.workload is None or record.workload.name == BN_NET:  # BatchNorm on the inputs
             ax.axhline(rank * record.data_shift, color=style.rank_color(rank), ls=":", lw=0.8)
     ax.set(xlabel="step", ylabel="running mean (avg over features)")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))   # steps are whole: no 2.5, 7.5 ticks
     ax.set_title(f"{name}, forward_sync_buffers={record.forward_sync_buffers}", loc="left")
     ax.legend(fontsize=8, frameon=False)
     style.tidy(ax)
