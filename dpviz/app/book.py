@@ -1,5 +1,6 @@
-"""The course site a teacher hands out: the notebooks executed on live ranks, their figures
-and widgets' initial state, and the animations as videos, built by Sphinx with myst-nb.
+"""The course site a teacher hands out: the notebooks executed on live ranks, their figures,
+their widgets with every position recorded at build time (`dpviz.widgets.recorded`: they move
+in the page with no kernel), and the animations as videos, built by Sphinx with myst-nb.
 
 Orchestration only: notebooks run through `dpviz.app.notebooks.execute` (the same run as
 `dpviz tour`), videos through `dpviz.app.export.export_all`; Sphinx renders what they made.
@@ -8,12 +9,15 @@ Nothing is fetched at build or view time: the widget JavaScript comes from node_
 from __future__ import annotations
 
 import os
+import platform
 import shutil
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from dpviz.app.notebooks import NOTEBOOKS, execute, notebook_paths
 from dpviz.core.config import writable_dir
+from dpviz.widgets.recorded import ENV as RECORD_ENV
 
 ROOT = Path(__file__).resolve().parents[2]   # the checkout: dpviz/app/book.py
 WIDGET_JS = {  # file in the site's _static/ → where `npm install` (make book) puts it
@@ -47,10 +51,12 @@ def build_book(out: str | os.PathLike, only: list[str] | None = None,
         shutil.copy(path, static / name)
     import nbformat
 
-    for path in paths:
-        t0 = time.perf_counter()
-        nbformat.write(execute(path, timeout_s), src / path.name)
-        log(f"{path.stem}: executed in {time.perf_counter() - t0:.1f} s")
+    with recording_widgets(build_tag()):
+        for path in paths:
+            t0 = time.perf_counter()
+            log(f"{path.stem}: executing on live ranks, recording its widgets' positions")
+            nbformat.write(execute(path, timeout_s), src / path.name)
+            log(f"{path.stem}: executed in {time.perf_counter() - t0:.1f} s")
     pages = [p.stem for p in paths]
     for path in sorted(Path(notebooks).glob("*.md")):   # pages the notebooks link to (ERRATA.md)
         shutil.copy(path, src / path.name)
@@ -68,6 +74,41 @@ def build_book(out: str | os.PathLike, only: list[str] | None = None,
     _copy_widget_fonts(out / "html")
     log(f"site: built in {time.perf_counter() - t0:.1f} s → {out / 'html' / 'index.html'}")
     return out / "html" / "index.html"
+
+
+def build_tag() -> str:
+    """What each recorded widget view says it is: where and when it was recorded."""
+    return f"recorded at build time on {machine()}, {time.strftime('%Y-%m-%d', time.gmtime())}"
+
+
+def machine() -> str:
+    """This machine in a few words: its CPU model (Linux's /proc/cpuinfo) and the cores this
+    process may use, e.g. 'AMD EPYC 7B13, 2 cores'."""
+    model = platform.machine() or "an unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model}, {cores} core{'s' * (cores != 1)}"
+
+
+@contextmanager
+def recording_widgets(tag: str):
+    """Kernels started inside the block (they inherit this environment) record every position
+    of each panel they build (`dpviz.widgets.recorded`), tagged `tag`."""
+    before = os.environ.get(RECORD_ENV)
+    os.environ[RECORD_ENV] = tag
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[RECORD_ENV]
+        else:
+            os.environ[RECORD_ENV] = before
 
 
 WIDGET_FONTS = WIDGET_JS["embed-amd.js"].parent   # the widgets' icon fonts (font-awesome)
@@ -90,8 +131,10 @@ def _index_page(pages: list[str]) -> str:
     return f"""# dpviz: data-parallel training, live
 
 Every figure on these pages was drawn from a real run: the notebooks were executed top to
-bottom on live gloo ranks (CPU) when this site was built. Sliders show their first state; to
-move them (each move re-runs the ranks), open the notebooks in JupyterLab (`make lab`).
+bottom on live gloo ranks (CPU) when this site was built. Sliders and toggles move here with
+no server: each position was run on the notebook's ranks while the site was built, and its
+figure says so ("recorded at build time on …"). To run new positions live, open the
+notebooks in JupyterLab (`make lab`): there every move re-runs the ranks.
 
 ```{{toctree}}
 :maxdepth: 1

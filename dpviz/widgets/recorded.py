@@ -1,0 +1,129 @@
+"""Panels that move without a kernel: every position recorded when the site is built.
+
+`dpviz book` executes the notebooks with `DPVIZ_RECORD_WIDGETS` set to a tag ("recorded at
+build time on <machine>, <date>"). A panel built then is moved through each of its positions
+at once, by setting its controls: its own observers re-run it, on the warm ranks the notebook
+uses. Each position's views (figure, caption, status line) are copied into plain widgets, and
+a `Stack` of those copies, one level per control, has its `selected_index` jslink-ed to the
+control's index. The page's widget manager (the html-manager myst-nb embeds) runs those links
+from the saved widget state, so a move shows its recorded view with no server. Without the
+variable (JupyterLab, nbval) a panel is returned as built: every move re-runs live.
+"""
+from __future__ import annotations
+
+import html
+import os
+import sys
+import time
+from typing import Callable, Sequence, Union
+
+import ipywidgets as w
+
+ENV = "DPVIZ_RECORD_WIDGETS"   # its value is the tag each recorded view shows
+# the page's classes scripts/check_site.py finds a recorded panel, its views and their tag by
+PANEL_CLASS, VIEW_CLASS, TAG_CLASS = "dpviz-recorded", "dpviz-recorded-view", "dpviz-recorded-tag"
+View = Union[w.Widget, Callable[[], w.Widget]]   # a widget to copy, or a function making the copy
+
+
+def recording_tag() -> str | None:
+    """The tag of this build's recorded views, or None when panels stay live."""
+    return os.environ.get(ENV) or None
+
+
+def positions(control: w.Widget) -> tuple[str, int]:
+    """The trait a Stack's index follows (`index` of a selection, `value` of an IntSlider
+    from 0 in steps of 1) and how many positions it has. Other controls (a float slider) have
+    no index a jslink can follow: record them on a stated grid of options instead."""
+    if isinstance(control, (w.SelectionSlider, w.ToggleButtons, w.Dropdown)):
+        return "index", len(control.options)
+    if isinstance(control, w.IntSlider) and control.min == 0 and control.step == 1:
+        return "value", control.max + 1
+    raise TypeError(f"{type(control).__name__} has no index a recorded Stack can follow")
+
+
+def recordable(panel: w.Box, name: str, controls: Sequence[w.Widget], views: Sequence[View],
+               live_only: Sequence[w.Widget] = (), fixed: Sequence[w.Widget] = ()) -> w.Box:
+    """`panel` as built, or, while recording, `panel` with `views` and `live_only` taken out and
+    a Stack of every position's recorded views (the product of `controls`' positions) put last.
+    `fixed`: controls left out of the recording, disabled in the page (they move with a kernel).
+    `live_only`: views that mean nothing recorded (a change against the previous run)."""
+    tag = recording_tag()
+    if tag is None:
+        return panel
+    views = [v for v in views if v is not None]
+    for control in fixed:
+        control.disabled = True
+    t0, count = time.perf_counter(), _count(controls)
+    _progress(f"  {name}: recording {count} position{'s' * (count != 1)}")
+    note = tag + ("; greyed controls move only with a kernel (JupyterLab)" if fixed else "")
+    tag_line = w.HTML(f'<span style="color:#666;font-size:smaller">{html.escape(note)}</span>')
+    tag_line.add_class(TAG_CLASS)
+    kept: dict[tuple, w.Widget] = {}   # one copy of equal views: the page stores it once
+
+    def snapshot() -> w.VBox:
+        view = w.VBox([tag_line, *(_copy(v, kept) for v in views)])
+        view.add_class(VIEW_CLASS)
+        return view
+
+    stack = _record(list(controls), snapshot)
+    stack.add_class(PANEL_CLASS)
+    _prune(panel, {id(v) for v in views if isinstance(v, w.Widget)} | set(map(id, live_only)))
+    panel.children = (*panel.children, stack)
+    _progress(f"  {name}: {count} positions recorded in {time.perf_counter() - t0:.1f} s")
+    return panel
+
+
+def _record(controls: list[w.Widget], snapshot: Callable[[], w.Widget]) -> w.Widget:
+    """The views at every position of `controls` (the first the outermost Stack). Each control
+    visits its starting position last, so every control ends where it started with no extra run."""
+    if not controls:
+        return snapshot()
+    control, rest = controls[0], controls[1:]
+    trait, n = positions(control)
+    start = getattr(control, trait)
+    children: list[w.Widget | None] = [None] * n
+    for i in [*(j for j in range(n) if j != start), start]:
+        setattr(control, trait, i)   # the panel's observers re-run and redraw it
+        children[i] = _record(rest, snapshot)
+    stack = w.Stack(children, selected_index=start)
+    w.jslink((control, trait), (stack, "selected_index"))
+    return stack
+
+
+def _copy(view: View, kept: dict[tuple, w.Widget]) -> w.Widget:
+    """A copy of what `view` shows now; the copy made before when it showed the same (a
+    scaling curve the moved knob leaves as it was is one widget, shown at many positions)."""
+    copy = freeze(view) if isinstance(view, w.Widget) else view()
+    key = (type(copy).__name__, copy.value if hasattr(copy, "value") else id(copy))
+    return kept.setdefault(key, copy)
+
+
+def freeze(view: w.Widget) -> w.Widget:
+    """A plain widget showing what `view` (an Image, Label or HTML) shows now."""
+    width = w.Layout(width=view.layout.width) if view.layout.width else w.Layout()
+    if isinstance(view, w.Image):
+        return w.Image(value=bytes(view.value), format=view.format, layout=width)
+    if isinstance(view, (w.Label, w.HTML)):
+        return type(view)(value=view.value, layout=width)
+    raise TypeError(f"cannot record a {type(view).__name__}: pass a function that returns its copy")
+
+
+def _prune(box: w.Box, drop: set[int]) -> None:
+    """Take the widgets whose id is in `drop` out of `box` and the boxes inside it."""
+    box.children = tuple(c for c in box.children if id(c) not in drop)
+    for child in box.children:
+        if isinstance(child, w.Box):
+            _prune(child, drop)
+
+
+def _count(controls: Sequence[w.Widget]) -> int:
+    count = 1
+    for control in controls:
+        count *= positions(control)[1]
+    return count
+
+
+def _progress(line: str) -> None:
+    """A progress line on the kernel's own stderr, which `dpviz book`'s terminal shows; the
+    notebook's outputs (what the page prints) stay as a live run leaves them."""
+    print(line, file=sys.__stderr__, flush=True)
