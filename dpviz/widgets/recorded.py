@@ -12,6 +12,7 @@ variable (JupyterLab, nbval) a panel is returned as built: every move re-runs li
 from __future__ import annotations
 
 import html
+import math
 import os
 import sys
 import time
@@ -53,7 +54,7 @@ def recordable(panel: w.Box, name: str, controls: Sequence[w.Widget], views: Seq
     views = [v for v in views if v is not None]
     for control in fixed:
         control.disabled = True
-    t0, count = time.perf_counter(), _count(controls)
+    t0, count = time.perf_counter(), math.prod(positions(c)[1] for c in controls)
     _progress(f"  {name}: recording {count} position{'s' * (count != 1)}")
     note = tag + ("; greyed controls move only with a kernel (JupyterLab)" if fixed else "")
     tag_line = w.HTML(f'<span style="color:#666;font-size:smaller">{html.escape(note)}</span>')
@@ -74,18 +75,47 @@ def recordable(panel: w.Box, name: str, controls: Sequence[w.Widget], views: Seq
 
 
 def _record(controls: list[w.Widget], snapshot: Callable[[], w.Widget]) -> w.Widget:
-    """The views at every position of `controls` (the first the outermost Stack). Each control
-    visits its starting position last, so every control ends where it started with no extra run."""
-    if not controls:
-        return snapshot()
-    control, rest = controls[0], controls[1:]
-    trait, n = positions(control)
-    start = getattr(control, trait)
-    children: list[w.Widget | None] = [None] * n
-    for i in [*(j for j in range(n) if j != start), start]:
-        setattr(control, trait, i)   # the panel's observers re-run and redraw it
-        children[i] = _record(rest, snapshot)
-    stack = w.Stack(children, selected_index=start)
+    """The views at every combination of the controls' positions, as nested Stacks (the first
+    control the outermost), each jslink-ed to its control. The controls walk the combinations
+    one move at a time (`walk`): one re-run each, then back to where they started."""
+    traits = [positions(c)[0] for c in controls]
+    starts = tuple(getattr(c, t) for c, t in zip(controls, traits))
+    views, at = {}, starts
+    for here in walk([positions(c)[1] for c in controls], starts):
+        for control, trait, old, new in zip(controls, traits, at, here):
+            if new != old:
+                setattr(control, trait, new)   # the panel's observers re-run and redraw it
+        views[here], at = snapshot(), here
+    for control, trait, old, new in zip(controls, traits, at, starts):
+        if new != old:
+            setattr(control, trait, new)       # the page opens where the notebook left it
+    return _stacks(controls, traits, views, ())
+
+
+def walk(sizes: Sequence[int], starts: tuple[int, ...]):
+    """Every combination of positions (`sizes[k]` for control k) once, from `starts`, each one
+    a single control's move from the one before (a reflected mixed-radix Gray code, the last
+    control the fastest): a live panel re-runs once per combination."""
+    orders = [[s, *(j for j in range(n) if j != s)] for n, s in zip(sizes, starts)]
+    digits, steps = [0] * len(sizes), [1] * len(sizes)
+    yield starts
+    for _ in range(math.prod(sizes) - 1):
+        for k in reversed(range(len(sizes))):
+            if 0 <= digits[k] + steps[k] < sizes[k]:
+                digits[k] += steps[k]
+                break
+            steps[k] = -steps[k]   # this control turns round; the next one out moves
+        yield tuple(order[d] for order, d in zip(orders, digits))
+
+
+def _stacks(controls, traits, views: dict, prefix: tuple[int, ...]) -> w.Widget:
+    """The Stack for `prefix`'s positions of the first controls (a view when all are set)."""
+    if len(prefix) == len(controls):
+        return views[prefix]
+    k = len(prefix)
+    control, trait = controls[k], traits[k]
+    children = [_stacks(controls, traits, views, (*prefix, i)) for i in range(positions(control)[1])]
+    stack = w.Stack(children, selected_index=getattr(control, trait))
     w.jslink((control, trait), (stack, "selected_index"))
     return stack
 
@@ -115,12 +145,6 @@ def _prune(box: w.Box, drop: set[int]) -> None:
         if isinstance(child, w.Box):
             _prune(child, drop)
 
-
-def _count(controls: Sequence[w.Widget]) -> int:
-    count = 1
-    for control in controls:
-        count *= positions(control)[1]
-    return count
 
 
 def _progress(line: str) -> None:

@@ -32,7 +32,7 @@ def zero_calculator(psi_billions: float = 7.5, world_size: int = 64, stage: int 
     summary, hint = w.Label(), w.Label()
     out = w.Output()
     setting = [False]              # a recipe sets three sliders: redraw once, not three times
-    drawn = [b""]                  # the last figure as PNG, kept only while a site records it
+    drawn = [b""]                  # the last figure as PNG, drawn instead of shown while a site records
 
     def use_recipe(_=None) -> None:
         r = RECIPES[menu.value]
@@ -56,15 +56,16 @@ def zero_calculator(psi_billions: float = 7.5, world_size: int = 64, stage: int 
         hint.value = (f"{p_bytes.value} + {g_bytes.value} + {bytes_k.value} = {per} bytes per parameter "
                       + (f"= {matching[0]} (K: {RECIPES[matching[0]].holds})" if matching
                          else "(no named recipe)"))
-        with out:
-            out.clear_output(wait=True)
-            fig, ax = plt.subplots(figsize=(7, 3.5), layout="constrained")
-            plot_zero_stages(psi.value * 1e9, ranks.value, bytes_k.value, chosen.value, ax=ax,
-                             param_bytes=p_bytes.value, grad_bytes=g_bytes.value)
-            display(fig)
-            if recording_tag():    # the Output's copy lives in the frontend, not here
-                drawn[0] = _png(fig)
-            plt.close(fig)
+        fig, ax = plt.subplots(figsize=(7, 3.5), layout="constrained")
+        plot_zero_stages(psi.value * 1e9, ranks.value, bytes_k.value, chosen.value, ax=ax,
+                         param_bytes=p_bytes.value, grad_bytes=g_bytes.value)
+        if recording_tag():        # for the site's recorded view: the Output's copy lives in the frontend
+            drawn[0] = _png(fig)
+        else:
+            with out:
+                out.clear_output(wait=True)
+                display(fig)
+        plt.close(fig)
 
     menu.observe(use_recipe, names="value")
     for slider in (psi, ranks, chosen, p_bytes, g_bytes, bytes_k):
@@ -78,9 +79,9 @@ def zero_calculator(psi_billions: float = 7.5, world_size: int = 64, stage: int 
 
 
 def _png(fig) -> bytes:
-    """The figure as the inline backend shows it (its tight box at the figure's dpi)."""
+    """The figure as PNG at its own size and dpi (laid out by constrained layout: one draw)."""
     import io
 
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", bbox_inches="tight")
+    fig.savefig(buffer, format="png")
     return buffer.getvalue()
