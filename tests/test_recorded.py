@@ -91,3 +91,31 @@ def test_a_control_without_an_index_is_refused(monkeypatch):
     knob = w.FloatSlider()
     with pytest.raises(TypeError, match="FloatSlider has no index"):
         recordable(w.VBox([knob, w.Label()]), "test", controls=[knob], views=[])
+
+
+def test_a_recorded_figure_keeps_its_size_and_look_in_fewer_bytes():
+    import io
+
+    import numpy as np
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    from dpviz.widgets.recorded import palette_png
+
+    figure = Figure(figsize=(6, 3), dpi=100)
+    ax = figure.add_subplot()
+    ax.barh([0, 1, 2], [3, 1, 2], color=["C0", "C1", "C2"])
+    ax.set_title("a figure of flat colours")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    original = buffer.getvalue()
+    small = palette_png(original)
+    before, after = (np.asarray(Image.open(io.BytesIO(b)).convert("RGB"), dtype=int) for b in (original, small))
+    assert after.shape == before.shape and len(small) < len(original)
+    # 256 colours spread evenly would be cells of 256 / 256 ** (1/3) ≈ 40 levels a channel, a
+    # pixel at most half a cell from its colour; the octree spends its colours where the
+    # pixels are (the flat colours), so it does no worse, and the flat areas (most pixels)
+    # keep their colour to a level
+    error = np.abs(after - before).max(axis=2)
+    assert error.max() <= 20
+    assert (error <= 1).mean() > 0.9

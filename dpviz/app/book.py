@@ -69,7 +69,9 @@ def build_book(out: str | os.PathLike, only: list[str] | None = None,
         pages.append("animations")
     (src / "index.md").write_text(_index_page(pages))
     t0 = time.perf_counter()
-    if build_main(["-b", "html", "-q", "-W", "--keep-going", str(src), str(out / "html")]) != 0:
+    # doctrees beside the site, not in it (Sphinx's default): they hold every recorded view again
+    if build_main(["-b", "html", "-q", "-W", "--keep-going", "-d", str(out / "doctrees"), str(src),
+                   str(out / "html")]) != 0:
         raise RuntimeError(f"sphinx could not build the site from {src}; its messages are above")
     _copy_widget_fonts(out / "html")
     log(f"site: built in {time.perf_counter() - t0:.1f} s → {out / 'html' / 'index.html'}")
