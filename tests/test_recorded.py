@@ -57,17 +57,18 @@ def test_two_controls_record_their_product_once_each(monkeypatch):
     monkeypatch.setenv(ENV, TAG)
     toggle = w.ToggleButtons(options=["a", "b"], value="b")
     slider = w.SelectionSlider(options=[10, 20, 30], value=10)
-    status, runs = w.Label(), []
+    status, outer_only, runs = w.Label(), w.Label(), []
 
     def update(_=None) -> None:
         runs.append((toggle.value, slider.value))
         status.value = f"{toggle.value}{slider.value}"
+        outer_only.value = toggle.value
 
     for control in (toggle, slider):
         control.observe(update, names="value")
     update()
-    panel = recordable(w.VBox([w.HBox([toggle, slider]), status]), "test", controls=[toggle, slider],
-                       views=[status])
+    panel = recordable(w.VBox([w.HBox([toggle, slider]), status, outer_only]), "test",
+                       controls=[toggle, slider], views=[status, outer_only])
     outer = panel.children[-1]
     assert sorted(set(runs)) == sorted(runs[:6]) and len(set(runs)) == 6   # each pair ran
     assert len(runs) == 6 + 1          # one extra: back to the start after the walk
@@ -77,6 +78,8 @@ def test_two_controls_record_their_product_once_each(monkeypatch):
         inner = outer.children[i]
         assert inner.selected_index == 0 and _links(inner) == [(f"IPY_MODEL_{slider.model_id}", "index")]
         assert [v.children[1].value for v in inner.children] == [f"{t}{s}" for s in (10, 20, 30)]
+        # a view the inner control leaves as it was is one widget, saved once with the page
+        assert len({id(v.children[2]) for v in inner.children}) == 1
 
 
 def test_the_walk_visits_every_combination_once_one_move_at_a_time():

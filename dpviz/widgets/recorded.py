@@ -17,14 +17,13 @@ import math
 import os
 import sys
 import time
-from typing import Callable, Sequence, Union
+from typing import Callable, Sequence
 
 import ipywidgets as w
 
 ENV = "DPVIZ_RECORD_WIDGETS"   # its value is the tag each recorded view shows
 # the page's classes scripts/check_site.py finds a recorded panel, its views and their tag by
 PANEL_CLASS, VIEW_CLASS, TAG_CLASS = "dpviz-recorded", "dpviz-recorded-view", "dpviz-recorded-tag"
-View = Union[w.Widget, Callable[[], w.Widget]]   # a widget to copy, or a function making the copy
 
 
 def recording_tag() -> str | None:
@@ -43,7 +42,7 @@ def positions(control: w.Widget) -> tuple[str, int]:
     raise TypeError(f"{type(control).__name__} has no index a recorded Stack can follow")
 
 
-def recordable(panel: w.Box, name: str, controls: Sequence[w.Widget], views: Sequence[View],
+def recordable(panel: w.Box, name: str, controls: Sequence[w.Widget], views: Sequence[w.Widget | None],
                live_only: Sequence[w.Widget] = (), fixed: Sequence[w.Widget] = ()) -> w.Box:
     """`panel` as built, or, while recording, `panel` with `views` and `live_only` taken out and
     a Stack of every position's recorded views (the product of `controls`' positions) put last.
@@ -69,7 +68,7 @@ def recordable(panel: w.Box, name: str, controls: Sequence[w.Widget], views: Seq
 
     stack = _record(list(controls), snapshot)
     stack.add_class(PANEL_CLASS)
-    _prune(panel, {id(v) for v in views if isinstance(v, w.Widget)} | set(map(id, live_only)))
+    _prune(panel, set(map(id, [*views, *live_only])))
     panel.children = (*panel.children, stack)
     _progress(f"  {name}: {count} positions recorded in {time.perf_counter() - t0:.1f} s")
     return panel
@@ -121,12 +120,14 @@ def _stacks(controls, traits, views: dict, prefix: tuple[int, ...]) -> w.Widget:
     return stack
 
 
-def _copy(view: View, kept: dict[tuple, w.Widget]) -> w.Widget:
+def _copy(view: w.Widget, kept: dict[tuple, w.Widget]) -> w.Widget:
     """A copy of what `view` shows now; the copy made before when it showed the same (a
-    scaling curve the moved knob leaves as it was is one widget, shown at many positions)."""
-    copy = freeze(view) if isinstance(view, w.Widget) else view()
-    key = (type(copy).__name__, copy.value if hasattr(copy, "value") else id(copy))
-    return kept.setdefault(key, copy)
+    scaling curve the moved knob leaves as it was is one widget, shown at many positions).
+    A copy is made only when needed: every widget the kernel makes is saved with the page."""
+    key = (type(view).__name__, bytes(view.value) if isinstance(view, w.Image) else view.value)
+    if key not in kept:
+        kept[key] = freeze(view)
+    return kept[key]
 
 
 def freeze(view: w.Widget) -> w.Widget:
@@ -137,7 +138,7 @@ def freeze(view: w.Widget) -> w.Widget:
         return w.Image(value=value, format=view.format, layout=width)
     if isinstance(view, (w.Label, w.HTML)):
         return type(view)(value=view.value, layout=width)
-    raise TypeError(f"cannot record a {type(view).__name__}: pass a function that returns its copy")
+    raise TypeError(f"cannot record a {type(view).__name__}: record an Image, Label or HTML showing it")
 
 
 def palette_png(png: bytes) -> bytes:
@@ -158,8 +159,6 @@ def _prune(box: w.Box, drop: set[int]) -> None:
     for child in box.children:
         if isinstance(child, w.Box):
             _prune(child, drop)
-
-
 
 def _progress(line: str) -> None:
     """A progress line on the kernel's own stderr, which `dpviz book`'s terminal shows; the

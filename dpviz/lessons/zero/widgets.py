@@ -32,7 +32,7 @@ def zero_calculator(psi_billions: float = 7.5, world_size: int = 64, stage: int 
     summary, hint = w.Label(), w.Label()
     out = w.Output()
     setting = [False]              # a recipe sets three sliders: redraw once, not three times
-    drawn = [b""]                  # the last figure as PNG, drawn instead of shown while a site records
+    drawn = w.Image(format="png")  # the figure as PNG, drawn instead of shown while a site records
 
     def use_recipe(_=None) -> None:
         r = RECIPES[menu.value]
@@ -60,7 +60,7 @@ def zero_calculator(psi_billions: float = 7.5, world_size: int = 64, stage: int 
         plot_zero_stages(psi.value * 1e9, ranks.value, bytes_k.value, chosen.value, ax=ax,
                          param_bytes=p_bytes.value, grad_bytes=g_bytes.value)
         if recording_tag():        # for the site's recorded view: the Output's copy lives in the frontend
-            drawn[0] = _png(fig)
+            drawn.value = _png(fig)
         else:
             with out:
                 out.clear_output(wait=True)
@@ -75,7 +75,7 @@ def zero_calculator(psi_billions: float = 7.5, world_size: int = 64, stage: int 
                     w.HBox([p_bytes, g_bytes, bytes_k]), hint, out])
     return recordable(panel, "ZeRO calculator", controls=[ranks, chosen, menu],
                       fixed=[psi, p_bytes, g_bytes, bytes_k], live_only=[out],
-                      views=[summary, hint, lambda: w.Image(value=drawn[0], format="png")])
+                      views=[summary, hint, drawn])
 
 
 def _png(fig) -> bytes:
