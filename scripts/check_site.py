@@ -1,10 +1,13 @@
 """Open a built course site in headless chromium, offline, and check every page.
 
-`make book` writes out/book/html; `python scripts/check_site.py out/book/html` serves it on
-127.0.0.1, opens every notebook page, and checks what a teacher handing it out relies on:
-each page renders its title, every image loads, the widgets' saved figures show, every video
-on the animations page plays, and nothing is fetched from outside the site. tests/test_book.py
-runs the same check on a one-notebook build in CI; this runs it on the whole course.
+`make book` writes out/book/html and runs `python scripts/check_site.py out/book/html`: it serves
+the site on 127.0.0.1, opens every notebook page, and checks what a teacher handing it out
+relies on: each page renders its title, every image loads, the widgets' saved figures show,
+every control of every recorded panel (`dpviz.widgets.recorded`) moves through recorded
+positions with no kernel (a new figure and status line each move, tagged as recorded, drawn
+within 100 ms), every video on the animations page plays, the console logs no error, and
+nothing is fetched from outside the site. tests/test_book.py runs the same check on a
+one-notebook build in CI.
 """
 from __future__ import annotations
 
@@ -252,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"PROBLEM {line}")
     if report.move_ms:
         moves = sorted(report.move_ms)
-        print(f"{report.panels} recorded panels, {report.controls} controls, {len(moves)} moves: median "
+        print(f"{report.panels} recorded panels, {report.controls} controls, {len(moves)} positions moved to: median "
               f"{moves[len(moves) // 2]:.1f} ms, worst {moves[-1]:.1f} ms")
     print(f"{len(report.pages)} pages, {len(report.videos)} videos: {'ok' if report.ok else 'NOT ok'}")
     return 0 if report.ok else 1
