@@ -36,10 +36,12 @@ class SiteReport:
     controls: int = 0                                         # their controls, each moved
     move_ms: list[float] = field(default_factory=list)        # each move, input to new view drawn
     console: list[str] = field(default_factory=list)          # console errors and page errors
+    slow: list[str] = field(default_factory=list)             # moves over MOVE_BUDGET_MS (a timing:
+                                                              # the script fails on it, tests do not)
 
     @property
     def ok(self) -> bool:
-        return not self.problems and not self.outside and not self.missing and not self.console
+        return not (self.problems or self.outside or self.missing or self.console or self.slow)
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -173,7 +175,7 @@ def check_controls(page, name: str, report: SiteReport) -> None:
                 if not result["tag"].startswith("recorded at build time on "):
                     report.problems.append(f"{where}: the view is not tagged as recorded ({result['tag']!r})")
                 if result["ms"] > MOVE_BUDGET_MS:
-                    report.problems.append(f"{where}: took {result['ms']:.0f} ms (budget {MOVE_BUDGET_MS:.0f})")
+                    report.slow.append(f"{where}: took {result['ms']:.0f} ms (budget {MOVE_BUDGET_MS:.0f})")
 
 
 def check_page(page, url: str, report: SiteReport) -> None:
@@ -251,7 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     for src, width in report.videos.items():
         print(f"video {src}: plays, {width} px wide")
     for line in report.problems + [f"outside request: {u}" for u in report.outside] \
-            + [f"missing file: {u}" for u in report.missing] + [f"console: {m}" for m in report.console]:
+            + [f"missing file: {u}" for u in report.missing] + [f"console: {m}" for m in report.console] \
+            + [f"slow move: {m}" for m in report.slow]:
         print(f"PROBLEM {line}")
     if report.move_ms:
         moves = sorted(report.move_ms)
