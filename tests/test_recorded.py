@@ -122,3 +122,16 @@ def test_a_recorded_figure_keeps_its_size_and_look_in_fewer_bytes():
     error = np.abs(after - before).max(axis=2)
     assert error.max() <= 20
     assert (error <= 1).mean() > 0.9
+
+
+def test_progress_goes_to_the_build_log_not_to_the_notebook(monkeypatch, tmp_path, capfd):
+    from dpviz.widgets.recorded import LOG_ENV
+
+    monkeypatch.setenv(ENV, TAG)
+    monkeypatch.setenv(LOG_ENV, str(tmp_path / "progress.log"))
+    slider, status = w.SelectionSlider(options=[1, 2]), w.Label()
+    slider.observe(lambda change: setattr(status, "value", str(change["new"])), names="value")
+    recordable(w.VBox([slider, status]), "a slider", controls=[slider], views=[status])
+    out, err = capfd.readouterr()        # the kernel's streams: what a page would print
+    assert out == err == ""
+    assert (tmp_path / "progress.log").read_text().splitlines()[0] == "  a slider: recording 2 positions"

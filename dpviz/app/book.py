@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from dpviz.app.notebooks import NOTEBOOKS, execute, notebook_paths
 from dpviz.core.config import writable_dir
-from dpviz.widgets.recorded import ENV as RECORD_ENV
+from dpviz.widgets.recorded import ENV as RECORD_ENV, LOG_ENV as RECORD_LOG_ENV
 
 ROOT = Path(__file__).resolve().parents[2]   # the checkout: dpviz/app/book.py
 WIDGET_JS = {  # file in the site's _static/ → where `npm install` (make book) puts it
@@ -51,7 +52,7 @@ def build_book(out: str | os.PathLike, only: list[str] | None = None,
         shutil.copy(path, static / name)
     import nbformat
 
-    with recording_widgets(build_tag()):
+    with recording_widgets(build_tag(), out / "recording.log", log):
         for path in paths:
             t0 = time.perf_counter()
             log(f"{path.stem}: executing on live ranks, recording its widgets' positions")
@@ -99,18 +100,38 @@ def machine() -> str:
 
 
 @contextmanager
-def recording_widgets(tag: str):
+def recording_widgets(tag: str, progress: Path, log=print):
     """Kernels started inside the block (they inherit this environment) record every position
-    of each panel they build (`dpviz.widgets.recorded`), tagged `tag`."""
-    before = os.environ.get(RECORD_ENV)
-    os.environ[RECORD_ENV] = tag
+    of each panel they build (`dpviz.widgets.recorded`), tagged `tag`; the progress lines they
+    append to the file `progress` are passed to `log` as they come."""
+    before = {name: os.environ.get(name) for name in (RECORD_ENV, RECORD_LOG_ENV)}
+    progress.write_text("")
+    os.environ.update({RECORD_ENV: tag, RECORD_LOG_ENV: str(progress)})
+    done = threading.Event()
+    follower = threading.Thread(target=_follow, args=(progress, done, log), daemon=True)
+    follower.start()
     try:
         yield
     finally:
-        if before is None:
-            del os.environ[RECORD_ENV]
-        else:
-            os.environ[RECORD_ENV] = before
+        done.set()
+        follower.join()
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _follow(path: Path, done: threading.Event, log) -> None:
+    """Pass each line appended to `path` to `log` until `done` is set (then the last ones)."""
+    with open(path) as lines:
+        while True:
+            finished = done.is_set()
+            for line in lines.readlines():
+                log(line.rstrip("\n"))
+            if finished:
+                return
+            done.wait(0.2)
 
 
 WIDGET_FONTS = WIDGET_JS["embed-amd.js"].parent   # the widgets' icon fonts (font-awesome)

@@ -15,13 +15,13 @@ import html
 import io
 import math
 import os
-import sys
 import time
 from typing import Callable, Sequence
 
 import ipywidgets as w
 
 ENV = "DPVIZ_RECORD_WIDGETS"   # its value is the tag each recorded view shows
+LOG_ENV = "DPVIZ_RECORD_LOG"   # a file the progress lines are appended to (`dpviz book` shows them)
 # the page's classes scripts/check_site.py finds a recorded panel, its views and their tag by
 PANEL_CLASS, VIEW_CLASS, TAG_CLASS = "dpviz-recorded", "dpviz-recorded-view", "dpviz-recorded-tag"
 
@@ -161,6 +161,10 @@ def _prune(box: w.Box, drop: set[int]) -> None:
             _prune(child, drop)
 
 def _progress(line: str) -> None:
-    """A progress line on the kernel's own stderr, which `dpviz book`'s terminal shows; the
-    notebook's outputs (what the page prints) stay as a live run leaves them."""
-    print(line, file=sys.__stderr__, flush=True)
+    """A progress line appended to the file LOG_ENV names, which `dpviz book` shows as it grows.
+    Not the kernel's stderr: ipykernel sends even its low-level writes to the notebook's
+    outputs, and the page would print them."""
+    path = os.environ.get(LOG_ENV)
+    if path:
+        with open(path, "a") as log:
+            log.write(line + "\n")
