@@ -72,8 +72,8 @@ def serve(folder: Path, missing: list[str] | None = None):
 
 
 def notebook_pages(folder: Path) -> list[str]:
-    """The notebook pages Sphinx wrote (NN_name.html), in course order."""
-    return sorted(p.name for p in folder.glob("[0-9][0-9]_*.html"))
+    """The notebook pages Sphinx wrote (NN_name.html, NNb_name.html), in course order."""
+    return sorted(p.name for p in folder.glob("[0-9][0-9]*_*.html"))   # 02b, 09b too
 
 
 # In the page: the recorded panels (scripts' view of dpviz.widgets.recorded), their controls, and
@@ -157,6 +157,9 @@ def check_controls(page, name: str, report: SiteReport) -> None:
     move must show a new view with a different figure (and status line, where the view has
     one), carry the build's tag, and be drawn within MOVE_BUDGET_MS."""
     page.evaluate(f"() => {{ {HELPERS_JS} }}")
+    # a reader moves a control once the page has settled, not while it still draws the rest
+    page.wait_for_load_state("networkidle")
+    page.evaluate("() => new Promise(done => requestIdleCallback(done, {timeout: 2000}))")
     for p, kinds in enumerate(page.evaluate(PANELS_JS)):
         report.panels += 1
         for c, kind in enumerate(kinds):
