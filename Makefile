@@ -22,6 +22,7 @@ tour: $(STAMP)  ## headless: execute every notebook and write HTML to out/tour/
 
 book: $(STAMP) $(NODE_STAMP)  ## the course site: notebooks executed live + videos → out/book/html/
 	$(PY) -m dpviz book --out out/book
+	$(PY) scripts/check_site.py out/book/html
 
 # Each notebook is executed once: nbval runs it in a kernel hooked to log every figure's
 # legibility and every stderr write (tests/notebook_figures.py), and the tests read that log.

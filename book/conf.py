@@ -13,3 +13,7 @@ html_title = project
 # itself (vendored from npm at build time), so the site works with no network.
 nb_ipywidgets_js = {"require.js": {}, "embed-amd.js": {}}   # paths inside _static/
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
+# No copy of each notebook under _sources/: with every widget position recorded in its saved
+# state, the copy would double the site's size for a link no reader of the site needs.
+html_copy_source = False
+html_show_sourcelink = False

@@ -1,10 +1,13 @@
 """Open a built course site in headless chromium, offline, and check every page.
 
-`make book` writes out/book/html; `python scripts/check_site.py out/book/html` serves it on
-127.0.0.1, opens every notebook page, and checks what a teacher handing it out relies on:
-each page renders its title, every image loads, the widgets' saved figures show, every video
-on the animations page plays, and nothing is fetched from outside the site. tests/test_book.py
-runs the same check on a one-notebook build in CI; this runs it on the whole course.
+`make book` writes out/book/html and runs `python scripts/check_site.py out/book/html`: it serves
+the site on 127.0.0.1, opens every notebook page, and checks what a teacher handing it out
+relies on: each page renders its title, every image loads, the widgets' saved figures show,
+every control of every recorded panel (`dpviz.widgets.recorded`) moves through recorded
+positions with no kernel (a new figure and status line each move, tagged as recorded, drawn
+within 100 ms), every video on the animations page plays, the console logs no error, and
+nothing is fetched from outside the site. tests/test_book.py runs the same check on a
+one-notebook build in CI.
 """
 from __future__ import annotations
 
@@ -29,10 +32,16 @@ class SiteReport:
     problems: list[str] = field(default_factory=list)
     outside: list[str] = field(default_factory=list)         # requests that left the site
     missing: list[str] = field(default_factory=list)         # files the site asks for but lacks
+    panels: int = 0                                           # recorded widget panels
+    controls: int = 0                                         # their controls, each moved
+    move_ms: list[float] = field(default_factory=list)        # each move, input to new view drawn
+    console: list[str] = field(default_factory=list)          # console errors and page errors
+    slow: list[str] = field(default_factory=list)             # moves over MOVE_BUDGET_MS (a timing:
+                                                              # the script fails on it, tests do not)
 
     @property
     def ok(self) -> bool:
-        return not self.problems and not self.outside and not self.missing
+        return not (self.problems or self.outside or self.missing or self.console or self.slow)
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -63,8 +72,113 @@ def serve(folder: Path, missing: list[str] | None = None):
 
 
 def notebook_pages(folder: Path) -> list[str]:
-    """The notebook pages Sphinx wrote (NN_name.html), in course order."""
-    return sorted(p.name for p in folder.glob("[0-9][0-9]_*.html"))
+    """The notebook pages Sphinx wrote (NN_name.html, NNb_name.html), in course order."""
+    return sorted(p.name for p in folder.glob("[0-9][0-9]*_*.html"))   # 02b, 09b too
+
+
+# In the page: the recorded panels (scripts' view of dpviz.widgets.recorded), their controls, and
+# one move of a control timed from the input event to the new view drawn with its figures loaded.
+PANELS_JS = """() => [...document.querySelectorAll('.dpviz-recorded')].map(stack =>
+    controlsOf(stack).map(c => c.kind))"""
+HELPERS_JS = """
+window.controlsOf = stack => {
+  const panel = stack.parentElement, out = [];
+  for (const el of panel.querySelectorAll('.widget-slider, .widget-toggle-buttons, .widget-dropdown')) {
+    if (stack.contains(el)) continue;
+    if (el.classList.contains('widget-slider')) {
+      const handle = el.querySelector('.noUi-handle');
+      if (handle && !el.querySelector('[disabled]')) out.push({kind: 'slider', el, handle});
+    } else if (el.classList.contains('widget-toggle-buttons')) {
+      if (!el.querySelector('button:disabled')) out.push({kind: 'toggles', el});
+    } else if (!el.querySelector('select').disabled) out.push({kind: 'dropdown', el});
+  }
+  return out;
+};
+window.leafOf = stack => stack.querySelector('.dpviz-recorded-view');
+window.sigOf = async leaf => {
+  const figs = [];
+  for (const img of leaf.querySelectorAll('img')) {
+    const bytes = await (await fetch(img.src)).arrayBuffer();
+    figs.push([...new Uint8Array(await crypto.subtle.digest('SHA-256', bytes))].join(','));
+  }
+  const text = [...leaf.querySelectorAll('.widget-label, .widget-html')]
+    .filter(e => !e.classList.contains('dpviz-recorded-tag')).map(e => e.textContent).join('|');
+  const tag = leaf.querySelector('.dpviz-recorded-tag');
+  return {figs: figs.join(';'), text, tag: tag ? tag.textContent.trim() : ''};
+};
+window.moveControl = async (panelIndex, controlIndex, direction) => {
+  const stack = document.querySelectorAll('.dpviz-recorded')[panelIndex];
+  const control = controlsOf(stack)[controlIndex];
+  const old = leafOf(stack), before = await sigOf(old);
+  const parts = leaf => [leaf.querySelectorAll('img').length, leaf.querySelectorAll('.widget-label, .widget-html').length];
+  const wanted = parts(old).join();
+  let done;
+  const drawn = new Promise(resolve => { done = resolve; });
+  const check = () => {   // drawn: a new view, as many figures and lines as the old, every figure decoded
+    const leaf = leafOf(stack);
+    if (leaf && leaf !== old && parts(leaf).join() === wanted
+        && [...leaf.querySelectorAll('img')].every(i => i.complete && i.naturalWidth > 0))
+      done(performance.now());
+  };
+  const observer = new MutationObserver(check);
+  observer.observe(stack, {childList: true, subtree: true, attributes: true});
+  stack.addEventListener('load', check, true);
+  const t0 = performance.now();
+  if (control.kind === 'slider') {
+    const h = control.handle, now = +h.getAttribute('aria-valuenow'), max = +h.getAttribute('aria-valuemax');
+    const min = +h.getAttribute('aria-valuemin');
+    const key = (direction > 0 && now < max) || now <= min ? 'ArrowRight' : 'ArrowLeft';
+    h.dispatchEvent(new KeyboardEvent('keydown', {key, bubbles: true, cancelable: true}));
+  } else if (control.kind === 'toggles') {
+    const buttons = [...control.el.querySelectorAll('button')];
+    const i = buttons.findIndex(b => b.classList.contains('mod-active'));
+    buttons[(i + 1) % buttons.length].click();
+  } else {
+    const select = control.el.querySelector('select');
+    select.selectedIndex = (select.selectedIndex + 1) % select.options.length;
+    select.dispatchEvent(new Event('change', {bubbles: true}));
+  }
+  const timeout = new Promise(resolve => setTimeout(() => resolve(null), 10000));
+  const t1 = await Promise.race([drawn, timeout]);
+  observer.disconnect();
+  stack.removeEventListener('load', check, true);
+  if (t1 === null) return {ms: null};
+  const after = await sigOf(leafOf(stack));
+  return {ms: t1 - t0, figure: after.figs !== before.figs, text: after.text !== before.text,
+          has_text: after.text.length > 0, tag: after.tag};
+};
+"""
+MOVES_PER_CONTROL = 3       # the issue's "at least three positions" a control
+MOVE_BUDGET_MS = 100.0      # a recorded move must feel instant
+
+
+def check_controls(page, name: str, report: SiteReport) -> None:
+    """Move every control of every recorded panel on the page MOVES_PER_CONTROL times; each
+    move must show a new view with a different figure (and status line, where the view has
+    one), carry the build's tag, and be drawn within MOVE_BUDGET_MS."""
+    page.evaluate(f"() => {{ {HELPERS_JS} }}")
+    # a reader moves a control once the page has settled, not while it still draws the rest
+    page.wait_for_load_state("networkidle")
+    page.evaluate("() => new Promise(done => requestIdleCallback(done, {timeout: 2000}))")
+    for p, kinds in enumerate(page.evaluate(PANELS_JS)):
+        report.panels += 1
+        for c, kind in enumerate(kinds):
+            report.controls += 1
+            for move in range(MOVES_PER_CONTROL):
+                where = f"{name}: panel {p + 1}, {kind} {c + 1}, move {move + 1}"
+                result = page.evaluate("([p, c]) => moveControl(p, c, 1)", [p, c])
+                if result["ms"] is None:
+                    report.problems.append(f"{where}: no new view within 10 s")
+                    continue
+                report.move_ms.append(result["ms"])
+                if not result["figure"]:
+                    report.problems.append(f"{where}: the figure did not change")
+                if result["has_text"] and not result["text"]:
+                    report.problems.append(f"{where}: the status line did not change")
+                if not result["tag"].startswith("recorded at build time on "):
+                    report.problems.append(f"{where}: the view is not tagged as recorded ({result['tag']!r})")
+                if result["ms"] > MOVE_BUDGET_MS:
+                    report.slow.append(f"{where}: took {result['ms']:.0f} ms (budget {MOVE_BUDGET_MS:.0f})")
 
 
 def check_page(page, url: str, report: SiteReport) -> None:
@@ -86,6 +200,8 @@ def check_page(page, url: str, report: SiteReport) -> None:
                                    timeout=60_000)
         except Exception as err:
             report.problems.append(f"{name}: {views} widget(s) saved but not drawn ({type(err).__name__})")
+            return
+        check_controls(page, name, report)
 
 
 def check_videos(page, url: str, report: SiteReport) -> None:
@@ -117,6 +233,8 @@ def check_site(folder: Path, pages: list[str] | None = None) -> SiteReport:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1300, "height": 1000})
+            page.on("console", lambda m: report.console.append(m.text) if m.type == "error" else None)
+            page.on("pageerror", lambda err: report.console.append(str(err)))
             page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(site)
                        else (report.outside.append(route.request.url), route.abort()))
             for name in ["index.html", *(pages if pages is not None else notebook_pages(folder))]:
@@ -138,8 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     for src, width in report.videos.items():
         print(f"video {src}: plays, {width} px wide")
     for line in report.problems + [f"outside request: {u}" for u in report.outside] \
-            + [f"missing file: {u}" for u in report.missing]:
+            + [f"missing file: {u}" for u in report.missing] + [f"console: {m}" for m in report.console] \
+            + [f"slow move: {m}" for m in report.slow]:
         print(f"PROBLEM {line}")
+    if report.move_ms:
+        moves = sorted(report.move_ms)
+        print(f"{report.panels} recorded panels, {report.controls} controls, {len(moves)} positions moved to: median "
+              f"{moves[len(moves) // 2]:.1f} ms, worst {moves[-1]:.1f} ms")
     print(f"{len(report.pages)} pages, {len(report.videos)} videos: {'ok' if report.ok else 'NOT ok'}")
     return 0 if report.ok else 1
 

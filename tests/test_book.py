@@ -26,12 +26,12 @@ def test_unknown_notebooks_are_refused_before_anything_runs(tmp_path):
 
 
 def _check_site():
-    """scripts/check_site.py: the same check `make book`'s whole site gets by hand."""
+    """scripts/check_site.py: the same check `make book` runs on the whole site."""
     spec = importlib.util.spec_from_file_location("check_site", ROOT / "scripts" / "check_site.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["check_site"] = module     # its dataclasses look their module up there
     spec.loader.exec_module(module)
-    return module.check_site
+    return module
 
 
 @pytest.fixture(scope="module")
@@ -45,9 +45,16 @@ def site(tmp_path_factory):
 @pytest.mark.manim
 @pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="needs Debian chromium")
 def test_site_opens_offline_with_figures_widgets_and_a_playing_video(site):
-    report = _check_site()(site)
+    check_site = _check_site()
+    report = check_site.check_site(site)
     assert report.outside == [], f"the site asked the network for {report.outside}"
     assert report.problems == []
+    assert report.console == []
     page = next(name for name in report.pages if name.startswith("01_"))
     assert report.pages[page] >= 2          # the timeline figure and the stepper's first frame
+    # the step slider moved offline through recorded steps, each a new figure (an unchanged one
+    # is a problem: none above); how fast is the script's to judge (report.slow), not a test's
+    assert all(ms > 0 for ms in report.move_ms)
+    assert report.panels == 1 and report.controls == 1
+    assert len(report.move_ms) == check_site.MOVES_PER_CONTROL
     assert len(report.videos) == 1 and min(report.videos.values()) >= 640

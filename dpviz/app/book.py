@@ -1,5 +1,6 @@
-"""The course site a teacher hands out: the notebooks executed on live ranks, their figures
-and widgets' initial state, and the animations as videos, built by Sphinx with myst-nb.
+"""The course site a teacher hands out: the notebooks executed on live ranks, their figures,
+their widgets with every position recorded at build time (`dpviz.widgets.recorded`: they move
+in the page with no kernel), and the animations as videos, built by Sphinx with myst-nb.
 
 Orchestration only: notebooks run through `dpviz.app.notebooks.execute` (the same run as
 `dpviz tour`), videos through `dpviz.app.export.export_all`; Sphinx renders what they made.
@@ -8,12 +9,16 @@ Nothing is fetched at build or view time: the widget JavaScript comes from node_
 from __future__ import annotations
 
 import os
+import platform
 import shutil
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from dpviz.app.notebooks import NOTEBOOKS, execute, notebook_paths
 from dpviz.core.config import writable_dir
+from dpviz.widgets.recorded import ENV as RECORD_ENV, LOG_ENV as RECORD_LOG_ENV
 
 ROOT = Path(__file__).resolve().parents[2]   # the checkout: dpviz/app/book.py
 WIDGET_JS = {  # file in the site's _static/ → where `npm install` (make book) puts it
@@ -47,10 +52,12 @@ def build_book(out: str | os.PathLike, only: list[str] | None = None,
         shutil.copy(path, static / name)
     import nbformat
 
-    for path in paths:
-        t0 = time.perf_counter()
-        nbformat.write(execute(path, timeout_s), src / path.name)
-        log(f"{path.stem}: executed in {time.perf_counter() - t0:.1f} s")
+    with recording_widgets(build_tag(), out / "recording.log", log):
+        for path in paths:
+            t0 = time.perf_counter()
+            log(f"{path.stem}: executing on live ranks, recording its widgets' positions")
+            nbformat.write(execute(path, timeout_s), src / path.name)
+            log(f"{path.stem}: executed in {time.perf_counter() - t0:.1f} s")
     pages = [p.stem for p in paths]
     for path in sorted(Path(notebooks).glob("*.md")):   # pages the notebooks link to (ERRATA.md)
         shutil.copy(path, src / path.name)
@@ -63,11 +70,68 @@ def build_book(out: str | os.PathLike, only: list[str] | None = None,
         pages.append("animations")
     (src / "index.md").write_text(_index_page(pages))
     t0 = time.perf_counter()
-    if build_main(["-b", "html", "-q", "-W", "--keep-going", str(src), str(out / "html")]) != 0:
+    # doctrees beside the site, not in it (Sphinx's default): they hold every recorded view again
+    if build_main(["-b", "html", "-q", "-W", "--keep-going", "-d", str(out / "doctrees"), str(src),
+                   str(out / "html")]) != 0:
         raise RuntimeError(f"sphinx could not build the site from {src}; its messages are above")
     _copy_widget_fonts(out / "html")
     log(f"site: built in {time.perf_counter() - t0:.1f} s → {out / 'html' / 'index.html'}")
     return out / "html" / "index.html"
+
+
+def build_tag() -> str:
+    """What each recorded widget view says it is: where and when it was recorded."""
+    return f"recorded at build time on {machine()}, {time.strftime('%Y-%m-%d', time.gmtime())}"
+
+
+def machine() -> str:
+    """This machine in a few words: its CPU model (Linux's /proc/cpuinfo) and the cores this
+    process may use, e.g. 'AMD EPYC 7B13, 2 cores'."""
+    model = platform.machine() or "an unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return f"{model}, {cores} core{'s' * (cores != 1)}"
+
+
+@contextmanager
+def recording_widgets(tag: str, progress: Path, log=print):
+    """Kernels started inside the block (they inherit this environment) record every position
+    of each panel they build (`dpviz.widgets.recorded`), tagged `tag`; the progress lines they
+    append to the file `progress` are passed to `log` as they come."""
+    before = {name: os.environ.get(name) for name in (RECORD_ENV, RECORD_LOG_ENV)}
+    progress.write_text("")
+    os.environ.update({RECORD_ENV: tag, RECORD_LOG_ENV: str(progress)})
+    done = threading.Event()
+    follower = threading.Thread(target=_follow, args=(progress, done, log), daemon=True)
+    follower.start()
+    try:
+        yield
+    finally:
+        done.set()
+        follower.join()
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _follow(path: Path, done: threading.Event, log) -> None:
+    """Pass each line appended to `path` to `log` until `done` is set (then the last ones)."""
+    with open(path) as lines:
+        while True:
+            finished = done.is_set()
+            for line in lines.readlines():
+                log(line.rstrip("\n"))
+            if finished:
+                return
+            done.wait(0.2)
 
 
 WIDGET_FONTS = WIDGET_JS["embed-amd.js"].parent   # the widgets' icon fonts (font-awesome)
@@ -90,8 +154,10 @@ def _index_page(pages: list[str]) -> str:
     return f"""# dpviz: data-parallel training, live
 
 Every figure on these pages was drawn from a real run: the notebooks were executed top to
-bottom on live gloo ranks (CPU) when this site was built. Sliders show their first state; to
-move them (each move re-runs the ranks), open the notebooks in JupyterLab (`make lab`).
+bottom on live gloo ranks (CPU) when this site was built. Sliders and toggles move here with
+no server: each position was run on the notebook's ranks while the site was built, and its
+figure says so ("recorded at build time on …"). To run new positions live, open the
+notebooks in JupyterLab (`make lab`): there every move re-runs the ranks.
 
 ```{{toctree}}
 :maxdepth: 1

@@ -15,6 +15,7 @@ import numpy as np
 from dpviz.plots import style
 from dpviz.widgets import png
 from dpviz.widgets.frame import changing_artists, frame_boxes, frame_key, touches
+from dpviz.widgets.recorded import recordable
 
 DPI = 100
 
@@ -215,7 +216,8 @@ def _autoscaled(ax, name: str) -> tuple[float, float]:
 
 def stepper(n: int, draw: Callable[[Any, int], None], label: str = "step",
             figsize: tuple[float, float] = (9, 3.5), interval_ms: int = 900) -> w.VBox:
-    """Play button + slider over `n` recorded steps; `draw(ax, i)` draws step i."""
+    """Play button + slider over `n` recorded steps; `draw(ax, i)` draws step i. While a site
+    is built every step is recorded (`dpviz.widgets.recorded`): play and slider move offline."""
     if n < 1:
         raise ValueError("nothing to step through: the record has no steps")
     figure = FigurePanel(draw, figsize)
@@ -224,7 +226,8 @@ def stepper(n: int, draw: Callable[[Any, int], None], label: str = "step",
     w.jslink((play, "value"), (slider, "value"))
     slider.observe(lambda change: figure.show(change["new"]), names="value")
     figure.show(0)
-    return w.VBox([w.HBox([play, slider]), figure.widget])
+    return recordable(w.VBox([w.HBox([play, slider]), figure.widget]), f"{label} slider",
+                      controls=[slider], views=[figure.widget])
 
 
 def starts_note(cluster: Any, starts_before: int) -> str:
@@ -274,7 +277,8 @@ def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any,
           format_value: Callable[[Any], str] = str, cluster: Any = None) -> w.VBox:
     """A slider over `values`; each release re-runs `run(value)` live and draws its record.
     `format_value` names each value on the slider (e.g. 'one bucket' rather than 4096.0).
-    `cluster`, the one `run` uses, lets the status line say when a move (re)started ranks."""
+    `cluster`, the one `run` uses, lets the status line say when a move (re)started ranks.
+    While a site is built every value is run now and recorded (`dpviz.widgets.recorded`)."""
     figure = FigurePanel(draw, figsize, caption=True)
     slider = w.SelectionSlider(options=[(format_value(v), v) for v in values],
                                value=value if value is not None else values[0],
@@ -300,7 +304,8 @@ def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any,
 
     slider.observe(lambda change: update(change["new"]), names="value")
     update(slider.value)
-    return w.VBox([w.HBox([slider, status]), figure.caption, figure.widget])
+    panel = w.VBox([w.HBox([slider, status]), figure.caption, figure.widget])
+    return recordable(panel, f"{label} slider", controls=[slider], views=[status, figure.caption, figure.widget])
 
 
 def link_panel(run: Callable[[float], Any], value: float, draw: Callable[[Any, Any], None],

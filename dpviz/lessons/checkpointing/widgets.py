@@ -5,6 +5,7 @@ import ipywidgets as w
 
 from dpviz.lessons.checkpointing.plots import plot_memory_curve
 from dpviz.lessons.checkpointing.records import CheckpointingRecord
+from dpviz.widgets.recorded import recordable
 from dpviz.widgets.slider import FigurePanel
 
 
@@ -20,4 +21,4 @@ def memory_slider(record: CheckpointingRecord, figsize: tuple[float, float] = (1
                                description="k", continuous_update=True)
     slider.observe(lambda change: figure.show(change["new"]), names="value")
     figure.show(slider.value)
-    return w.VBox([slider, figure.widget])
+    return recordable(w.VBox([slider, figure.widget]), "k slider", controls=[slider], views=[figure.widget])

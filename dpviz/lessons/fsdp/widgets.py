@@ -14,6 +14,7 @@ from dpviz.lessons.fsdp.plots import plot_fsdp_step
 from dpviz.lessons.fsdp.records import (
     FsdpKnobs, FsdpRecord, GRANULARITIES, check_knobs, describe_change, describe_knobs,
 )
+from dpviz.widgets.recorded import recordable
 from dpviz.widgets.slider import FigurePanel, say, start_ranks, starts_note, status_line
 
 FIGSIZE = (11, 5.6)
@@ -66,5 +67,9 @@ def fsdp_panel(run: Callable[[FsdpKnobs, float], FsdpRecord], knobs: FsdpKnobs, 
     for control in (reshard, prefetch, units, bandwidth):
         control.observe(update, names="value")
     update()
-    return w.VBox([w.HBox([reshard, prefetch]), w.HBox([units, bandwidth]), status, change, figure.caption,
-                   figure.widget])
+    panel = w.VBox([w.HBox([reshard, prefetch]), w.HBox([units, bandwidth]), status, change, figure.caption,
+                    figure.widget])
+    # recorded for a site: every knob's product; the change line compares with the run before,
+    # which a page moved by hand does not follow
+    return recordable(panel, "FSDP knobs", controls=[reshard, prefetch, units, bandwidth],
+                      views=[status, figure.caption, figure.widget], live_only=[change])

@@ -11,6 +11,7 @@ from dpviz.core.link import PRESETS, preset
 from dpviz.lessons.what_if.learn import LearnedStep, learn
 from dpviz.lessons.what_if.plots import plot_predicted, plot_scaling
 from dpviz.lessons.what_if.records import SCALING_CAPS, Scaling, WORLD_SIZES, predict, scaling
+from dpviz.widgets.recorded import recordable
 from dpviz.widgets.slider import FigurePanel
 
 PANEL_KS = (1, 2, 4, 8)
@@ -71,7 +72,10 @@ def what_if_panel(record, *, world_sizes: Sequence[int] = WORLD_SIZES, links: Se
     for control in (n, link, cap, k):
         control.observe(update, names="value")
     update()
-    return w.VBox([w.HBox([n, link]), w.HBox([cap, k]), status, step_figure.widget, scaling_figure.widget])
+    panel = w.VBox([w.HBox([n, link]), w.HBox([cap, k]), status, step_figure.widget, scaling_figure.widget])
+    # recorded for a site: N × link × K (the cap stays: a fourth factor would quadruple the page)
+    return recordable(panel, "what-if panel", controls=[n, link, k], fixed=[cap],
+                      views=[status, step_figure.widget, scaling_figure.widget])
 
 
 def move_seconds(panel: w.VBox, moves: int = 4) -> list[float]:

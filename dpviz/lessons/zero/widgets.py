@@ -7,12 +7,15 @@ from IPython.display import display
 
 from dpviz.lessons.zero.plots import GB, plot_zero_stages
 from dpviz.lessons.zero.records import RECIPES, STAGES, zero_memory
+from dpviz.widgets.recorded import recordable, recording_tag
 
 
 def zero_calculator(psi_billions: float = 7.5, world_size: int = 64, stage: int = 3,
                     recipe: str = "mixed-precision Adam", device_gb: float = 80.0) -> w.VBox:
     """Sliders for Ψ (billions), N, stage and the bytes per parameter of parameters, gradients and
     optimizer state (K); a recipe menu sets those three. Redraws the per-stage bars and a summary.
+    While a site is built, N × stage × recipe is recorded (`dpviz.widgets.recorded`); Ψ and the
+    bytes sliders stay where they start there.
     """
     if recipe not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
@@ -29,6 +32,7 @@ def zero_calculator(psi_billions: float = 7.5, world_size: int = 64, stage: int 
     summary, hint = w.Label(), w.Label()
     out = w.Output()
     setting = [False]              # a recipe sets three sliders: redraw once, not three times
+    drawn = w.Image(format="png")  # the figure as PNG, drawn instead of shown while a site records
 
     def use_recipe(_=None) -> None:
         r = RECIPES[menu.value]
@@ -52,17 +56,32 @@ def zero_calculator(psi_billions: float = 7.5, world_size: int = 64, stage: int 
         hint.value = (f"{p_bytes.value} + {g_bytes.value} + {bytes_k.value} = {per} bytes per parameter "
                       + (f"= {matching[0]} (K: {RECIPES[matching[0]].holds})" if matching
                          else "(no named recipe)"))
-        with out:
-            out.clear_output(wait=True)
-            fig, ax = plt.subplots(figsize=(7, 3.5), layout="constrained")
-            plot_zero_stages(psi.value * 1e9, ranks.value, bytes_k.value, chosen.value, ax=ax,
-                             param_bytes=p_bytes.value, grad_bytes=g_bytes.value)
-            display(fig)
-            plt.close(fig)
+        fig, ax = plt.subplots(figsize=(7, 3.5), layout="constrained")
+        plot_zero_stages(psi.value * 1e9, ranks.value, bytes_k.value, chosen.value, ax=ax,
+                         param_bytes=p_bytes.value, grad_bytes=g_bytes.value)
+        if recording_tag():        # for the site's recorded view: the Output's copy lives in the frontend
+            drawn.value = _png(fig)
+        else:
+            with out:
+                out.clear_output(wait=True)
+                display(fig)
+        plt.close(fig)
 
     menu.observe(use_recipe, names="value")
     for slider in (psi, ranks, chosen, p_bytes, g_bytes, bytes_k):
         slider.observe(redraw, names="value")
     redraw()
-    return w.VBox([w.HBox([psi, ranks]), w.HBox([chosen, menu]), summary,
-                   w.HBox([p_bytes, g_bytes, bytes_k]), hint, out])
+    panel = w.VBox([w.HBox([psi, ranks]), w.HBox([chosen, menu]), summary,
+                    w.HBox([p_bytes, g_bytes, bytes_k]), hint, out])
+    return recordable(panel, "ZeRO calculator", controls=[ranks, chosen, menu],
+                      fixed=[psi, p_bytes, g_bytes, bytes_k], live_only=[out],
+                      views=[summary, hint, drawn])
+
+
+def _png(fig) -> bytes:
+    """The figure as PNG at its own size and dpi (laid out by constrained layout: one draw)."""
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()

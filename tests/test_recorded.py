@@ -1,0 +1,137 @@
+"""Panels recorded for the course site (`dpviz.widgets.recorded`): without the build's variable
+a panel stays live; with it, every position is run once, its views copied under the tag into
+Stacks jslink-ed to the controls, and the controls end where they started."""
+from __future__ import annotations
+
+import ipywidgets as w
+import pytest
+
+from dpviz.widgets.recorded import ENV, PANEL_CLASS, TAG_CLASS, VIEW_CLASS, recordable, walk
+from dpviz.widgets.slider import rerun
+
+TAG = "recorded at build time on a test machine, 2026-01-01"
+
+
+def _links(stack: w.Stack) -> list[tuple]:
+    """The (control, trait) pairs jslink-ed to `stack`'s selected_index, as the widget state a
+    page embeds has them: the links the browser runs."""
+    state = w.Widget.get_manager_state()["state"].values()
+    return [tuple(s["state"]["source"]) for s in state if s["model_name"] == "LinkModel"
+            and s["state"]["target"] == [f"IPY_MODEL_{stack.model_id}", "selected_index"]]
+
+
+def test_without_the_variable_a_panel_stays_live(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    runs = []
+    panel = rerun([1, 2, 3], lambda v: runs.append(v) or v, lambda ax, v: ax.plot([0, v]), "x", value=2)
+    assert runs == [2]                                  # the first state only
+    assert not any(isinstance(c, w.Stack) for c in panel.children)
+
+
+def test_a_slider_records_each_value_once_and_ends_where_it_started(monkeypatch):
+    monkeypatch.setenv(ENV, TAG)
+    runs = []
+    panel = rerun([1, 2, 3], lambda v: runs.append(v) or v, lambda ax, v: ax.plot([0, v]), "x", value=2)
+    slider, stack = panel.children[0].children[0], panel.children[-1]
+    # the first state, the two others, then back to the first (the page opens there)
+    assert runs == [2, 1, 3, 2]
+    assert slider.value == 2 and stack.selected_index == 1 == slider.index
+    assert _links(stack) == [(f"IPY_MODEL_{slider.model_id}", "index")]
+    assert PANEL_CLASS in stack._dom_classes
+    tags, statuses, figures = [], [], []
+    for value, view in zip([1, 2, 3], stack.children):
+        tag, status, caption, image = view.children
+        assert VIEW_CLASS in view._dom_classes and TAG_CLASS in tag._dom_classes
+        tags.append(tag.value)
+        statuses.append(status.value)
+        figures.append(bytes(image.value))
+        assert status.value.startswith(f"x={value}: ")
+    assert all(TAG in t and "live" not in t for t in tags)
+    assert len(set(figures)) == 3                       # each value drew its own line
+    # the live status line and figure left the panel: the page shows only recorded views
+    assert [type(c).__name__ for c in panel.children] == ["HBox", "Stack"]
+    assert panel.children[0].children == (slider,)
+
+
+def test_two_controls_record_their_product_once_each(monkeypatch):
+    monkeypatch.setenv(ENV, TAG)
+    toggle = w.ToggleButtons(options=["a", "b"], value="b")
+    slider = w.SelectionSlider(options=[10, 20, 30], value=10)
+    status, outer_only, runs = w.Label(), w.Label(), []
+
+    def update(_=None) -> None:
+        runs.append((toggle.value, slider.value))
+        status.value = f"{toggle.value}{slider.value}"
+        outer_only.value = toggle.value
+
+    for control in (toggle, slider):
+        control.observe(update, names="value")
+    update()
+    panel = recordable(w.VBox([w.HBox([toggle, slider]), status, outer_only]), "test",
+                       controls=[toggle, slider], views=[status, outer_only])
+    outer = panel.children[-1]
+    assert sorted(set(runs)) == sorted(runs[:6]) and len(set(runs)) == 6   # each pair ran
+    assert len(runs) == 6 + 1          # one extra: back to the start after the walk
+    assert (toggle.value, slider.value) == ("b", 10) and runs[-1] == ("b", 10)
+    assert outer.selected_index == 1 and _links(outer) == [(f"IPY_MODEL_{toggle.model_id}", "index")]
+    for i, t in enumerate("ab"):
+        inner = outer.children[i]
+        assert inner.selected_index == 0 and _links(inner) == [(f"IPY_MODEL_{slider.model_id}", "index")]
+        assert [v.children[1].value for v in inner.children] == [f"{t}{s}" for s in (10, 20, 30)]
+        # a view the inner control leaves as it was is one widget, saved once with the page
+        assert len({id(v.children[2]) for v in inner.children}) == 1
+
+
+def test_the_walk_visits_every_combination_once_one_move_at_a_time():
+    sizes, starts = (2, 3, 4), (1, 2, 0)
+    seq = list(walk(sizes, starts))
+    assert seq[0] == starts and len(seq) == len(set(seq)) == 2 * 3 * 4
+    assert all(sum(a != b for a, b in zip(x, y)) == 1 for x, y in zip(seq, seq[1:]))
+
+
+def test_a_control_without_an_index_is_refused(monkeypatch):
+    monkeypatch.setenv(ENV, TAG)
+    knob = w.FloatSlider()
+    with pytest.raises(TypeError, match="FloatSlider has no index"):
+        recordable(w.VBox([knob, w.Label()]), "test", controls=[knob], views=[])
+
+
+def test_a_recorded_figure_keeps_its_size_and_look_in_fewer_bytes():
+    import io
+
+    import numpy as np
+    from matplotlib.figure import Figure
+    from PIL import Image
+
+    from dpviz.widgets.recorded import palette_png
+
+    figure = Figure(figsize=(6, 3), dpi=100)
+    ax = figure.add_subplot()
+    ax.barh([0, 1, 2], [3, 1, 2], color=["C0", "C1", "C2"])
+    ax.set_title("a figure of flat colours")
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    original = buffer.getvalue()
+    small = palette_png(original)
+    before, after = (np.asarray(Image.open(io.BytesIO(b)).convert("RGB"), dtype=int) for b in (original, small))
+    assert after.shape == before.shape and len(small) < len(original)
+    # 256 colours spread evenly would be cells of 256 / 256 ** (1/3) ≈ 40 levels a channel, a
+    # pixel at most half a cell from its colour; the octree spends its colours where the
+    # pixels are (the flat colours), so it does no worse, and the flat areas (most pixels)
+    # keep their colour to a level
+    error = np.abs(after - before).max(axis=2)
+    assert error.max() <= 20
+    assert (error <= 1).mean() > 0.9
+
+
+def test_progress_goes_to_the_build_log_not_to_the_notebook(monkeypatch, tmp_path, capfd):
+    from dpviz.widgets.recorded import LOG_ENV
+
+    monkeypatch.setenv(ENV, TAG)
+    monkeypatch.setenv(LOG_ENV, str(tmp_path / "progress.log"))
+    slider, status = w.SelectionSlider(options=[1, 2]), w.Label()
+    slider.observe(lambda change: setattr(status, "value", str(change["new"])), names="value")
+    recordable(w.VBox([slider, status]), "a slider", controls=[slider], views=[status])
+    out, err = capfd.readouterr()        # the kernel's streams: what a page would print
+    assert out == err == ""
+    assert (tmp_path / "progress.log").read_text().splitlines()[0] == "  a slider: recording 2 positions"
