@@ -45,7 +45,7 @@ def test_a_slider_records_each_value_once_and_ends_where_it_started(monkeypatch)
         tags.append(tag.value)
         statuses.append(status.value)
         figures.append(bytes(image.value))
-        assert status.value.startswith(f"x={value}: ")
+        assert f">x={value}: " in status.value             # the status line, as `say` wraps it
     assert all(TAG in t and "live" not in t for t in tags)
     assert len(set(figures)) == 3                       # each value drew its own line
     # the live status line and figure left the panel: the page shows only recorded views
