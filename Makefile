@@ -26,11 +26,11 @@ book: $(STAMP) $(NODE_STAMP)  ## the course site: notebooks executed live + vide
 
 # Each notebook is executed once: nbval runs it in a kernel hooked to log every figure's
 # legibility and every stderr write (tests/notebook_figures.py), and the tests read that log.
+# scripts/test_all.sh runs the notebooks and the tests side by side, then the `serial` tests
+# (timing physics) alone.
 test: $(STAMP) $(NODE_STAMP)  ## every test: every notebook, unit + live ranks + scenes + browser, every CPU kernel path
 	@start=$$(date +%s); \
-	$(MAKE) --no-print-directory test-notebooks && \
-	DPVIZ_FIGURE_LOG_DIR=$(abspath $(FIGURE_LOG)) $(PY) -m pytest tests --durations=10 && \
-	$(MAKE) --no-print-directory test-kernels; \
+	MAKE=$(MAKE) PY=$(PY) FIGURE_LOG=$(FIGURE_LOG) bash scripts/test_all.sh; \
 	status=$$?; echo "== make test: $$(( $$(date +%s) - start )) s after set-up"; exit $$status
 
 FIGURE_LOG := out/notebook-figures

@@ -127,6 +127,7 @@ def test_link_bench_refuses_other_ops_before_spawn():
         bench_collectives([2], [4096], ["all_reduce", "ring"], link="classroom", progress=False)
 
 
+@pytest.mark.serial
 def test_fit_over_the_link_recovers_its_alpha_and_beta(tmp_path):
     """02's lesson: over the emulated link the alpha-beta fit finds the link's own α and β.
     Each linked call is the link's sleep then the real all-reduce, so the raw loopback fit on

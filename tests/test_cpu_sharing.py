@@ -28,6 +28,7 @@ def test_bad_requests_fail_before_anything_runs(cluster2):
         measure_cpu_sharing(CFG.replace(steps=2), cluster=cluster2)
 
 
+@pytest.mark.serial
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="pins two ranks to a core each")
 def test_backward_slows_when_ranks_share_a_core(cluster2, tmp_path):
     """Medians over 3 repeats taken in turn. Sharing one core runs two backwards and both

@@ -157,6 +157,7 @@ def cap_runs(cluster2, sized_cfg) -> dict[float, list[RunRecord]]:
     return runs
 
 
+@pytest.mark.serial
 def test_size_link_measures_the_backward_of_the_lessons_own_runs(sized_cfg, cap_runs):
     link = sized_cfg.link
     assert link.sized_to_ms is not None and link.latency_us == round(0.05 * link.sized_to_ms * 1e3)
@@ -170,6 +171,7 @@ def test_size_link_measures_the_backward_of_the_lessons_own_runs(sized_cfg, cap_
     assert 0.5 < link.sized_to_ms / bucketed < 2.0, (link.sized_to_ms, bucketed)
 
 
+@pytest.mark.serial
 def test_record_holds_link_and_real_allreduce_spans_in_order(cap_runs):
     record = cap_runs[1.0][0]
     assert from_dict(RunRecord, to_dict(record)).config["link"]["sized_to_ms"] > 0
@@ -185,23 +187,27 @@ def test_record_holds_link_and_real_allreduce_spans_in_order(cap_runs):
     assert max(c.max_diff_across_ranks for c in record.checks) == 0.0
 
 
+@pytest.mark.serial
 def test_buckets_hide_communication_that_one_bucket_exposes(cap_runs):
     bucketed, one = cap_row(*cap_runs[1.0]), cap_row(*cap_runs[ONE_BUCKET_CAP_MB])
     assert bucketed.exposed_comm_ms < one.exposed_comm_ms, (bucketed, one)
     assert bucketed.overlap_fraction > one.overlap_fraction
 
 
+@pytest.mark.serial
 def test_cap_sweep_is_u_shaped(cap_runs):
     tiny, middle, one = (cap_row(*cap_runs[c]).step_ms for c in CAPS)
     assert middle < tiny and middle < one, (tiny, middle, one)
 
 
+@pytest.mark.serial
 def test_alpha_beta_predicts_the_link_spans_within_20_percent(cap_runs):
     errors = [abs(p.link_ms / p.predicted_ms - 1) for cap in CAPS for r in cap_runs[cap]
               for p in link_predictions(r)]
     assert statistics.median(errors) < 0.2, sorted(errors)
 
 
+@pytest.mark.serial
 def test_time_per_sample_falls_with_k(cluster2):
     cfg = accumulation.DEMO_CONFIG.replace(link=LINK)
     rows = accumulation.sweep_accumulation(cfg, cluster=cluster2, ks=(1, 2, 4), repeats=2).rows

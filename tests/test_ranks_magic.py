@@ -74,6 +74,7 @@ def test_an_error_names_the_rank_and_the_cells_failing_line(shell, capsys):
     assert out.splitlines() == ["[0] 0", "[1] 1"]
 
 
+@pytest.mark.serial
 def test_a_skipped_collective_ends_at_the_timeout_naming_the_waiting_rank(shell, capsys):
     pids = shell.magics_manager.registry["RanksMagics"].cells.cluster.pids()
     began = time.perf_counter()

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# `make test` after set-up: every notebook (nbval), every test, every other CPU kernel path.
+# Much of the suite waits (ranks starting, sleeping link threads, a kernel or a browser), so two
+# streams run side by side and fill each other's waits:
+#   notebooks: nbval over every notebook, logging their figures (tests/notebook_figures.py),
+#              then the tests that read that log (-m notebooks), then the kernel paths
+#              (scripts/test_kernels.sh: numeric comparisons, not timings);
+#   tests:     every other test but the serial ones.
+# Then, alone, the `serial` tests: timing physics (pinned cores, the link's overlap, fits of α
+# and β) that need the cores to themselves. Each stream writes its log to $OUT and prints it
+# when it ends; a failing stream fails `make test`.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+OUT=${TEST_OUT:-out/test}
+FIGURE_LOG=$(realpath -m "${FIGURE_LOG:-out/notebook-figures}")
+mkdir -p "$OUT"
+start=$SECONDS
+
+# marked FILE...: the test files that use marker $1 (collecting only those takes seconds, not
+# the whole suite's collection again)
+marked() { grep -l "mark\.$1\b" tests/test_*.py; }
+
+notebooks() {
+  "${MAKE:-make}" --no-print-directory test-notebooks PY="$PY" FIGURE_LOG="$FIGURE_LOG" &&
+  DPVIZ_FIGURE_LOG_DIR=$FIGURE_LOG "$PY" -m pytest $(marked notebooks) -m "notebooks and not serial" &&
+  PY=$PY bash scripts/test_kernels.sh
+}
+
+tests() {
+  "$PY" -m pytest tests -m "not notebooks and not serial" --durations=10
+}
+
+# run_stream NAME: the stream's function, its output to $OUT/NAME.log, printed when it ends
+run_stream() {
+  local began=$SECONDS rc
+  "$1" >"$OUT/$1.log" 2>&1
+  rc=$?
+  echo "== stream $1 (exit $rc, $((SECONDS - began)) s):"
+  cat "$OUT/$1.log"
+  return $rc
+}
+
+set -m   # each stream its own process group: an interrupted make test ends both, ranks included
+run_stream notebooks & notebooks_pid=$!
+run_stream tests & tests_pid=$!
+trap 'kill -- -$notebooks_pid -$tests_pid 2>/dev/null' EXIT
+echo "== streams notebooks and tests started side by side (follow: tail -f $OUT/notebooks.log $OUT/tests.log)"
+wait $notebooks_pid; notebooks_rc=$?
+wait $tests_pid; tests_rc=$?
+echo "== streams notebooks and tests side by side: $((SECONDS - start)) s"
+
+began=$SECONDS
+DPVIZ_FIGURE_LOG_DIR=$FIGURE_LOG "$PY" -m pytest $(marked serial) -m serial --durations=5
+serial_rc=$?
+echo "== serial tests, alone: $((SECONDS - began)) s"
+exit $((notebooks_rc || tests_rc || serial_rc))
