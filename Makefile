@@ -30,7 +30,7 @@ book: $(STAMP) $(NODE_STAMP)  ## the course site: notebooks executed live + vide
 # (timing physics) alone.
 test: $(STAMP) $(NODE_STAMP)  ## every test: every notebook, unit + live ranks + scenes + browser, every CPU kernel path
 	@start=$$(date +%s); \
-	MAKE=$(MAKE) PY=$(PY) FIGURE_LOG=$(FIGURE_LOG) bash scripts/test_all.sh; \
+	PY=$(PY) FIGURE_LOG=$(FIGURE_LOG) bash scripts/test_all.sh; \
 	status=$$?; echo "== make test: $$(( $$(date +%s) - start )) s after set-up"; exit $$status
 
 FIGURE_LOG := out/notebook-figures
