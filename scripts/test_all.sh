@@ -51,7 +51,7 @@ wait $tests_pid; tests_rc=$?
 echo "== streams notebooks and tests side by side: $((SECONDS - start)) s"
 
 began=$SECONDS
-DPVIZ_FIGURE_LOG_DIR=$FIGURE_LOG "$PY" -m pytest $(marked serial) -m serial --durations=5
+"$PY" -m pytest $(marked serial) -m serial --durations=5
 serial_rc=$?
 echo "== serial tests, alone: $((SECONDS - began)) s"
 exit $((notebooks_rc || tests_rc || serial_rc))
