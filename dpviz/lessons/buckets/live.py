@@ -161,3 +161,34 @@ def link_bandwidth_slider(cluster, cfg, gbps: Sequence[float] | None = None,
     values, start = slider_gbps(cfg.link, gbps, value)
     return link_bandwidth_panel(partial(_run_with, cluster, for_slider(cfg), _with_gbps), start,
                                 values, cluster=cluster)
+
+
+ARMS = ("buckets", "one bucket")   # notebook 03 §3's two settings, as its verdict names them
+
+
+def overlap_verdict(cfg=None, *, cluster=None, cap: float = 1.0, cap_s: float | None = None):
+    """Notebook 03 §3 judged on data: `cfg` with `cap` MiB buckets against one bucket, run
+    interleaved on the warm ranks until their link wait (`analysis.stragglers.link_wait_ms`:
+    exposed communication less waiting for a slower peer) differs beyond the spread, or the
+    time cap passes (`dpviz.engine.verdicts`). If the runs' backward no longer holds the one
+    `cfg.link` was sized to, the link is re-sized (`size_link` on `cfg` at `cap`) and the
+    comparison run again, once. Returns `engine.verdicts.SizedComparison` of `RunRecord`s."""
+    from dpviz.analysis.stragglers import link_wait_ms
+    from dpviz.engine.launch import using_cluster
+    from dpviz.engine.link_sizing import run_backward_ms, size_link
+    from dpviz.engine.verdicts import check_cap_s, compare_on_link
+
+    cfg, _ = check_sweep(cfg, [cap], 1)
+    cap_s = check_cap_s(cap_s)
+    caps = dict(zip(ARMS, (cap, ONE_BUCKET_CAP_MB)))
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
+        arms = {name: partial(_run_on_link, ranks, cfg.replace(bucket_cap_mb=c)) for name, c in caps.items()}
+        return compare_on_link(cfg.link, arms, link_wait_ms, quantity="link wait", cap_s=cap_s,
+                               backward_of=run_backward_ms,
+                               resize=lambda: size_link(cfg.replace(bucket_cap_mb=cap), cluster=ranks))
+
+
+def _run_on_link(cluster, cfg, link) -> RunRecord:
+    from dpviz.engine.ddp_run import run
+
+    return run(cfg.replace(link=link), cluster=cluster)

@@ -24,7 +24,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from dpviz.analysis.overlap import intersection, length, quartiles, steady_steps, summarize, union
+from dpviz.analysis.overlap import intersection, length, minus, quartiles, steady_steps, summarize, union
+from dpviz.analysis.stragglers import split_medians
+from dpviz.analysis.verdict import describe_comparison
 from dpviz.core.bucket_layout import (
     DEFAULT_CAP_MB, MIB, ONE_BUCKET_CAP_MB, assign_buckets, cap_limits,
 )
@@ -245,21 +247,6 @@ def story_summary(tl: StepTimeline) -> str:
             f"{sum(e - s for s, e in tl.exposed):.1f} ms")
 
 
-def minus(a: Intervals, b: Intervals) -> Intervals:
-    """Parts of intervals `a` not covered by `b` (both merged first)."""
-    out, cover = [], union(b)
-    for start, end in union(a):
-        for lo, hi in cover:
-            if hi <= start or lo >= end:
-                continue
-            if lo > start:
-                out.append((start, lo))
-            start = max(start, hi)
-        if start < end:
-            out.append((start, end))
-    return out
-
-
 def step_timeline(record: RunRecord, step: int | None = None, rank: int = 0,
                   t0_us: float | None = None) -> StepTimeline:
     """Bucket readiness, all-reduces and compute of one step of one rank.
@@ -466,6 +453,32 @@ def hidden_verdict(bucketed: CapRow, one: CapRow) -> str:
                 f"(IQR up to {noise:.1f} ms): this run cannot say that overlap hid any")
     return (f"overlap hid nothing measurable on this run: the buckets exposed {bucketed.exposed_comm_ms:.1f} ms "
             f"of communication, one bucket {one.exposed_comm_ms:.1f} ms (spread, IQR, up to {noise:.1f} ms)")
+
+
+def describe_overlap_verdict(result) -> str:
+    """Notebook 03 §3's table and verdict from `live.overlap_verdict`'s interleaved runs (an
+    `engine.verdicts.SizedComparison`): per setting, the median over runs of each run's exposed
+    communication, its peer-wait and link-wait parts (`analysis.stragglers.split_medians`); the
+    verdict on link wait (`analysis.verdict`); how much overlap hid, only when the verdict says
+    the buckets waited less; and the re-sizing, if the link was re-sized."""
+    c = result.comparison
+    lines = [f"{'':11} {'exposed':>8} {'peer wait':>9} {'link wait':>9}   ms, medians over {len(c.a)} "
+             "interleaved runs each (a run: its median over ranks and analysed steps)"]
+    for name in c.names:
+        per_run = [split_medians(r) for r in result.runs[name]]
+        med = [statistics.median(getattr(m, f) for m in per_run)
+               for f in ("exposed_ms", "peer_wait_ms", "link_wait_ms")]
+        lines.append(f"{name:11} {med[0]:>8.1f} {med[1]:>9.1f} {med[2]:>9.1f}")
+    lines.append(describe_comparison(c))
+    one = c.median(1)
+    if c.lower == c.names[0]:
+        lines.append(f"so overlap hid {c.difference_ms:.1f} of the {one:.1f} ms one bucket waits for the link "
+                     f"({c.difference_ms / one:.0%}) on this run")
+    elif c.lower == c.names[1]:
+        lines.append("the buckets waited longer for the link than one bucket: overlap hid nothing on this run")
+    else:
+        lines.append("so this run cannot say that overlap hid any link wait")
+    return "\n".join(lines + ([result.resized] if result.resized else []))
 
 
 def cap_label(cap: float | None, sep: str = " ") -> str:
