@@ -327,3 +327,26 @@ def link_wait_ms(record: RunRecord) -> float:
     """One run's link wait: the median over its ranks and analysed steps (a timing verdict's
     quantity for the link lessons: a slower peer's share of exposed time left out)."""
     return split_medians(record).link_wait_ms
+
+
+def describe_beside_backward(record: RunRecord) -> str:
+    """Whether communication ran beside backward on this run, counted per rank and analysed
+    step (some transfer or all-reduce overlapping that rank's backward: `overlapped_ms`), then
+    what stayed exposed, split into link wait and peer wait (`split_medians`): where ranks
+    share cores, a rank waits for a slower one, and that is no part of the link's time."""
+    from dpviz.analysis.overlap import summarize
+
+    rows = summarize(record, steady_steps(record))
+    if not rows:
+        raise ValueError("no analysed steps: record with profile=True and steps >= 3")
+    beside = [r for r in rows if r.overlapped_ms > 0]
+    split = split_medians(record)
+    if len(beside) * 2 > len(rows):
+        head = (f"communication ran beside backward in {len(beside)} of {len(rows)} rank-steps (median "
+                f"{statistics.median(r.overlapped_ms for r in beside):.1f} ms of it while backward ran)")
+    else:
+        head = (f"communication ran beside backward in only {len(beside)} of {len(rows)} rank-steps: on this "
+                "run the buckets did not start while backward was still running")
+    return (f"{head}; exposed communication {split.exposed_ms:.1f} ms a rank-step (median), of it link "
+            f"wait {split.link_wait_ms:.1f} ms and peer wait {split.peer_wait_ms:.1f} ms (waiting for a "
+            "slower rank; medians, each on its own)")

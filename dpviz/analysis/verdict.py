@@ -80,6 +80,7 @@ class Comparison:
     lower: str | None
     elapsed_s: float = 0.0
     cap_s: float | None = None
+    unit: str = "ms"
 
     def median(self, arm: int) -> float:
         return statistics.median((self.a, self.b)[arm])
@@ -89,12 +90,12 @@ class Comparison:
 
     @property
     def difference_ms(self) -> float:
-        """Median of b minus median of a (positive: a is lower)."""
+        """Median of b minus median of a (positive: a is lower), in `unit`."""
         return self.median(1) - self.median(0)
 
 
 def judge(quantity: str, names: tuple[str, str], a: list[float], b: list[float],
-          elapsed_s: float = 0.0, cap_s: float | None = None) -> Comparison:
+          elapsed_s: float = 0.0, cap_s: float | None = None, unit: str = "ms") -> Comparison:
     """The verdict on two arms' runs by the module's rule."""
     if len(a) != len(b) or not a:
         raise ValueError(f"interleaved arms have as many runs each (at least one), got {len(a)} and {len(b)}")
@@ -103,20 +104,20 @@ def judge(quantity: str, names: tuple[str, str], a: list[float], b: list[float],
     lower = None
     if p <= threshold(len(a)) and gap:
         lower = names[0] if gap > 0 else names[1]
-    return Comparison(quantity, tuple(names), tuple(a), tuple(b), p, lower, elapsed_s, cap_s)
+    return Comparison(quantity, tuple(names), tuple(a), tuple(b), p, lower, elapsed_s, cap_s, unit)
 
 
 def describe_comparison(c: Comparison) -> str:
     """One line: the verdict and the numbers it rests on (medians, IQRs, runs, p)."""
     def arm(i: int) -> str:
         lo, hi = c.iqr(i)
-        return f"{c.names[i]} {c.median(i):.1f} ms (IQR {lo:.1f}-{hi:.1f})"
+        return f"{c.names[i]} {c.median(i):.1f} {c.unit} (IQR {lo:.1f}-{hi:.1f})"
 
     numbers = (f"{c.quantity}, medians of {len(c.a)} interleaved runs each: {arm(0)}, {arm(1)}; "
                f"Mann-Whitney p = {c.p:.3f} (this look needs ≤ {threshold(len(c.a)):.3f})")
     if c.lower is not None:
         higher = c.names[1] if c.lower == c.names[0] else c.names[0]
-        return (f"{c.lower} has less {c.quantity} than {higher}, by {abs(c.difference_ms):.1f} ms, "
+        return (f"{c.lower} has less {c.quantity} than {higher}, by {abs(c.difference_ms):.1f} {c.unit}, "
                 f"beyond the spread: {numbers}")
     why = (f"within the {c.cap_s:g} s cap" if c.cap_s is not None and c.elapsed_s >= c.cap_s
            else f"in {len(c.a)} runs each")

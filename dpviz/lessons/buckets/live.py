@@ -6,13 +6,14 @@ the sliders of `dpviz.lessons.buckets.widgets` to them.
 """
 from __future__ import annotations
 
+import time
 from functools import partial
 from typing import Sequence
 
 from dpviz.core.bucket_layout import ONE_BUCKET_CAP_MB
 from dpviz.core.config import for_slider
 from dpviz.core.record import RunRecord
-from dpviz.lessons.buckets.records import BucketSweep, SLIDER_CAPS, cap_label, cap_row
+from dpviz.lessons.buckets.records import BucketSweep, SLIDER_CAPS, cap_label, cap_row, sweep_settled
 
 
 # what `dpviz.<name>` offers from here
@@ -49,17 +50,22 @@ CAPS_MB = (0.25, 1.0, 4.0, 25.0)
 
 
 def sweep_buckets(cfg=None, *, cluster=None, caps: Sequence[float] = CAPS_MB, repeats: int = 2,
-                  progress: bool = True, warmup: bool = True) -> BucketSweep:
+                  progress: bool = True, warmup: bool = True, cap_s: float | None = None) -> BucketSweep:
     """Re-run the same workload live for each cap on warm ranks; one row per cap.
 
     Caps run round-robin `repeats` times, so a burst of load on the machine lands on every
-    cap rather than on one. `warmup` first runs once untimed.
+    cap rather than on one. With `cap_s`, rounds go on after `repeats` until the link-wait
+    verdict's shape is settled (`records.sweep_settled`) or `cap_s` seconds passed. `warmup`
+    first runs once untimed.
     """
     from dpviz.engine.launch import using_cluster
 
     cfg, caps = check_sweep(cfg, caps, repeats)
+    if cap_s is not None:
+        from dpviz.engine.verdicts import check_cap_s
+        cap_s = check_cap_s(cap_s)
     with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
-        return _sweep_on(ranks, cfg, caps, repeats, progress, warmup)
+        return _sweep_on(ranks, cfg, caps, repeats, progress, warmup, cap_s)
 
 
 def check_sweep(cfg, caps: Sequence[float], repeats: int):
@@ -78,23 +84,30 @@ def check_sweep(cfg, caps: Sequence[float], repeats: int):
     return cfg, caps
 
 
-def _sweep_on(cluster, cfg, caps: list[float], repeats: int, progress: bool, warmup: bool) -> BucketSweep:
+def _sweep_on(cluster, cfg, caps: list[float], repeats: int, progress: bool, warmup: bool,
+              cap_s: float | None) -> BucketSweep:
     from tqdm.auto import tqdm
 
     from dpviz.engine.ddp_run import run
+    from dpviz.engine.verdicts import MAX_RUNS
 
     if warmup:  # a cluster's first run pays one-off costs (skip it on ranks that already ran)
         run(cfg.replace(steps=2), cluster=cluster)
     records: dict[float, list[RunRecord]] = {cap: [] for cap in caps}
     bar = tqdm(total=len(caps) * repeats, desc="bucket_cap_mb", disable=not progress)
-    for _ in range(repeats):
+    start, rounds, result = time.monotonic(), 0, None
+    while rounds < repeats or (cap_s is not None and rounds < MAX_RUNS and time.monotonic() - start < cap_s
+                               and not sweep_settled(result)):
+        bar.total = max(bar.total, len(caps) * (rounds + 1))
         for cap in caps:
             bar.set_postfix_str(cap_label(cap) + ("" if cap >= ONE_BUCKET_CAP_MB else " MiB"))   # as the plot
             records[cap].append(run(cfg.replace(bucket_cap_mb=cap), cluster=cluster))
             bar.update()
+        rounds += 1
+        result = BucketSweep(config={**cfg.to_dict(), "bucket_cap_mb": None}, world_size=cfg.world_size,
+                             rows=tuple(cap_row(*records[cap]) for cap in caps))
     bar.close()
-    return BucketSweep(config={**cfg.to_dict(), "bucket_cap_mb": None}, world_size=cfg.world_size,
-                       rows=tuple(cap_row(*records[cap]) for cap in caps))
+    return result
 
 
 def overlap_contrast(cfg=None, *, cluster=None, cap: float = 1.0, repeats: int = 3
