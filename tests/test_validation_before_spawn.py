@@ -33,7 +33,6 @@ BAD = {
     "lessons.averaging.live:compare_averaging": dict(steps=0),
     "lessons.averaging.live:compare_hooks": dict(steps=1),
     "lessons.buckets.live:sweep_buckets": dict(cfg=RunConfig(steps=3, model=NOT_A_MODEL)),
-    "lessons.buckets.live:overlap_contrast": dict(repeats=0),
     "lessons.buckets.live:overlap_verdict": dict(cap=0.0),
     "lessons.checkpointing.live:measure_checkpointing": dict(checkpoint_every=(99,)),
     "lessons.cpu_sharing.live:measure_cpu_sharing": dict(repeats=0),

@@ -110,22 +110,6 @@ def _sweep_on(cluster, cfg, caps: list[float], repeats: int, progress: bool, war
     return result
 
 
-def overlap_contrast(cfg=None, *, cluster=None, cap: float = 1.0, repeats: int = 3
-                     ) -> tuple[list[RunRecord], list[RunRecord]]:
-    """Notebook 03 §3: `cfg` with `cap` MiB buckets and with one bucket, `repeats` runs each,
-    taken in turn so a burst of load hits both. Returns (bucketed runs, one-bucket runs)."""
-    from dpviz.engine.ddp_run import run
-    from dpviz.engine.launch import using_cluster
-
-    cfg, _ = check_sweep(cfg, [cap], repeats)
-    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
-        bucketed, one = [], []
-        for _ in range(repeats):
-            bucketed.append(run(cfg.replace(bucket_cap_mb=cap), cluster=ranks))
-            one.append(run(cfg.replace(bucket_cap_mb=ONE_BUCKET_CAP_MB), cluster=ranks))
-    return bucketed, one
-
-
 # --- live sliders: each release re-runs DDP on the warm cluster --------------------------------
 
 def _run_with(cluster, cfg, change, value: float) -> RunRecord:
