@@ -73,7 +73,7 @@ def lesson_01() -> tuple[bool, bool, str]:
     rows = summarize(record, steady_steps(record))
     shown = 2 * sum(r.overlapped_ms > 0 for r in rows) > len(rows)
     text = describe_beside_backward(record)
-    return shown, shown == ("did not start" not in text), text
+    return shown, shown == ("does not show" not in text), text
 
 
 def lesson_09b() -> tuple[bool, bool, str]:

@@ -244,3 +244,21 @@ def _before_collective(record, rank: int, step: int) -> dict[str, float]:
     arrive = next(s.start_us for s in spans if s.kind == "allreduce")
     return {"start": start / 1e3, "compute": length(compute) / 1e3, "link": link.dur_us / 1e3,
             "other": (arrive - start - length(compute) - link.dur_us) / 1e3}
+
+
+def test_exposed_split_on_known_intervals():
+    """Rank 0 computes 0-100 µs and enters the all-reduce at 100; rank 1 computes until 250 and
+    enters then; both end at 300. Rank 0's exposed 200 µs: 150 waiting for rank 1 (100-250),
+    50 after it joined; rank 1's 50 µs are all after the last arrival (its own)."""
+    from dataclasses import replace
+
+    from dpviz.analysis.stragglers import exposed_split
+    from dpviz.core.record import Span
+
+    record = _record({0: [(100, 300, "all_reduce", 1)], 1: [(250, 300, "all_reduce", 1)]})
+    compute = tuple(Span(rank=r, tid="m", name="bwd", kind="backward", start_us=0, end_us=e, step=0)
+                    for r, e in ((0, 100), (1, 250)))
+    record = replace(record, spans=record.spans + compute)
+    split = {s.rank: s for s in exposed_split(record)}
+    assert (split[0].exposed_ms, split[0].peer_wait_ms, split[0].link_wait_ms) == pytest.approx((0.2, 0.15, 0.05))
+    assert (split[1].exposed_ms, split[1].peer_wait_ms, split[1].link_wait_ms) == pytest.approx((0.05, 0.0, 0.05))

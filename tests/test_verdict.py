@@ -87,3 +87,8 @@ def test_a_drifted_backward_resizes_the_link_once():
     used.clear()
     kept = compare_on_link(sized, arms, float, quantity="q", backward_of=lambda *runs: 60.0, resize=lambda: resized)
     assert kept.link is sized and kept.resized is None and set(map(id, used)) == {id(sized)}
+
+
+def test_before_the_first_look_the_line_says_why_there_is_no_verdict():
+    line = describe_comparison(judge("link wait", ("a", "b"), [1, 2, 3], [7, 8, 9], elapsed_s=50, cap_s=40))
+    assert "within the 40 s cap" in line and f"no verdict before {MIN_RUNS} runs each" in line

@@ -345,8 +345,8 @@ def describe_beside_backward(record: RunRecord) -> str:
         head = (f"communication ran beside backward in {len(beside)} of {len(rows)} rank-steps (median "
                 f"{statistics.median(r.overlapped_ms for r in beside):.1f} ms of it while backward ran)")
     else:
-        head = (f"communication ran beside backward in only {len(beside)} of {len(rows)} rank-steps: on this "
-                "run the buckets did not start while backward was still running")
+        head = (f"communication ran beside backward in only {len(beside)} of {len(rows)} rank-steps, not in "
+                "most: this run does not show buckets starting while backward is still running")
     return (f"{head}; exposed communication {split.exposed_ms:.1f} ms a rank-step (median), of it link "
             f"wait {split.link_wait_ms:.1f} ms and peer wait {split.peer_wait_ms:.1f} ms (waiting for a "
             "slower rank; medians, each on its own)")

@@ -113,8 +113,10 @@ def describe_comparison(c: Comparison) -> str:
         lo, hi = c.iqr(i)
         return f"{c.names[i]} {c.median(i):.1f} {c.unit} (IQR {lo:.1f}-{hi:.1f})"
 
+    need = (f"this look needs ≤ {threshold(len(c.a)):.2g}" if len(c.a) >= MIN_RUNS
+            else f"no verdict before {MIN_RUNS} runs each")
     numbers = (f"{c.quantity}, medians of {len(c.a)} interleaved runs each: {arm(0)}, {arm(1)}; "
-               f"Mann-Whitney p = {c.p:.3f} (this look needs ≤ {threshold(len(c.a)):.3f})")
+               f"Mann-Whitney p = {c.p:.3f} ({need})")
     if c.lower is not None:
         higher = c.names[1] if c.lower == c.names[0] else c.names[0]
         return (f"{c.lower} has less {c.quantity} than {higher}, by {abs(c.difference_ms):.1f} {c.unit}, "
