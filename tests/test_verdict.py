@@ -68,6 +68,11 @@ def test_interleave_says_cannot_tell_at_the_cap():
     verdict, runs = interleave({"a": lambda: rng.random(), "b": lambda: rng.random()}, float,
                                quantity="q", cap_s=5, clock=lambda: next(ticks))
     assert verdict.lower is None and len(runs["a"]) == 5 and "within the 5 s cap" in describe_comparison(verdict)
+    # a cap passed before the rule's first look still lets it look once
+    ticks = itertools.count()
+    verdict, runs = interleave({"a": lambda: rng.random(), "b": lambda: rng.random()}, float,
+                               quantity="q", cap_s=1, clock=lambda: next(ticks))
+    assert len(runs["a"]) == MIN_RUNS
 
 
 def test_a_drifted_backward_resizes_the_link_once():

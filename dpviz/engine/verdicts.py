@@ -25,7 +25,9 @@ def interleave(arms: Mapping[str, Callable[[], R]], measure: Callable[[R], float
                ) -> tuple[Comparison, dict[str, list[R]]]:
     """Run the two `arms` in alternating pairs, `measure` each run, and stop when the rule
     tells them apart (from MIN_RUNS runs each), when `max_runs` pairs ran, or when `cap_s`
-    seconds passed (after two runs each). Returns the verdict and every arm's runs."""
+    seconds passed, but not before MIN_RUNS runs each: a cap that stopped before the rule's
+    first look would make "cannot tell" a foregone conclusion on a slow machine. Returns the
+    verdict and every arm's runs."""
     if len(arms) != 2:
         raise ValueError(f"a comparison has two arms, got {list(arms)}")
     if cap_s <= 0 or max_runs < MIN_RUNS:
@@ -40,7 +42,7 @@ def interleave(arms: Mapping[str, Callable[[], R]], measure: Callable[[R], float
             values[name].append(measure(runs[name][-1]))
         elapsed = clock() - start
         verdict = judge(quantity, names, values[names[0]], values[names[1]], elapsed, cap_s)
-        if verdict.lower is not None or (elapsed >= cap_s and i >= 1):
+        if verdict.lower is not None or (elapsed >= cap_s and i + 1 >= MIN_RUNS):
             break
     return verdict, runs
 
