@@ -72,24 +72,24 @@ def compare_on_link(link: Link | None, arms: Mapping[str, Callable[[Link | None]
                     measure: Callable[[R], float], *, quantity: str, cap_s: float | None = None,
                     backward_of: Callable[..., float] | None = None,
                     resize: Callable[[], Link] | None = None) -> SizedComparison[R]:
-    """`interleave` the arms on `link`. With `backward_of` (the runs' backward, `backward_of(*runs)`)
-    and `resize`, a link sized to a backward the runs no longer have (beyond SIZING_TOLERANCE
-    either way) is re-sized (`resize()`) and the comparison run again on it, once, saying so
-    in `resized`."""
+    """`interleave` the arms on `link`. With `backward_of` (a backward from runs,
+    `backward_of(*runs)`) and `resize`, a link sized to a backward the first arm's runs (the
+    setting it was sized on) no longer have (beyond SIZING_TOLERANCE either way) is re-sized
+    (`resize()`) and the comparison run again on it, once, saying so in `resized`."""
     cap_s = check_cap_s(cap_s)
 
     def once(on: Link | None) -> SizedComparison[R]:
         verdict, runs = interleave({n: (lambda f=f: f(on)) for n, f in arms.items()}, measure,
                                    quantity=quantity, cap_s=cap_s)
-        every = [r for v in runs.values() for r in v]
-        return SizedComparison(verdict, runs, on, None if backward_of is None else backward_of(*every))
+        sized_like = runs[next(iter(arms))]   # the first arm runs as the link was sized
+        return SizedComparison(verdict, runs, on, None if backward_of is None else backward_of(*sized_like))
 
     first = once(link)
     factor = None if link is None or first.backward_ms is None else sizing_factor(link, first.backward_ms)
     if resize is None or factor is None or 1 / SIZING_TOLERANCE <= factor <= SIZING_TOLERANCE:
         return first
     again = once(resize())
-    note = (f"these runs' backward, {first.backward_ms:.1f} ms, was {factor:.2f}× the {link.sized_to_ms:g} ms "
+    note = (f"the {next(iter(arms))} runs' backward, {first.backward_ms:.1f} ms, was {factor:.2f}× the {link.sized_to_ms:g} ms "
             f"the link was sized to (beyond {SIZING_TOLERANCE:g}×: the machine's load changed), so the link "
             f"was re-sized to {again.link.gbps:g} Gb/s (backward {again.link.sized_to_ms:g} ms) and the "
             f"section ran again; the first verdict was: {first.comparison.lower or 'cannot tell'}")
