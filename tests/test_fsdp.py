@@ -279,3 +279,24 @@ def test_scene_renders_from_a_recorded_run(mlp_out):
     from dpviz.app.animate import render
 
     assert render("fsdp", mlp_out / "fsdp.json", dry_run=True) is None
+
+
+def test_a_wait_splits_into_link_wait_and_peer_wait_by_when_each_ranks_part_arrived():
+    """One all-gather: rank 0's part crosses the link 10-20 ms, rank 1's 10-50 ms (it issued
+    late). Rank 0 waits 10-55: 10-20 for its own transfer and 50-55 for the collective once
+    every part arrived (link wait, 15 ms), 20-50 for rank 1's part (peer wait, 30 ms). Rank 1
+    waits 40-55, all link wait: nobody's part arrived after its own."""
+    from dpviz.lessons.fsdp.records import RankStep, Transfer, Wait, link_wait_ms, peer_wait_ms, summarize
+
+    def step(rank, link_end, wait_start):
+        gather = Transfer("b0", "all_gather", "forward", 1024, 10.0, 10.0, link_end, 55.0, "b0")
+        return RankStep(rank, 512, 0.0, 60.0, 55.0, (), (gather,),
+                        (Wait("b0", "all_gather", "forward", wait_start, 55.0),), ())
+
+    record = FsdpRecord(config={}, knobs=FsdpKnobs(), world_size=2,
+                        units=(UnitInfo("b0", ("w",), 1024, 1024),), ranks=(step(0, 20.0, 10.0), step(1, 50.0, 40.0)),
+                        full_bytes=1024, step=0)
+    fast, slow = record.ranks
+    assert (peer_wait_ms(record, fast), link_wait_ms(record, fast)) == pytest.approx((30.0, 15.0))
+    assert (peer_wait_ms(record, slow), link_wait_ms(record, slow)) == pytest.approx((0.0, 15.0))
+    assert (summarize(record).peer_wait_ms, summarize(record).link_wait_ms) == pytest.approx((15.0, 15.0))

@@ -166,7 +166,7 @@ def test_size_link_measures_the_backward_of_the_lessons_own_runs(sized_cfg, cap_
     assert link.transfer_ms(gradients, 2) - link.latency_us / 1e3 == pytest.approx(RATIO * link.sized_to_ms, rel=0.005)
     # sized to 1 MiB runs on the link, so the same runs later measure the same backward up to
     # load: a factor 2 either way (the measurement and these runs are seconds apart on shared
-    # cores; benchmarks/overlap_run_to_run.py measures how close they stay)
+    # cores; 03 §3 re-sizes beyond 1.5×, benchmarks/lessons_under_load.py counts how often it holds)
     bucketed = run_backward_ms(*cap_runs[1.0])
     assert 0.5 < link.sized_to_ms / bucketed < 2.0, (link.sized_to_ms, bucketed)
 

@@ -189,3 +189,76 @@ def test_a_real_traces_process_group_is_read_from_it():
     record = load_trace(DATA / "nccl-a100-ddp")
     comm = [s for s in record.spans if s.kind in ("allreduce", "collective")]
     assert comm and {s.group for s in comm} == {"0"} and {s.seq for s in comm} == {None}
+
+
+def test_live_exposed_split_puts_a_slow_peer_in_peer_wait_and_the_wire_in_link_wait():
+    """Rank 1 sleeps 100 ms in every forward; one bucket, crossing a 1 Gb/s link after backward.
+    Rank 0 reaches its all-reduce first and sits in it until rank 1 joins: its exposed peer
+    wait is rank 1's arrival minus its own, i.e. the sleep plus how the two ranks differ in
+    everything else before the collective: step start, forward+backward without the sleep,
+    the link's transfer and the rest (batch, hand-offs between threads). Those differences
+    are read from the record, so the tolerance is their sum plus 0.5 ms (the µs rounding of
+    the dozen span ends involved: 12 × 0.5 µs; the rest is margin).
+    Rank 1, last to arrive, waits for nobody; on both ranks the link transfer, after backward
+    with nothing computing, is link wait; the two parts add up to summarize's exposed time.
+    A step whose all-reduce the matcher could not pair across ranks (seen in one of about
+    twenty fresh runs on a loaded machine) has no peer wait to check: only matched steps are
+    held to it, and at least one must be."""
+    from dpviz.analysis.overlap import steady_steps, summarize, union
+    from dpviz.analysis.stragglers import exposed_split
+    from dpviz.core.bucket_layout import ONE_BUCKET_CAP_MB
+    from dpviz.core.link import Link
+    from dpviz.engine.ddp_run import run
+
+    delay = 100.0
+    record = run(RunConfig(world_size=2, steps=4, slow_rank=1, delay_ms=delay, checks=False,
+                           bucket_cap_mb=ONE_BUCKET_CAP_MB, link=Link(gbps=1.0, latency_us=100.0)))
+    matched = {c.step for c in collective_instances(record) if c.op == "all_reduce"}
+    steps = [step for step in steady_steps(record) if step in matched]
+    assert steps, "no analysed step's all-reduce was matched across the ranks"
+    split = {(s.rank, s.step): s for s in exposed_split(record, steps)}
+    exposed = {(r.rank, r.step): r.exposed_comm_ms for r in summarize(record, steps)}
+    for key, s in split.items():
+        assert s.peer_wait_ms + s.link_wait_ms == pytest.approx(s.exposed_ms, abs=1e-9)
+        assert s.exposed_ms == pytest.approx(exposed[key], abs=1e-6)   # the same intervals
+    for step in steps:
+        t = {r: _before_collective(record, r, step) for r in (0, 1)}
+        slack = sum(abs(t[1][part] - t[0][part]) for part in ("start", "other", "link")) \
+            + abs(t[1]["compute"] - delay - t[0]["compute"])
+        assert split[(0, step)].peer_wait_ms == pytest.approx(delay, abs=slack + 0.5), (step, t)
+        assert split[(1, step)].peer_wait_ms == 0.0
+        for r in (0, 1):
+            assert split[(r, step)].link_wait_ms >= t[r]["link"] - 1e-6   # the wire, all exposed
+
+
+def _before_collective(record, rank: int, step: int) -> dict[str, float]:
+    """A rank's way to its step's one all-reduce (ms): when the step started, forward+backward,
+    the link transfer, and the rest (between the step's start and the all-reduce: loading the
+    batch, hand-offs between threads)."""
+    from dpviz.analysis.overlap import length
+
+    spans = record.spans_of(rank=rank, step=step)
+    start = next(s.start_us for s in spans if s.kind == "step")
+    compute = [(s.start_us, s.end_us) for s in spans if s.kind in ("forward", "backward")]
+    link = next(s for s in spans if s.kind == "link")
+    arrive = next(s.start_us for s in spans if s.kind == "allreduce")
+    return {"start": start / 1e3, "compute": length(compute) / 1e3, "link": link.dur_us / 1e3,
+            "other": (arrive - start - length(compute) - link.dur_us) / 1e3}
+
+
+def test_exposed_split_on_known_intervals():
+    """Rank 0 computes 0-100 µs and enters the all-reduce at 100; rank 1 computes until 250 and
+    enters then; both end at 300. Rank 0's exposed 200 µs: 150 waiting for rank 1 (100-250),
+    50 after it joined; rank 1's 50 µs are all after the last arrival (its own)."""
+    from dataclasses import replace
+
+    from dpviz.analysis.stragglers import exposed_split
+    from dpviz.core.record import Span
+
+    record = _record({0: [(100, 300, "all_reduce", 1)], 1: [(250, 300, "all_reduce", 1)]})
+    compute = tuple(Span(rank=r, tid="m", name="bwd", kind="backward", start_us=0, end_us=e, step=0)
+                    for r, e in ((0, 100), (1, 250)))
+    record = replace(record, spans=record.spans + compute)
+    split = {s.rank: s for s in exposed_split(record)}
+    assert (split[0].exposed_ms, split[0].peer_wait_ms, split[0].link_wait_ms) == pytest.approx((0.2, 0.15, 0.05))
+    assert (split[1].exposed_ms, split[1].peer_wait_ms, split[1].link_wait_ms) == pytest.approx((0.05, 0.0, 0.05))

@@ -67,6 +67,21 @@ def intersection(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> 
     return total
 
 
+def minus(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Parts of intervals `a` not covered by `b` (both merged first)."""
+    out, cover = [], union(b)
+    for start, end in union(a):
+        for lo, hi in cover:
+            if hi <= start or lo >= end:
+                continue
+            if lo > start:
+                out.append((start, lo))
+            start = max(start, hi)
+        if start < end:
+            out.append((start, end))
+    return out
+
+
 def quartiles(values: list[float]) -> tuple[float, float]:
     """25th and 75th percentile: the spread figures draw around a median."""
     if len(values) < 2:

@@ -20,10 +20,11 @@ wait.
 """
 from __future__ import annotations
 
+import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from dpviz.analysis.overlap import length, step_windows
+from dpviz.analysis.overlap import COMPUTE_KINDS, length, minus, steady_steps, step_windows
 from dpviz.analysis.scan import COMM_KINDS
 from dpviz.core.record import RunRecord, Span
 
@@ -210,22 +211,13 @@ def collective_instances(record: RunRecord) -> list[CollectiveInstance]:
 def straggler_ranking(record: RunRecord) -> list[StepStragglers]:
     """Per step, ranks ordered by how late they arrived at its collectives (latest first)."""
     matched, _ = _match(record)
-    by_rank: dict[int, list[Span]] = defaultdict(list)
-    for s in record.spans:
-        by_rank[s.rank].append(s)
-    windows = {r: step_windows(v) for r, v in by_rank.items()}
-    waits: dict[tuple[int, int], list[tuple[float, float]]] = defaultdict(list)
+    waits = _peer_waits(record, matched)
     late: dict[int, dict[int, float]] = defaultdict(lambda: defaultdict(float))
     for _, members, _ in matched:
         step = members[0][1].step
         first = min(s.start_us for _, s in members)
-        last = max(s.start_us for _, s in members)
         for r, s in members:
             late[step][r] += (s.start_us - first) / 1e3
-            for win_step, (a, b) in windows[r].items():   # the wait, cut to each step window
-                lo, hi = max(a, s.start_us), min(b, last)
-                if hi > lo:
-                    waits[(r, win_step)].append((lo, hi))
     out = []
     for step in record.steps:
         if step not in late:
@@ -235,3 +227,126 @@ def straggler_ranking(record: RunRecord) -> list[StepStragglers]:
         out.append(StepStragglers(step=step, ranking=tuple(sorted(ranks, key=lambda r: -late[step][r])),
                                   late_ms=dict(late[step]), waited_ms=waited))
     return out
+
+
+Intervals = list[tuple[float, float]]
+
+
+def _by_rank(record: RunRecord) -> dict[int, list[Span]]:
+    out: dict[int, list[Span]] = defaultdict(list)
+    for s in record.spans:
+        out[s.rank].append(s)
+    return out
+
+
+def _peer_waits(record: RunRecord, matched: list[tuple[str, Members, str]]
+                ) -> dict[tuple[int, int], Intervals]:
+    """(rank, step) → when the rank sat in a matched collective before the last rank joined
+    it (its own arrival to the last arrival), cut to each of the rank's step windows (µs)."""
+    windows = {r: step_windows(v) for r, v in _by_rank(record).items()}
+    waits: dict[tuple[int, int], Intervals] = defaultdict(list)
+    for _, members, _ in matched:
+        last = max(s.start_us for _, s in members)
+        for r, s in members:
+            for win_step, (a, b) in windows[r].items():
+                lo, hi = max(a, s.start_us), min(b, last)
+                if hi > lo:
+                    waits[(r, win_step)].append((lo, hi))
+    return waits
+
+
+@dataclass(frozen=True)
+class ExposedSplit:
+    """One rank's exposed communication in one step (ms), split by what it waited for.
+
+    `peer_wait_ms`: exposed while the rank sat in a collective some peer had not yet joined
+    (a slower peer, not the link, held it: no wire or reduction can start before the last
+    rank arrives). `link_wait_ms`: the rest — the emulated link's transfer, and the
+    collective after every rank had joined (data moving, the reduction). They add up to
+    `exposed_ms`, which equals `overlap.summarize`'s `exposed_comm_ms` for the same step."""
+
+    rank: int
+    step: int
+    exposed_ms: float
+    peer_wait_ms: float
+    link_wait_ms: float
+
+
+def exposed_split(record: RunRecord, steps: list[int] | None = None) -> list[ExposedSplit]:
+    """Every (rank, step)'s exposed communication split into peer wait and link wait.
+
+    Exposed is communication (collectives and link transfers) with nothing computing beside
+    it, inside the step's window, as `overlap.summarize` counts it; its peer-wait part is
+    where it meets the rank's waits for late peers (`match_collectives`' wait intervals)."""
+    matched, _ = _match(record)
+    waits = _peer_waits(record, matched)
+    chosen = set(record.steps if steps is None else steps)
+    out = []
+    for rank, mine in sorted(_by_rank(record).items()):
+        for step, (a, b) in sorted(step_windows(mine).items()):
+            if step not in chosen:
+                continue
+            exposed = _exposed(mine, a, b)
+            peer = length(exposed) - length(minus(exposed, waits[(rank, step)]))
+            out.append(ExposedSplit(rank=rank, step=step, exposed_ms=length(exposed) / 1e3,
+                                    peer_wait_ms=peer / 1e3, link_wait_ms=(length(exposed) - peer) / 1e3))
+    return out
+
+
+def _exposed(spans: list[Span], a: float, b: float) -> Intervals:
+    """Within the window [a, b): communication (collectives, link transfers) while nothing
+    computes."""
+    def cut(kinds) -> Intervals:
+        return [(max(a, s.start_us), min(b, s.end_us)) for s in spans
+                if s.kind in kinds and s.step is not None and s.start_us < b and s.end_us > a]
+    return minus(cut((*COMM_KINDS, "link")), cut(COMPUTE_KINDS))
+
+
+@dataclass(frozen=True)
+class SplitMedians:
+    """Medians over records' ranks and analysed steps (ms): exposed communication and its two
+    parts (each part's own median: they need not add up to the exposed median)."""
+
+    exposed_ms: float
+    peer_wait_ms: float
+    link_wait_ms: float
+    samples: int
+
+
+def split_medians(*records: RunRecord) -> SplitMedians:
+    """`exposed_split` over the records' analysed steps (`overlap.steady_steps`), as medians."""
+    rows = [s for record in records for s in exposed_split(record, steady_steps(record))]
+    if not rows:
+        raise ValueError("no analysed steps to split: record with profile=True and steps >= 3")
+    med = statistics.median
+    return SplitMedians(med([r.exposed_ms for r in rows]), med([r.peer_wait_ms for r in rows]),
+                        med([r.link_wait_ms for r in rows]), len(rows))
+
+
+def link_wait_ms(record: RunRecord) -> float:
+    """One run's link wait: the median over its ranks and analysed steps (a timing verdict's
+    quantity for the link lessons: a slower peer's share of exposed time left out)."""
+    return split_medians(record).link_wait_ms
+
+
+def describe_beside_backward(record: RunRecord) -> str:
+    """Whether communication ran beside backward on this run, counted per rank and analysed
+    step (some transfer or all-reduce overlapping that rank's backward: `overlapped_ms`), then
+    what stayed exposed, split into link wait and peer wait (`split_medians`): where ranks
+    share cores, a rank waits for a slower one, and that is no part of the link's time."""
+    from dpviz.analysis.overlap import summarize
+
+    rows = summarize(record, steady_steps(record))
+    if not rows:
+        raise ValueError("no analysed steps: record with profile=True and steps >= 3")
+    beside = [r for r in rows if r.overlapped_ms > 0]
+    split = split_medians(record)
+    if len(beside) * 2 > len(rows):
+        head = (f"communication ran beside backward in {len(beside)} of {len(rows)} rank-steps (median "
+                f"{statistics.median(r.overlapped_ms for r in beside):.1f} ms of it while backward ran)")
+    else:
+        head = (f"communication ran beside backward in only {len(beside)} of {len(rows)} rank-steps, not in "
+                "most: this run does not show buckets starting while backward is still running")
+    return (f"{head}; exposed communication {split.exposed_ms:.1f} ms a rank-step (median), of it link "
+            f"wait {split.link_wait_ms:.1f} ms and peer wait {split.peer_wait_ms:.1f} ms (waiting for a "
+            "slower rank; medians, each on its own)")

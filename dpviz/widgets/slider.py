@@ -274,10 +274,13 @@ def light_run_note(record: Any) -> str:
 
 def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any, Any], None],
           label: str, value: Any = None, figsize: tuple[float, float] = (9, 3.5),
-          format_value: Callable[[Any], str] = str, cluster: Any = None) -> w.VBox:
+          format_value: Callable[[Any], str] = str, cluster: Any = None,
+          note: Callable[[Any, Any], str] | None = None) -> w.VBox:
     """A slider over `values`; each release re-runs `run(value)` live and draws its record.
     `format_value` names each value on the slider (e.g. 'one bucket' rather than 4096.0).
-    `cluster`, the one `run` uses, lets the status line say when a move (re)started ranks.
+    `cluster`, the one `run` uses, lets the status line say when a move (re)started ranks;
+    `note(value, record)`, what the run measured, follows the move's time on the status line
+    (e.g. a `widgets.spread.SettingSpread`'s).
     While a site is built every value is run now and recorded (`dpviz.widgets.recorded`)."""
     figure = FigurePanel(draw, figsize, caption=True)
     slider = w.SelectionSlider(options=[(format_value(v), v) for v in values],
@@ -298,7 +301,8 @@ def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any,
             raise
         t1 = time.perf_counter()
         figure.show(record)
-        say(status, f"{label}={format_value(choice)}: re-ran live in {t1 - t0:.2f} s"
+        measured = f"; {note(choice, record)}" if note is not None else ""
+        say(status, f"{label}={format_value(choice)}: re-ran live in {t1 - t0:.2f} s{measured}"
                     f"{starts_note(cluster, starts)}, drawn in {time.perf_counter() - t1:.2f} s"
                     f"{light_run_note(record)}")
 
@@ -309,11 +313,12 @@ def rerun(values: Sequence[Any], run: Callable[[Any], Any], draw: Callable[[Any,
 
 
 def link_panel(run: Callable[[float], Any], value: float, draw: Callable[[Any, Any], None],
-               gbps: Sequence[float], figsize: tuple[float, float], cluster: Any = None) -> w.VBox:
+               gbps: Sequence[float], figsize: tuple[float, float], cluster: Any = None,
+               note: Callable[[Any, Any], str] | None = None) -> w.VBox:
     """A slider over an emulated link's bandwidth (Gb/s): each release calls `run(gbps)` and
-    draws its record with `draw`. Every subject's link slider is this one (03's bucket
-    timeline, 04's micro-step schedule)."""
+    draws its record with `draw` (`note`: as `rerun`'s). Every subject's link slider is this
+    one (03's bucket timeline, 04's micro-step schedule)."""
     if value not in gbps:
         raise ValueError(f"value {value} is not one of {list(gbps)}")
     return rerun(list(gbps), run, draw, label="link Gb/s", value=value, figsize=figsize,
-                 format_value=lambda g: f"{g:g}", cluster=cluster)
+                 format_value=lambda g: f"{g:g}", cluster=cluster, note=note)

@@ -6,13 +6,14 @@ the sliders of `dpviz.lessons.buckets.widgets` to them.
 """
 from __future__ import annotations
 
+import time
 from functools import partial
 from typing import Sequence
 
 from dpviz.core.bucket_layout import ONE_BUCKET_CAP_MB
 from dpviz.core.config import for_slider
 from dpviz.core.record import RunRecord
-from dpviz.lessons.buckets.records import BucketSweep, SLIDER_CAPS, cap_label, cap_row
+from dpviz.lessons.buckets.records import BucketSweep, SLIDER_CAPS, cap_label, cap_row, sweep_settled
 
 
 # what `dpviz.<name>` offers from here
@@ -49,17 +50,22 @@ CAPS_MB = (0.25, 1.0, 4.0, 25.0)
 
 
 def sweep_buckets(cfg=None, *, cluster=None, caps: Sequence[float] = CAPS_MB, repeats: int = 2,
-                  progress: bool = True, warmup: bool = True) -> BucketSweep:
+                  progress: bool = True, warmup: bool = True, cap_s: float | None = None) -> BucketSweep:
     """Re-run the same workload live for each cap on warm ranks; one row per cap.
 
     Caps run round-robin `repeats` times, so a burst of load on the machine lands on every
-    cap rather than on one. `warmup` first runs once untimed.
+    cap rather than on one. With `cap_s`, rounds go on after `repeats` until the link-wait
+    verdict's shape is settled (`records.sweep_settled`) or `cap_s` seconds passed. `warmup`
+    first runs once untimed.
     """
     from dpviz.engine.launch import using_cluster
 
     cfg, caps = check_sweep(cfg, caps, repeats)
+    if cap_s is not None:
+        from dpviz.engine.verdicts import check_cap_s
+        cap_s = check_cap_s(cap_s)
     with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
-        return _sweep_on(ranks, cfg, caps, repeats, progress, warmup)
+        return _sweep_on(ranks, cfg, caps, repeats, progress, warmup, cap_s)
 
 
 def check_sweep(cfg, caps: Sequence[float], repeats: int):
@@ -78,39 +84,30 @@ def check_sweep(cfg, caps: Sequence[float], repeats: int):
     return cfg, caps
 
 
-def _sweep_on(cluster, cfg, caps: list[float], repeats: int, progress: bool, warmup: bool) -> BucketSweep:
+def _sweep_on(cluster, cfg, caps: list[float], repeats: int, progress: bool, warmup: bool,
+              cap_s: float | None) -> BucketSweep:
     from tqdm.auto import tqdm
 
     from dpviz.engine.ddp_run import run
+    from dpviz.engine.verdicts import MAX_RUNS
 
     if warmup:  # a cluster's first run pays one-off costs (skip it on ranks that already ran)
         run(cfg.replace(steps=2), cluster=cluster)
     records: dict[float, list[RunRecord]] = {cap: [] for cap in caps}
     bar = tqdm(total=len(caps) * repeats, desc="bucket_cap_mb", disable=not progress)
-    for _ in range(repeats):
+    start, rounds, result = time.monotonic(), 0, None
+    while rounds < repeats or (cap_s is not None and rounds < MAX_RUNS and time.monotonic() - start < cap_s
+                               and not sweep_settled(result)):
+        bar.total = max(bar.total, len(caps) * (rounds + 1))
         for cap in caps:
             bar.set_postfix_str(cap_label(cap) + ("" if cap >= ONE_BUCKET_CAP_MB else " MiB"))   # as the plot
             records[cap].append(run(cfg.replace(bucket_cap_mb=cap), cluster=cluster))
             bar.update()
+        rounds += 1
+        result = BucketSweep(config={**cfg.to_dict(), "bucket_cap_mb": None}, world_size=cfg.world_size,
+                             rows=tuple(cap_row(*records[cap]) for cap in caps))
     bar.close()
-    return BucketSweep(config={**cfg.to_dict(), "bucket_cap_mb": None}, world_size=cfg.world_size,
-                       rows=tuple(cap_row(*records[cap]) for cap in caps))
-
-
-def overlap_contrast(cfg=None, *, cluster=None, cap: float = 1.0, repeats: int = 3
-                     ) -> tuple[list[RunRecord], list[RunRecord]]:
-    """Notebook 03 §3: `cfg` with `cap` MiB buckets and with one bucket, `repeats` runs each,
-    taken in turn so a burst of load hits both. Returns (bucketed runs, one-bucket runs)."""
-    from dpviz.engine.ddp_run import run
-    from dpviz.engine.launch import using_cluster
-
-    cfg, _ = check_sweep(cfg, [cap], repeats)
-    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
-        bucketed, one = [], []
-        for _ in range(repeats):
-            bucketed.append(run(cfg.replace(bucket_cap_mb=cap), cluster=ranks))
-            one.append(run(cfg.replace(bucket_cap_mb=ONE_BUCKET_CAP_MB), cluster=ranks))
-    return bucketed, one
+    return result
 
 
 # --- live sliders: each release re-runs DDP on the warm cluster --------------------------------
@@ -161,3 +158,34 @@ def link_bandwidth_slider(cluster, cfg, gbps: Sequence[float] | None = None,
     values, start = slider_gbps(cfg.link, gbps, value)
     return link_bandwidth_panel(partial(_run_with, cluster, for_slider(cfg), _with_gbps), start,
                                 values, cluster=cluster)
+
+
+ARMS = ("buckets", "one bucket")   # notebook 03 §3's two settings, as its verdict names them
+
+
+def overlap_verdict(cfg=None, *, cluster=None, cap: float = 1.0, cap_s: float | None = None):
+    """Notebook 03 §3 judged on data: `cfg` with `cap` MiB buckets against one bucket, run
+    interleaved on the warm ranks until their link wait (`analysis.stragglers.link_wait_ms`:
+    exposed communication less waiting for a slower peer) differs beyond the spread, or the
+    time cap passes (`dpviz.engine.verdicts`). If the runs' backward no longer holds the one
+    `cfg.link` was sized to, the link is re-sized (`size_link` on `cfg` at `cap`) and the
+    comparison run again, once. Returns `engine.verdicts.SizedComparison` of `RunRecord`s."""
+    from dpviz.analysis.stragglers import link_wait_ms
+    from dpviz.engine.launch import using_cluster
+    from dpviz.engine.link_sizing import run_backward_ms, size_link
+    from dpviz.engine.verdicts import check_cap_s, compare_on_link
+
+    cfg, _ = check_sweep(cfg, [cap], 1)
+    cap_s = check_cap_s(cap_s)
+    caps = dict(zip(ARMS, (cap, ONE_BUCKET_CAP_MB)))
+    with using_cluster(cluster, cfg.world_size, cfg.backend, cfg.timeout_s) as ranks:
+        arms = {name: partial(_run_on_link, ranks, cfg.replace(bucket_cap_mb=c)) for name, c in caps.items()}
+        return compare_on_link(cfg.link, arms, link_wait_ms, quantity="link wait", cap_s=cap_s,
+                               backward_of=run_backward_ms,
+                               resize=lambda: size_link(cfg.replace(bucket_cap_mb=cap), cluster=ranks))
+
+
+def _run_on_link(cluster, cfg, link) -> RunRecord:
+    from dpviz.engine.ddp_run import run
+
+    return run(cfg.replace(link=link), cluster=cluster)

@@ -8,6 +8,7 @@ from matplotlib.patches import Patch
 from matplotlib.transforms import offset_copy
 
 from dpviz.analysis.overlap import steady_steps
+from dpviz.analysis.stragglers import exposed_split
 from dpviz.core.bucket_layout import cap_limits
 from dpviz.core.link import link_note
 from dpviz.core.record import RunRecord
@@ -143,7 +144,9 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
                          model=None, hide_labels: bool = True):
     """One steady step per rank: backward ops, each bucket's ready time, its all-reduce.
 
-    Red under the all-reduce lane: communication nothing computes beside (exposed).
+    Red under the all-reduce lane: communication nothing computes beside (exposed); the title
+    says how much of the worst rank's was peer wait, a rank sitting in an all-reduce the other
+    had not joined (`dpviz.analysis.stragglers.exposed_split`).
     Hatched on the main thread: backward has finished and the optimizer waits for the
     last bucket. `model` (an alpha-beta fit, `dpviz.lessons.collectives.bandwidth.AlphaBeta`, or
     anything with `time_ms(nbytes)`) outlines each all-reduce's predicted duration (dotted)
@@ -169,8 +172,11 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
     ax.set_xlabel(f"time in step {step} (ms, common clock)")
     style.tidy(ax)
     n = len(tl.buckets)
+    worst = ranks[exposed.index(max(exposed))]
+    peer = next(x.peer_wait_ms for x in exposed_split(record, [step]) if x.rank == worst)
     ax.set_title(f"step {step}, {n} bucket{'s' * (n > 1)}: exposed communication "
-                 f"{max(exposed):.1f} ms, optimizer waits {max(waits):.1f} ms after backward "
+                 f"{max(exposed):.1f} ms ({min(peer, max(exposed)):.1f} of it peer wait), optimizer waits "
+                 f"{max(waits):.1f} ms after backward "
                  + ("(worst rank)" if len(ranks) > 1 else f"(rank {ranks[0]})")
                  + f"\nlive run; {link_note(record.config)}", loc="left", fontsize=9)
     handles = [Patch(color=style.kind_color(k), label=k) for k in ("forward", "backward", "optimizer")]

@@ -24,7 +24,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Sequence
 
-from dpviz.analysis.overlap import intersection, length, quartiles, steady_steps, summarize, union
+from dpviz.analysis.overlap import intersection, length, minus, quartiles, steady_steps, summarize, union
+from dpviz.analysis.stragglers import link_wait_ms, split_medians
+from dpviz.analysis.verdict import MIN_RUNS, describe_comparison, judge
 from dpviz.core.bucket_layout import (
     DEFAULT_CAP_MB, MIB, ONE_BUCKET_CAP_MB, assign_buckets, cap_limits,
 )
@@ -245,21 +247,6 @@ def story_summary(tl: StepTimeline) -> str:
             f"{sum(e - s for s, e in tl.exposed):.1f} ms")
 
 
-def minus(a: Intervals, b: Intervals) -> Intervals:
-    """Parts of intervals `a` not covered by `b` (both merged first)."""
-    out, cover = [], union(b)
-    for start, end in union(a):
-        for lo, hi in cover:
-            if hi <= start or lo >= end:
-                continue
-            if lo > start:
-                out.append((start, lo))
-            start = max(start, hi)
-        if start < end:
-            out.append((start, end))
-    return out
-
-
 def step_timeline(record: RunRecord, step: int | None = None, rank: int = 0,
                   t0_us: float | None = None) -> StepTimeline:
     """Bucket readiness, all-reduces and compute of one step of one rank.
@@ -383,6 +370,8 @@ class CapRow:
     step_ms_quartiles: tuple[float, float] = (0.0, 0.0)   # the spread: 25th, 75th percentile
     backward_ms: float = 0.0  # median backward time (it slows when gloo shares its cores)
     exposed_ms_quartiles: tuple[float, float] = (0.0, 0.0)   # the spread of exposed_comm_ms
+    link_waits: tuple[float, ...] = ()   # each run's link wait (stragglers.link_wait_ms), in run order
+    peer_wait_ms: float = 0.0            # median over runs of each run's peer wait
 
 
 @record_kind("bucket_sweep")
@@ -414,7 +403,9 @@ def cap_row(*records: RunRecord) -> CapRow:
         overlap_fraction=med([r.backward_overlap_fraction for r in rows]), samples=len(rows),
         step_ms_quartiles=quartiles([r.step_ms for r in rows]),
         backward_ms=med([r.backward_ms for r in rows]),
-        exposed_ms_quartiles=quartiles([r.exposed_comm_ms for r in rows]))
+        exposed_ms_quartiles=quartiles([r.exposed_comm_ms for r in rows]),
+        link_waits=tuple(link_wait_ms(r) for r in records),
+        peer_wait_ms=med([split_medians(r).peer_wait_ms for r in records]))
 
 
 def spread_ms(row: CapRow) -> float:
@@ -468,6 +459,32 @@ def hidden_verdict(bucketed: CapRow, one: CapRow) -> str:
             f"of communication, one bucket {one.exposed_comm_ms:.1f} ms (spread, IQR, up to {noise:.1f} ms)")
 
 
+def describe_overlap_verdict(result) -> str:
+    """Notebook 03 §3's table and verdict from `live.overlap_verdict`'s interleaved runs (an
+    `engine.verdicts.SizedComparison`): per setting, the median over runs of each run's exposed
+    communication, its peer-wait and link-wait parts (`analysis.stragglers.split_medians`); the
+    verdict on link wait (`analysis.verdict`); how much overlap hid, only when the verdict says
+    the buckets waited less; and the re-sizing, if the link was re-sized."""
+    c = result.comparison
+    lines = [f"{'':11} {'exposed':>8} {'peer wait':>9} {'link wait':>9}   ms, medians over {len(c.a)} "
+             "interleaved runs each (a run: its median over ranks and analysed steps)"]
+    for name in c.names:
+        per_run = [split_medians(r) for r in result.runs[name]]
+        med = [statistics.median(getattr(m, f) for m in per_run)
+               for f in ("exposed_ms", "peer_wait_ms", "link_wait_ms")]
+        lines.append(f"{name:11} {med[0]:>8.1f} {med[1]:>9.1f} {med[2]:>9.1f}")
+    lines.append(describe_comparison(c))
+    one = c.median(1)
+    if c.lower == c.names[0]:
+        lines.append(f"so overlap hid {c.difference_ms:.1f} of the {one:.1f} ms one bucket waits for the link "
+                     f"({c.difference_ms / one:.0%}) on this run")
+    elif c.lower == c.names[1]:
+        lines.append("the buckets waited longer for the link than one bucket: overlap hid nothing on this run")
+    else:
+        lines.append("so this run cannot say that overlap hid any link wait")
+    return "\n".join(lines + ([result.resized] if result.resized else []))
+
+
 def cap_label(cap: float | None, sep: str = " ") -> str:
     """'1', '0.25', 'default', and 'one bucket' for a cap no demo model fills (not '4096.0')."""
     if cap is None:
@@ -476,15 +493,64 @@ def cap_label(cap: float | None, sep: str = " ") -> str:
 
 
 def format_sweep(result: BucketSweep) -> str:
-    """The sweep as a table and its verdict (CLI and notebooks print the same lines)."""
+    """The sweep as a table and its verdict (CLI and notebooks print the same lines): on link
+    wait where the rows hold each run's (`link_sweep_verdict`), else on step time."""
     if not result.rows:
         return "no rows"
     lines = [f"{'cap MiB':>10} {'buckets':>7} {'step ms':>8} {'(IQR)':>11} {'comm ms':>8} {'exposed ms':>10} "
-             f"{'overlap':>7}  (medians of {result.rows[0].samples} rank-steps)"]
+             f"{'link wait':>9} {'peer wait':>9} {'overlap':>7}  (medians of {result.rows[0].samples} rank-steps; "
+             f"link and peer wait: of {len(result.rows[0].link_waits)} runs)"]
     lines += [f"{cap_label(r.bucket_cap_mb):>10} {r.n_buckets:>7} {r.step_ms:>8.1f} "
               f"{f'{r.step_ms_quartiles[0]:.0f}-{r.step_ms_quartiles[1]:.0f}':>11} {r.comm_ms:>8.1f} "
-              f"{r.exposed_comm_ms:>10.1f} {r.overlap_fraction:>7.2f}" for r in result.rows]
-    return "\n".join(lines + [sweep_verdict(result)])
+              f"{r.exposed_comm_ms:>10.1f} {_median_or_dash(r.link_waits):>9} {r.peer_wait_ms:>9.1f} "
+              f"{r.overlap_fraction:>7.2f}" for r in result.rows]
+    verdict = link_sweep_verdict(result) if all(r.link_waits for r in result.rows) else sweep_verdict(result)
+    return "\n".join(lines + [verdict])
+
+
+def _median_or_dash(values: Sequence[float]) -> str:
+    return f"{statistics.median(values):.1f}" if values else "-"
+
+
+def _cap_name(row: CapRow) -> str:
+    return cap_label(row.bucket_cap_mb) + ("" if row.bucket_cap_mb >= ONE_BUCKET_CAP_MB else " MiB")
+
+
+def sweep_settled(result: BucketSweep) -> bool:
+    """Whether more runs could change the link-wait verdict's shape: not once the best cap is
+    an end, or each end has been told apart from it (either way)."""
+    rows = result.rows
+    if len(rows[0].link_waits) < MIN_RUNS:
+        return False
+    best = min(rows, key=lambda r: statistics.median(r.link_waits))
+    ends = [r for r in (rows[0], rows[-1]) if r is not best]
+    return len(ends) < 2 or all(judge("link wait", ("best", "end"), list(best.link_waits),
+                                      list(r.link_waits)).lower is not None for r in ends)
+
+
+def link_sweep_verdict(result: BucketSweep) -> str:
+    """The sweep's shape read from link wait, not step time (a step carries compute drift,
+    link wait does not): the cap with the least median link wait, and whether each end of the
+    sweep waits longer than it beyond the spread (`dpviz.analysis.verdict`'s rule on the two
+    caps' runs). A U needs both ends. The best cap is picked from the same runs first, so the
+    rule's false-alarm bound holds for each end's comparison only given that pick."""
+    rows = result.rows
+    runs = len(rows[0].link_waits)
+    best = min(rows, key=lambda r: statistics.median(r.link_waits))
+    text = f"least link wait: {_cap_name(best)} ({statistics.median(best.link_waits):.1f} ms, median of {runs} runs)"
+    if runs < MIN_RUNS:
+        return text + (f"; with {runs} runs per cap the rule cannot tell any two caps apart "
+                       f"(it needs {MIN_RUNS}): run more repeats for a shape")
+    ends = [(name, r) for name, r in zip(("tiny caps", "one bucket"), (rows[0], rows[-1])) if r is not best]
+    if len(ends) < 2:
+        return text + "; it is an end of the sweep: no U on this run"
+    judged = [(name, judge("link wait", (_cap_name(best), _cap_name(r)), list(best.link_waits), list(r.link_waits)))
+              for name, r in ends]
+    slower = [name for name, c in judged if c.lower == c.names[0]]
+    text += "; " + ", ".join(f"{name} {c.difference_ms:+.1f} ms (p = {c.p:.3f})" for name, c in judged)
+    return text + ": " + ("both ends wait longer beyond the spread, a U" if len(slower) == 2 else
+                          f"only {slower[0]} wait longer beyond the spread, so this run shows no U" if slower else
+                          "neither end waits longer beyond the spread, so this run shows no shape")
 
 
 def sweep_verdict(result: BucketSweep) -> str:

@@ -26,6 +26,7 @@ import queue
 import threading
 import time
 import weakref
+from functools import partial
 
 from dpviz.core.config import WARMUP_SAMPLES, RunConfig, validate, writable_dir
 from dpviz.core.record import save
@@ -564,8 +565,6 @@ def fsdp_knobs(cluster: Cluster, cfg: RunConfig | None = None, knobs: FsdpKnobs 
     """The knob panel (`dpviz.lessons.fsdp.widgets.fsdp_panel`) re-running `cfg` on the warm `cluster`:
     reshard_after_forward, prefetching, units, and the link's bandwidth (default the link's own
     × ¼ … 10, `dpviz.core.link.slider_gbps`). A move skips the single-process check."""
-    from functools import partial
-
     from dpviz.core.link import slider_gbps
     from dpviz.lessons.fsdp.widgets import fsdp_panel
 
@@ -575,3 +574,26 @@ def fsdp_knobs(cluster: Cluster, cfg: RunConfig | None = None, knobs: FsdpKnobs 
                          "pass a matching cfg or Cluster")
     values, start = slider_gbps(cfg.link, gbps, value)
     return fsdp_panel(partial(_run_knobs, cluster, cfg), knobs, values, start, cluster=cluster)
+
+
+PREFETCH_ARMS = ("prefetch on", "prefetch off")   # notebook 09b's verdict names its arms so
+
+
+def prefetch_verdict(cfg: RunConfig | None = None, *, cluster: Cluster | None = None,
+                     cap_s: float | None = None):
+    """Notebook 09b's prefetch lesson judged on data: `cfg` with prefetching on and off, run
+    interleaved on the warm ranks (no checks) until their link wait (`records.run_link_wait_ms`:
+    exposed communication less waiting for a slower peer) differs beyond the spread, or the
+    time cap passes (`dpviz.engine.verdicts`). Returns its `SizedComparison` of `FsdpRecord`s."""
+    from dpviz.engine.verdicts import check_cap_s, compare_on_link
+    from dpviz.lessons.fsdp.records import run_link_wait_ms
+
+    cfg = validate_fsdp(cfg or DEMO_CONFIG, FsdpKnobs())
+    cap_s = check_cap_s(cap_s)
+    with using_cluster(cluster, cfg.world_size, "gloo", cfg.timeout_s, exact=True) as ranks:
+        arms = {name: partial(_prefetch_run, ranks, cfg, name == PREFETCH_ARMS[0]) for name in PREFETCH_ARMS}
+        return compare_on_link(cfg.link, arms, run_link_wait_ms, quantity="link wait", cap_s=cap_s)
+
+
+def _prefetch_run(cluster: Cluster, cfg: RunConfig, prefetch: bool, link) -> FsdpRecord:
+    return record_fsdp(cfg.replace(link=link), cluster=cluster, prefetch=prefetch, checks=False)

@@ -107,7 +107,8 @@ def plot_fsdp_step(record: FsdpRecord, ax=None, ranks=None):
     s = summarize(record)
     note = link_note(record.config)
     ax.set_title(f"FSDP2 on {record.world_size} ranks, {describe_knobs(record.knobs)}\npeak {mib(s.peak_bytes)} "
-                 f"measured, {mib(s.model_bytes)} model; exposed communication {s.exposed_ms:.0f} ms of a "
+                 f"measured, {mib(s.model_bytes)} model; exposed communication {s.exposed_ms:.0f} ms (link wait "
+                 f"{s.link_wait_ms:.0f}, peer wait {s.peer_wait_ms:.0f}) of a "
                  f"{s.step_ms:.0f} ms step (mean over ranks); {s.all_gathers} all-gathers per step"
                  + (f"\n{note}" if note else ""), loc="left", fontsize=9)
     style.tidy(ax)

@@ -14,8 +14,11 @@ this; the live step is `dpviz.lessons.fsdp.live`.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, field
 
+from dpviz.analysis.overlap import intersection
+from dpviz.analysis.verdict import describe_comparison
 from dpviz.core.link import Link, as_link
 from dpviz.core.record import record_kind
 from dpviz.core.workloads import WorkloadInfo
@@ -272,6 +275,41 @@ def exposed_ms(step: RankStep) -> float:
     return sum(w.end_ms - w.start_ms for w in step.waits)
 
 
+def peer_wait_ms(record: FsdpRecord, step: RankStep) -> float:
+    """Of the rank's waits (its exposed communication), the time its own part of a collective
+    had crossed the link while some peer's had not: the real collective cannot run before
+    every rank's part has arrived, so that wait is for a slower peer, not the wire. The same
+    collective on every rank is the same (unit, op, phase) at the same turn."""
+    latest: dict[tuple, float] = {}
+    for other in record.ranks:
+        for key, t in _turns(other):
+            latest[key] = max(latest.get(key, t.link_end_ms), t.link_end_ms)
+    behind = [(t.link_end_ms, latest[key]) for key, t in _turns(step) if latest[key] > t.link_end_ms]
+    return intersection([(w.start_ms, w.end_ms) for w in step.waits], behind)
+
+
+def link_wait_ms(record: FsdpRecord, step: RankStep) -> float:
+    """The rank's exposed communication less its peer wait: its own transfers on the link, and
+    the real collectives once every rank's part had arrived."""
+    return exposed_ms(step) - peer_wait_ms(record, step)
+
+
+def _turns(step: RankStep) -> list[tuple[tuple, Transfer]]:
+    """((unit, op, phase, n), transfer): the n-th collective of that unit, op and phase."""
+    seen: dict[tuple, int] = {}
+    out = []
+    for t in step.transfers:
+        key = (t.unit, t.op, t.phase)
+        seen[key] = seen.get(key, -1) + 1
+        out.append(((*key, seen[key]), t))
+    return out
+
+
+def run_link_wait_ms(record: FsdpRecord) -> float:
+    """A run's link wait, the mean over its ranks: the quantity 09b's prefetch verdict compares."""
+    return summarize(record).link_wait_ms
+
+
 def count(step: RankStep, op: str, phase: str | None = None) -> int:
     return sum(1 for t in step.transfers if t.op == op and (phase is None or t.phase == phase))
 
@@ -363,6 +401,8 @@ class FsdpSummary:
     step_ms: float
     all_gathers: int
     reduce_scatters: int
+    peer_wait_ms: float = 0.0     # of exposed_ms: waiting for a slower peer's part
+    link_wait_ms: float = 0.0     # ... and the rest: the wire and the collective itself
 
 
 def summarize(record: FsdpRecord) -> FsdpSummary:
@@ -372,7 +412,9 @@ def summarize(record: FsdpRecord) -> FsdpSummary:
         model_bytes=max(record_peak_model(record, s.rank).peak_bytes for s in steps),
         exposed_ms=sum(exposed_ms(s) for s in steps) / len(steps),
         step_ms=sum(s.end_ms - s.start_ms for s in steps) / len(steps),
-        all_gathers=count(steps[0], "all_gather"), reduce_scatters=count(steps[0], "reduce_scatter"))
+        all_gathers=count(steps[0], "all_gather"), reduce_scatters=count(steps[0], "reduce_scatter"),
+        peer_wait_ms=sum(peer_wait_ms(record, s) for s in steps) / len(steps),
+        link_wait_ms=sum(link_wait_ms(record, s) for s in steps) / len(steps))
 
 
 def mib(nbytes: float) -> str:
@@ -390,11 +432,13 @@ def describe_change(before: FsdpRecord | None, after: FsdpRecord) -> str:
     a = summarize(after)
     if before is None:
         return (f"peak {mib(a.peak_bytes)} (model {mib(a.model_bytes)}), exposed communication "
-                f"{a.exposed_ms:.1f} ms, {a.all_gathers} all-gathers per step")
+                f"{a.exposed_ms:.1f} ms (link wait {a.link_wait_ms:.1f}, peer wait {a.peer_wait_ms:.1f}), "
+                f"{a.all_gathers} all-gathers per step")
     b = summarize(before)
     return (f"peak {mib(b.peak_bytes)} → {mib(a.peak_bytes)} (model {mib(a.model_bytes)}), exposed "
-            f"communication {b.exposed_ms:.1f} → {a.exposed_ms:.1f} ms, all-gathers per step "
-            f"{b.all_gathers} → {a.all_gathers}")
+            f"communication {b.exposed_ms:.1f} → {a.exposed_ms:.1f} ms (link wait {b.link_wait_ms:.1f} → "
+            f"{a.link_wait_ms:.1f}, peer wait {b.peer_wait_ms:.1f} → {a.peer_wait_ms:.1f}), all-gathers "
+            f"per step {b.all_gathers} → {a.all_gathers}")
 
 
 def describe(record: FsdpRecord) -> str:
@@ -416,4 +460,27 @@ def describe(record: FsdpRecord) -> str:
                      f"{mib(model.peak_bytes)} model (Ψ/N + {' + '.join(model.in_flight)}); exposed "
                      f"communication {exposed_ms(s):.1f} ms of a {s.end_ms - s.start_ms:.1f} ms step")
     lines.append(f"DDP and ZeRO-1 keep the full replica on every rank: {mib(record.full_bytes)}")
+    return "\n".join(lines)
+
+
+def describe_prefetch_verdict(result) -> str:
+    """Notebook 09b's prefetch lesson from `live.prefetch_verdict`'s interleaved runs (an
+    `engine.verdicts.SizedComparison` of `FsdpRecord`s): per arm, the median over runs of the
+    exposed communication and its link-wait and peer-wait parts (each run: the mean over its
+    ranks), then the verdict on link wait (`dpviz.analysis.verdict`)."""
+    median = statistics.median
+    c = result.comparison
+    lines = [f"{'':13} {'exposed':>8} {'peer wait':>9} {'link wait':>9}   ms, medians over {len(c.a)} "
+             "interleaved runs each (a run: the mean over its ranks)"]
+    for name in c.names:
+        runs = [summarize(r) for r in result.runs[name]]
+        lines.append(f"{name:13} {median(r.exposed_ms for r in runs):>8.1f} "
+                     f"{median(r.peer_wait_ms for r in runs):>9.1f} {median(r.link_wait_ms for r in runs):>9.1f}")
+    lines.append(describe_comparison(c))
+    if c.lower == c.names[0]:
+        lines.append(f"so prefetching lowered the wait for the link by {c.difference_ms:.1f} ms a step on this run")
+    elif c.lower == c.names[1]:
+        lines.append("prefetching did not lower the wait for the link on this run: the runs without it waited less")
+    else:
+        lines.append("so this run cannot say that prefetching lowered the wait for the link")
     return "\n".join(lines)

@@ -12,10 +12,11 @@ import ipywidgets as w
 from dpviz.core.config import WARMUP_SAMPLES
 from dpviz.lessons.fsdp.plots import plot_fsdp_step
 from dpviz.lessons.fsdp.records import (
-    FsdpKnobs, FsdpRecord, GRANULARITIES, check_knobs, describe_change, describe_knobs,
+    FsdpKnobs, FsdpRecord, GRANULARITIES, check_knobs, describe_change, describe_knobs, summarize,
 )
 from dpviz.widgets.recorded import recordable
 from dpviz.widgets.slider import FigurePanel, say, start_ranks, starts_note, status_line
+from dpviz.widgets.spread import SettingSpread
 
 FIGSIZE = (11, 5.6)
 # what a move's light run (`dpviz.lessons.fsdp.live._run_knobs`) leaves out, said where its time is
@@ -25,12 +26,19 @@ WHOLE_LABELS = {"button_width": "auto"}
 UNIT_LABELS = {"block": "a unit per block", "model": "the model as one unit"}
 
 
+def _waits(record: FsdpRecord) -> tuple[float, float]:
+    """A run's (link wait, peer wait), ms, means over its ranks."""
+    summary = summarize(record)
+    return summary.link_wait_ms, summary.peer_wait_ms
+
+
 def fsdp_panel(run: Callable[[FsdpKnobs, float], FsdpRecord], knobs: FsdpKnobs, gbps: Sequence[float],
                value: float, cluster=None) -> w.VBox:
     """Toggles for reshard_after_forward and prefetching, a choice of unit, a bandwidth slider
     (Gb/s, over `gbps`, starting at `value`); each change calls `run(knobs, gbps)` and redraws
     the step it recorded. The status line says how long the move took (and whether it
-    restarted ranks: `cluster`), and what changed against the previous run."""
+    restarted ranks: `cluster`), the run's link and peer wait with the spread of that setting's
+    runs so far (`dpviz.widgets.spread`), and what changed against the previous run."""
     check_knobs(knobs)
     if value not in gbps:
         raise ValueError(f"value {value} is not one of {list(gbps)}")
@@ -45,6 +53,7 @@ def fsdp_panel(run: Callable[[FsdpKnobs, float], FsdpRecord], knobs: FsdpKnobs, 
     figure = FigurePanel(lambda ax, record: plot_fsdp_step(record, ax=ax), FIGSIZE, caption=True)
     status, change = status_line(), status_line()
     last: list[FsdpRecord] = []
+    spread = SettingSpread(_waits)
 
     def update(_=None) -> None:
         chosen = FsdpKnobs(reshard.value, prefetch.value, units.value)
@@ -60,7 +69,8 @@ def fsdp_panel(run: Callable[[FsdpKnobs, float], FsdpRecord], knobs: FsdpKnobs, 
         t1 = time.perf_counter()
         figure.show(record)
         say(status, f"{what}: re-ran live in {t1 - t0:.2f} s{starts_note(cluster, starts)}, drawn in "
-                    f"{time.perf_counter() - t1:.2f} s{LIGHT_NOTE if record.config.get('warmup') == 'light' else ''}")
+                    f"{time.perf_counter() - t1:.2f} s{LIGHT_NOTE if record.config.get('warmup') == 'light' else ''}; "
+                    f"{spread.note((chosen, bandwidth.value), record)}")
         say(change, describe_change(last[-1] if last else None, record))
         last[:] = [record]
 
