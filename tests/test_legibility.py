@@ -19,7 +19,7 @@ from dpviz.lessons.buckets.plots import (
 )
 from dpviz.lessons.buckets.records import BucketSweep, cap_row
 from dpviz.plots.legibility import (
-    hidden_texts, overlapping_texts, shown_sizes, small_texts, texts_over_bars,
+    hidden_texts, overlapping_texts, shown_sizes, small_texts, texts_over_bars, texts_over_markers,
     title_missing_models,
 )
 from dpviz.plots.style import titles
@@ -420,4 +420,14 @@ def test_overlapping_opaque_bars_of_one_lane_are_caught_and_stacked_or_touching_
     assert overdrawn_bars(fig) == []
     hbars(ax, [(20, 8), (25, 8)], (2, 1), facecolors="C1")        # bucket 3 then bucket 2 over it
     assert overdrawn_bars(fig) == [("t", 1)]
+    plt.close(fig)
+
+
+def test_a_label_on_its_own_marker_is_caught_and_one_set_off_it_is_not():
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([1, 2], [50, 60], marker="o", markersize=8)
+    ax.set_ylim(0, 105)
+    ax.text(1, 50 + 2, "25", ha="center", va="bottom", fontsize=7)   # 2 data units up: ~4 px, inside the marker
+    ax.annotate("5", (2, 60), xytext=(0, 6), textcoords="offset points", ha="center", va="bottom", fontsize=7)
+    assert texts_over_markers(fig) == ["25"]
     plt.close(fig)

@@ -65,11 +65,12 @@ HIDDEN = "hidden: "   # the label of a text `place_labels` had to hide, followed
 
 
 def place_labels(texts: list[Text], why: str, shifts_pt: tuple[tuple[float, float], ...] = ((0, 0),),
-                 avoid_bars: bool = False) -> list[Text]:
+                 avoid_bars: bool = False, avoid_markers: bool = False) -> list[Text]:
     """Place each text (in the given order, most important first) at the first of `shifts_pt`
     (offsets in points from where it was put) where it overlaps no text placed before it
     (and, with `avoid_bars`, no filled bar of the figure: a label that belongs beside the bars
-    is not read on top of one); a text that fits nowhere is hidden, labelled `HIDDEN + why`
+    is not read on top of one; with `avoid_markers`, no line's marker: a point's label beside
+    its point, not on it); a text that fits nowhere is hidden, labelled `HIDDEN + why`
     so checks can say which and why. Returns the hidden ones. Data decides where labels land,
     so this runs on the drawn, laid-out figure: moving a label is tried before hiding it."""
     from matplotlib.transforms import offset_copy
@@ -84,6 +85,9 @@ def place_labels(texts: list[Text], why: str, shifts_pt: tuple[tuple[float, floa
     if avoid_bars:
         for ax in {t.axes for t in texts if t.axes is not None}:
             kept.add_rows(bar_extents(ax)[0])
+    if avoid_markers:
+        for ax in {t.axes for t in texts if t.axes is not None}:
+            kept.add_rows(marker_extents(ax))
     hidden = []
     for text in texts:
         base = text.get_transform()
@@ -449,4 +453,36 @@ def overdrawn_bars(fig: Figure, pad_px: float = 1.0) -> list[tuple[str, int]]:
             pairs += int(np.sum(later & overlap & ~inside))
         if pairs:
             out.append((ax.get_title(loc="left") or ax.get_title(), pairs))
+    return out
+
+
+# --- labels on markers -------------------------------------------------------------------------
+
+def marker_extents(ax) -> np.ndarray:
+    """(n, 4) rows of display (x0, y0, x1, y1): the square each visible line marker fills (its
+    size and edge, in points, at the figure's dpi), for every point of every line with markers."""
+    rows = [np.empty((0, 4))]
+    for line in ax.lines:
+        if not line.get_visible() or line.get_marker() in (None, "", "None", " ", "none"):
+            continue
+        half = (line.get_markersize() + line.get_markeredgewidth()) / 2 * ax.figure.dpi / 72
+        xy = line.get_transform().transform(np.column_stack([line.get_xdata(), line.get_ydata()]).astype(float))
+        rows.append(np.hstack([xy - half, xy + half]))
+    return np.vstack(rows)
+
+
+def texts_over_markers(fig: Figure, pad_px: float = 0.5) -> list[str]:
+    """Labels placed in an axes (not titles, ticks or legends) whose box overlaps a line's
+    marker by more than `pad_px` each way: a value written on its own point hides both."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    out = []
+    for ax in fig.axes:
+        markers = marker_extents(ax)
+        for text in [t for t in ax.texts if t.get_visible() and t.get_text().strip()]:
+            b = text.get_window_extent(renderer)
+            dx = np.minimum(markers[:, 2], b.x1) - np.maximum(markers[:, 0], b.x0)
+            dy = np.minimum(markers[:, 3], b.y1) - np.maximum(markers[:, 1], b.y0)
+            if np.any((dx > pad_px) & (dy > pad_px)):
+                out.append(text.get_text())
     return out

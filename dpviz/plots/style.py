@@ -79,16 +79,21 @@ def figures_for_files() -> Iterator[None]:
 def new_axes(ax=None, figsize=(10, 3.5)):
     """The given axes, or a fresh figure's (library code never calls plt.show()): a pyplot
     figure, which a notebook shows, except within `figures_for_files`."""
-    if ax is not None:
-        return ax
+    return ax if ax is not None else new_axes_column(1, figsize)[0]
+
+
+def new_axes_column(rows: int, figsize=(10, 7), sharex: bool = False) -> list:
+    """`rows` axes stacked in one fresh figure (as `new_axes` makes it); `sharex`: one time
+    scale for all, so two steps drawn one above the other compare by eye."""
     if _FOR_FILES.get():
         from matplotlib.figure import Figure
 
-        return Figure(figsize=figsize, layout="constrained").subplots()
-    import matplotlib.pyplot as plt
+        axes = Figure(figsize=figsize, layout="constrained").subplots(rows, sharex=sharex, squeeze=False)
+    else:
+        import matplotlib.pyplot as plt
 
-    _, ax = plt.subplots(figsize=figsize, layout="constrained")
-    return ax
+        _, axes = plt.subplots(rows, figsize=figsize, layout="constrained", sharex=sharex, squeeze=False)
+    return list(axes[:, 0])
 
 
 def tidy(ax):

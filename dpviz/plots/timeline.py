@@ -22,7 +22,7 @@ KIND_LABELS = {"compute": "other compute (kernels or ops outside forward/backwar
 
 
 def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=None,
-                  labels: dict[int, str] | None = None):
+                  labels: dict[int, str] | None = None, name: str | None = None):
     """One step of every rank on the common clock: compute above, collectives below.
 
     DDP's all-reduces are coloured by bucket, every other collective by its op; the title
@@ -30,12 +30,14 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
     averaged over ranks. `labels` names ranks (e.g. "node 1:0") instead of "rank N". A lane
     holding several threads or GPU streams draws one sub-row each (a GPU stream's named on the
     right: a CPU rank's threads, gloo's workers and the link's, would crowd it unread); the
-    legend below lists only what is drawn, at most LEGEND_ENTRIES entries.
+    legend below lists only what is drawn, at most LEGEND_ENTRIES entries. `name` says what the
+    step is in its title and time axis (e.g. "recorded step 4"; default "step 4").
     """
     ranks = record_ranks(record) if ranks is None else list(ranks)
     step = steady_steps(record)[-1] if step is None else step
     if step not in record.steps:
         raise ValueError(f"step {step} is not in this record (steps: {record.steps})")
+    heading = f"step {step}" if name is None else name
     spans = [s for s in record.spans if s.step == step and s.rank in ranks]
     handles = _legend(spans)
     rows_of_legend = -(-len(handles) // 3)
@@ -77,12 +79,12 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
         right.set_yticks(sub_ticks, sub_labels, fontsize=7)
         right.tick_params(length=0)
         right.spines["right"].set_visible(False)
-    ax.set_xlabel(f"time in step {step} (ms, common clock)")
+    ax.set_xlabel(f"time in {heading} (ms, common clock)")
     style.tidy(ax)
     rows = [summarize_step(spans, r, step) for r in ranks]
     mean = lambda xs: 100 * sum(xs) / len(xs)
     with_comm = [r for r in rows if r.comm_ms]
-    ax.set_title(f"step {step}: " + (
+    ax.set_title(f"{heading}: " + (
         f"communication overlaps compute {mean([r.overlap_fraction for r in with_comm]):.0f}% of its "
         f"time, backward {mean([r.backward_overlap_fraction for r in with_comm]):.0f}%"
         if with_comm else "no communication in this step")
