@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dpviz import RunConfig, load, run, save
+from dpviz.analysis.overlap import steady_steps
 from dpviz.analysis.trace_files import load_trace
 from dpviz.app.commands import predict as cli
 from dpviz.core.bucket_layout import assign_buckets, cap_limits
@@ -18,10 +19,13 @@ from dpviz.core.link import REDUCTIONS, Link, as_reduction, preset
 from dpviz.core.record import RunRecord
 from dpviz.lessons.what_if.learn import Linear, describe_fit, fit_linear, learn, measure, ring_factor, transfer_ms
 from dpviz.lessons.what_if.live import CHECK_CONFIG, check_predictions
-from dpviz.lessons.what_if.plots import plot_predicted, plot_scaling
+from dpviz.lessons.what_if.plots import plot_predicted, plot_replay, plot_scaling
 from dpviz.lessons.what_if.records import (
-    NOT_MODELLED, RECORDED, PredictedStep, Scaling, errors, format_check, format_scaling, predict, scaling,
+    NOT_MODELLED, RECORDED, TABLE_COLUMNS, CheckRow, PredictedStep, PredictionCheck, Scaling, errors, format_check,
+    format_scaling, predict, scaling,
 )
+from dpviz.lessons.what_if.widgets import move_seconds, what_if_panel
+from dpviz.plots.legibility import hidden_texts, texts_over_markers
 from dpviz.plots.style import tags_of
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -193,6 +197,57 @@ def test_scaling_table_efficiency_best_cap_and_exposed_limit(a100, tmp_path):
     assert tags_of(plot_scaling(table))[0].startswith("model")
 
 
+def test_best_cap_labels_sit_off_every_marker(a100):
+    ax = plot_scaling([scaling(a100, link=name) for name in ("10GbE", "100GbE", "NVLink-ish")])
+    assert texts_over_markers(ax.figure) == [] and hidden_texts(ax.figure) == []
+
+
+def _check_row(check: str, n: int, cap: float | None, learned_from: str) -> CheckRow:
+    return CheckRow(check, n, "1 Gb/s, α 1000 µs", cap, 1, learned_from, 123.4, 130.2, (110.5, 150.25),
+                    12.5, 20.25)
+
+
+def test_the_check_table_says_shared_settings_once_and_fits_a_notebook_column():
+    # the notebook's grid: N = 2, 4 on one link at K = 1, DDP's default cap and 0.5 MiB
+    sources = {n: f"N={n} 1 Gb/s, α 1000 µs cap default K=1" for n in (2, 4)}
+    rows = tuple(row for n in (2, 4) for row in (
+        _check_row("repeat", n, None, "its own earlier run"), _check_row("replay", n, None, sources[n]),
+        _check_row("what-if", n, 0.5, sources[n])))
+    table = format_check(PredictionCheck({}, rows))
+    lines = table.splitlines()
+    assert max(map(len, lines)) <= TABLE_COLUMNS, table
+    assert lines[0] == "every row: link=1 Gb/s, α 1000 µs, K=1"
+    assert table.count("1 Gb/s") == 1 + len(sources)   # the shared line, then each source once
+    assert all(f"learned from {s}" in table for s in sources.values())
+
+
+# --- notebook 16's what-if panel -------------------------------------------------------------
+
+def _status(panel) -> str:
+    return panel.children[2].value
+
+
+def test_a_cap_move_that_keeps_the_buckets_says_it_changes_nothing_and_why(a100):
+    total_mib = sum(g.bytes for g in a100.gradients) / 2**20
+    caps = (1.0, 2 * total_mib, 4 * total_mib)   # the two large caps each hold every gradient
+    layouts = [[b.gradients for b in predict(a100, world_size=8, link="10GbE", bucket_cap_mb=c).buckets]
+               for c in caps]
+    assert layouts[1] == layouts[2] != layouts[0]   # what the status line must read off
+    panel = what_if_panel(a100, world_sizes=(2, 8), links=("10GbE",), caps=caps, value=(8, "10GbE", caps[1], 1))
+    cap = panel.children[1].children[0]
+    cap.value = caps[2]
+    assert f"cap {caps[1]:g} → {caps[2]:g} MiB changes nothing: the buckets are the same" in _status(panel)
+    cap.value = caps[0]
+    assert "changes nothing" not in _status(panel) and "the buckets are the same" not in _status(panel)
+
+
+def test_timing_slider_moves_leaves_the_panel_at_the_n_it_was_built_with(a100):
+    panel = what_if_panel(a100, value=(64, "100GbE", 25.0, 1))
+    for moves in (5, 6):
+        assert len(move_seconds(panel, moves=moves)) == moves
+        assert panel.children[0].children[0].value == 64 and _status(panel).count("N=64,") == 1
+
+
 # --- the CLI (argparse, as dpviz's CLI calls it) --------------------------------------------
 
 def _cli(*argv: str) -> int:
@@ -284,6 +339,14 @@ def test_notebook_16s_scaling_keeps_nvlink_near_perfect_at_two_ranks_and_the_lin
     assert tables[2].efficiency()[2] >= 0.95, format_scaling(tables[2])
     last = [t.efficiency()[max(t.efficiency())] for t in tables]
     assert last[0] + 0.05 <= last[1] and last[1] + 0.05 <= last[2], "\n".join(map(format_scaling, tables))
+
+
+def test_the_replay_sits_under_its_live_step_on_one_time_scale_each_titled(mlp_record):
+    live, model = plot_replay(mlp_record, predict(learn(mlp_record)))
+    assert live.get_xlim() == model.get_xlim()
+    assert live.get_title(loc="left").startswith(f"recorded step {steady_steps(mlp_record)[-1]} (live):")
+    assert model.get_title(loc="left").startswith("the model's replay of it:")
+    assert [t.split(" ·")[0] for t in (*tags_of(live), *tags_of(model))] == ["live", "model"]
 
 
 @pytest.mark.parametrize("model", ["mlp", "gpt", "cnn"])

@@ -523,18 +523,38 @@ def errors(check: PredictionCheck, kind: str) -> ErrorSummary | None:
                         statistics.median(exposed) if exposed else None)
 
 
+# A notebook's output column (JupyterLab's default page, side bar open) holds about this many
+# monospace characters; a longer table row wraps onto the next line and the columns are lost.
+TABLE_COLUMNS = 100
+SETTINGS = ("N", "link", "cap", "K")   # a column of these that is the same in every row is said once
+
+
 def format_check(check: PredictionCheck) -> str:
-    """The benchmark's table: every row, then each kind's median and worst error."""
-    lines = [f"{'check':8} {'N':>2} {'link':>22} {'cap':>5} {'K':>2} {'learned from':>36} {'pred ms':>8} "
-             f"{'live ms':>8} {'(IQR)':>13} {'err':>5} {'exp pred':>8} {'exp live':>8} {'err':>5}"]
-    for r in check.rows:
-        lo, hi = r.live_quartiles
-        exp = r.exposed_error
-        cap = "dflt" if r.bucket_cap_mb is None else f"{r.bucket_cap_mb:g}"
-        lines.append(f"{r.check:8} {r.world_size:>2} {r.link:>22} {cap:>5} {r.accum_steps:>2} "
-                     f"{r.learned_from:>36} {r.predicted_ms:>8.1f} {r.live_ms:>8.1f} {f'{lo:.1f}-{hi:.1f}':>13} "
-                     f"{r.error:>5.0%} {r.predicted_exposed_ms:>8.1f} {r.live_exposed_ms:>8.1f} "
-                     f"{'-' if exp is None else f'{exp:.0%}':>5}")
+    """The benchmark's table: every row, then each kind's median and worst error. A setting the
+    same in every row is said once above it, each point learned from once below it (by a
+    letter in the rows), and every column is as wide as its widest cell: the rows fit in
+    TABLE_COLUMNS where the grid varies no more than the notebook's does."""
+    sources = list(dict.fromkeys(r.learned_from for r in check.rows))
+    columns = [("check", [r.check for r in check.rows]), ("N", [str(r.world_size) for r in check.rows]),
+               ("link", [r.link for r in check.rows]),
+               ("cap", ["dflt" if r.bucket_cap_mb is None else f"{r.bucket_cap_mb:g}" for r in check.rows]),
+               ("K", [str(r.accum_steps) for r in check.rows]),
+               ("from", [chr(ord("a") + sources.index(r.learned_from)) for r in check.rows]),
+               ("pred ms", [f"{r.predicted_ms:.1f}" for r in check.rows]),
+               ("live ms", [f"{r.live_ms:.1f}" for r in check.rows]),
+               ("(IQR)", [f"{r.live_quartiles[0]:.1f}-{r.live_quartiles[1]:.1f}" for r in check.rows]),
+               ("err", [f"{r.error:.0%}" for r in check.rows]),
+               ("exp pred", [f"{r.predicted_exposed_ms:.1f}" for r in check.rows]),
+               ("exp live", [f"{r.live_exposed_ms:.1f}" for r in check.rows]),
+               ("err", ["-" if (e := r.exposed_error) is None else f"{e:.0%}" for r in check.rows])]
+    shared = {name: cells[0] for name, cells in columns if name in SETTINGS and check.rows and len(set(cells)) == 1}
+    columns = [(name, cells) for name, cells in columns if name not in shared]
+    lines = [f"every row: {', '.join(f'{name}={value}' for name, value in shared.items())}"] if shared else []
+    widths = [max(map(len, [name, *cells])) for name, cells in columns]
+    for row in zip(*([name, *cells] for name, cells in columns)):
+        lines.append(" ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
+                              for i, (cell, width) in enumerate(zip(row, widths))))
+    lines += [f"from {chr(ord('a') + i)}: learned from {source}" for i, source in enumerate(sources)]
     for kind in ("repeat", "replay", "what-if", "cross-N"):
         e = errors(check, kind)
         if e is not None:
