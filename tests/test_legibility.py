@@ -431,3 +431,27 @@ def test_a_label_on_its_own_marker_is_caught_and_one_set_off_it_is_not():
     ax.annotate("5", (2, 60), xytext=(0, 6), textcoords="offset points", ha="center", va="bottom", fontsize=7)
     assert texts_over_markers(fig) == ["25"]
     plt.close(fig)
+
+
+def test_a_timeline_draws_overlapping_all_reduces_of_one_thread_in_rows_of_their_own():
+    """Two buckets' all-reduces of one thread that overlap in time (gloo's profile of an
+    out-of-order start, or a model's replay) get a row each: neither hides the other's end."""
+    from dpviz.core.record import RunRecord, Span
+    from dpviz.plots.legibility import bar_extents, overdrawn_bars
+    from dpviz.plots.timeline import plot_timeline
+
+    def span(kind, start, end, bucket=None, tid="main"):
+        return Span(rank=0, tid=tid, name=kind, kind=kind, start_us=start, end_us=end, step=0,
+                    bucket=bucket, op="all_reduce" if kind == "allreduce" else None)
+
+    spans = (span("step", 0, 1000), span("backward", 0, 600),
+             span("allreduce", 300, 700, bucket=1, tid="gloo"), span("allreduce", 500, 900, bucket=0, tid="gloo"),
+             span("allreduce", 900, 950, bucket=2, tid="gloo"))   # after both: back in the first row
+    record = RunRecord(config={}, world_size=1, spans=spans, buckets=(), micro_steps=(), losses={},
+                       checks=(), ddp_logging={})
+    ax = plot_timeline(record, step=0)
+    assert overdrawn_bars(ax.figure) == []
+    extents, _ = bar_extents(ax)
+    rows = {(round(x0), round(y0)) for x0, y0, _, _ in extents}   # display px: each bar's corner
+    assert len({y for _, y in rows}) == 3      # backward's lane, then the two all-reduce rows
+    plt.close(ax.figure)

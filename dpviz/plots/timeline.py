@@ -51,15 +51,18 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
             y = base + (1 - lane) * 1.2
             mine = [s for s in spans if s.rank == rank and s.kind in kinds]
             # gloo runs collectives on two worker threads at once, a GPU kernels on several
-            # streams: one sub-lane per thread or stream
-            tids = sorted({s.tid for s in mine})
+            # streams: one sub-lane per thread or stream, and per overlapping collective
+            # (a bar drawn over another's end would hide where that one ended)
+            level = _levels([s for s in mine if name == "comm" and s.kind != "link"])
+            tids = sorted({(s.tid, level.get(id(s), 0)) for s in mine})
             height = 1.0 / max(1, len(tids))
             bars = defaultdict(list)  # one collection per (sub-lane, colour): a GPU step has ~1000 kernels
             for s in mine:
                 link = s.kind == "link"
                 color = (style.bucket_color(s.bucket) if link else style.comm_color(s) if name == "comm"
                          else style.kind_color(s.kind))
-                bars[(s.tid, color, link)].append(((s.start_us - t0) / 1e3, s.dur_us / 1e3))
+                bars[((s.tid, level.get(id(s), 0)), color, link)].append(((s.start_us - t0) / 1e3,
+                                                                           s.dur_us / 1e3))
             for (tid, color, link), xranges in bars.items():  # white edges would hide thin kernels
                 sub_lane = (y + tids.index(tid) * height, height * 0.92)
                 if link:
@@ -67,9 +70,9 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
                 else:
                     ax.broken_barh(xranges, sub_lane, facecolors=color, edgecolor="white",
                                    linewidth=0.3 if len(mine) < 300 else 0)
-            if len(tids) > 1 and all(tid.startswith("stream") for tid in tids):
+            if len(tids) > 1 and all(tid.startswith("stream") for tid, _ in tids):
                 sub_ticks += [y + (i + 0.46) * height for i in range(len(tids))]
-                sub_labels += tids
+                sub_labels += [tid if not lvl else "" for tid, lvl in tids]
             yticks.append(y + 0.5)
             who = (labels or {}).get(rank, f"rank {rank}")
             ylabels.append(f"{who} {'compute' if name == 'compute' else 'comm'}")
@@ -95,6 +98,18 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     style.tag(ax, style.source_of(record), note=style.adjustment_of(record))
     return ax
+
+
+def _levels(spans) -> dict[int, int]:
+    """Each span's row within its thread or stream (by `id`): the lowest row whose last span
+    ended before it starts, so spans of one thread that overlap in time never share a row."""
+    level, ends = {}, defaultdict(list)   # ends[tid][row]: where that row's last span ends
+    for s in sorted(spans, key=lambda s: (s.start_us, s.end_us)):
+        rows = ends[s.tid]
+        row = next((i for i, end in enumerate(rows) if end <= s.start_us), len(rows))
+        rows[row:row + 1] = [s.end_us]
+        level[id(s)] = row
+    return level
 
 
 def _legend(spans) -> list[Patch]:
