@@ -347,17 +347,22 @@ def title_missing_models(fig: Figure, models: tuple[str, ...] | None = None) -> 
 
 # --- what covers data, ticks that mislead, bars that hide bars (issue 42, item 12) -----------
 
+def _drawn_legends(fig: Figure):
+    """(axes, its visible legend, the renderer) for each axes with one, after a draw."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        if legend is not None and legend.get_visible():
+            yield ax, legend, renderer
+
+
 def legends_over_bars(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, int]]:
     """(legend's first entry, how many bars) for each legend drawn over filled bars of its axes:
     a legend placed inside the axes (06's GPT legend on the head's backward bar) hides the data
     it explains. Legends outside the axes cover no bars. Call after a draw."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
     out = []
-    for ax in fig.axes:
-        legend = ax.get_legend()
-        if legend is None or not legend.get_visible():
-            continue
+    for ax, legend, renderer in _drawn_legends(fig):
         x0, y0, x1, y1 = _sorted(legend.get_window_extent(renderer))
         bars = bar_extents(ax)[0]
         covered = int(np.sum((bars[:, 2] > x0 + pad_px) & (bars[:, 0] < x1 - pad_px)
@@ -371,13 +376,8 @@ def legends_over_bars(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, int]]
 def legends_across_axes(fig: Figure, pad_px: float = 1.0) -> list[str]:
     """The first entry of each legend that straddles its axes' edge: partly inside, partly out,
     so a sample line crosses the spine (05's legend). Inside or wholly outside reads."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
     out = []
-    for ax in fig.axes:
-        legend = ax.get_legend()
-        if legend is None or not legend.get_visible():
-            continue
+    for ax, legend, renderer in _drawn_legends(fig):
         lx0, ly0, lx1, ly1 = _sorted(legend.get_window_extent(renderer))
         ax0, ay0, ax1, ay1 = _sorted(ax.get_window_extent(renderer))
         inside = lx0 >= ax0 - pad_px and lx1 <= ax1 + pad_px and ly0 >= ay0 - pad_px and ly1 <= ay1 + pad_px
