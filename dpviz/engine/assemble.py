@@ -14,7 +14,7 @@ from dpviz.analysis.scan import (
 )
 from dpviz.core.config import RunConfig
 from dpviz.core.record import Bucket, MicroStep, RunRecord, Span, StepCheck, save
-from dpviz.engine.profile_events import first_start, scan_events
+from dpviz.engine.profile_events import first_start, latest_mark, scan_events
 
 
 def assemble_run(cfg: RunConfig, results: list[dict], out_dir: Path | None = None) -> RunRecord:
@@ -56,11 +56,10 @@ def assemble_run(cfg: RunConfig, results: list[dict], out_dir: Path | None = Non
 def _with_link(trace: dict, link_events: list[dict]) -> dict:
     """Add the link thread's transfers to a rank's trace (`_on_trace_clock`)."""
     if link_events:
-        mark = next(ev for ev in trace["traceEvents"]
-                    if isinstance(ev, dict) and ev.get("name") == CLOCK_MARK)
-        pid = mark.get("pid", 0)
-        trace["traceEvents"] += [{**ev, "pid": pid} for ev in
-                                 _on_trace_clock(link_events, mark["ts"] + mark.get("dur", 0) / 2)]
+        marks = [ev for ev in trace["traceEvents"] if isinstance(ev, dict) and ev.get("name") == CLOCK_MARK]
+        pid = marks[0].get("pid", 0)
+        trace["traceEvents"] += [{**ev, "pid": pid} for ev in _on_trace_clock(
+            link_events, latest_mark((ev["ts"], ev.get("dur", 0)) for ev in marks))]
     return trace
 
 
