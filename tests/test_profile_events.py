@@ -2,12 +2,15 @@
 spans its full chrome trace gives, for the runs the sliders re-run."""
 from __future__ import annotations
 
+import contextlib
+import time
+
 import pytest
 
-from dpviz.analysis.scan import read_trace, shift, spans_from_trace
+from dpviz.analysis.scan import LINK_ALLREDUCE_PREFIX, LINK_PREFIX, read_trace, shift, spans_from_trace
 from dpviz.engine.assemble import assemble_run, rank_spans
 from dpviz.engine.ddp_run import train_rank
-from dpviz.engine.profile_events import first_start, scan_events
+from dpviz.engine.profile_events import TIGHT_MARK_S, clock_mark, first_start, latest_mark, scan_events
 from dpviz.lessons.accumulation.live import DEMO_CONFIG
 from dpviz.lessons.buckets.live import sweep_config
 
@@ -70,6 +73,57 @@ def test_ranks_share_one_origin_and_events_read_as_their_chrome_trace():
     assert [(s.rank, s.kind, s.start_us, s.bytes) for s in spans if s.kind != "step"] == [
         (0, "allreduce_launch", 1.1, 16), (1, "allreduce", 2.5, 16)]
     assert scan_events(events[0], 4_000)[1] == 0.005 and scan_events(events[1], 4_000)[1] is None
+
+
+def test_link_all_reduces_take_the_bucket_their_name_gives_not_their_start_order():
+    """Two buckets' link all-reduces recorded in swapped start order (#1 before #0) keep
+    their own numbers, beside a trace's hooks and transfers."""
+    events = [("dpviz:clock", "user_annotation", 0, 2, 1, [], []),
+              ("dpviz:step#0", "user_annotation", 1_000, 100_000, 1, [], []),
+              ("dpviz:micro_step#0", "user_annotation", 2_000, 90_000, 1, [], []),
+              ("dpviz:bucket#0", "user_annotation", 10_000, 100, 1, [], []),
+              ("dpviz:bucket#1", "user_annotation", 20_000, 100, 1, [], [])]
+    transfers = [{"ph": "X", "cat": "user_annotation", "name": f"{LINK_PREFIX}{index}",
+                  "tid": "dpviz link", "ts": ts, "dur": 5.0} for index, ts in [(0, 11.0), (1, 21.0)]]
+    reduces = [{"ph": "X", "cat": "user_annotation", "name": f"{LINK_ALLREDUCE_PREFIX}{index}",
+                "tid": "dpviz link all-reduce", "ts": ts, "dur": 5.0,
+                "args": {"Input Dims": [[numel]], "Input type": ["float"]}}
+               for index, ts, numel in [(1, 30.0, 4), (0, 40.0, 8)]]
+    scan, mark = scan_events(events, 0)
+    for ev in transfers + reduces:   # as assemble_run puts them on the trace's clock
+        scan.add({**ev, "ts": ev["ts"] + mark})
+    got = sorted((s.kind, s.bucket, s.bytes) for s in scan.spans(0) if s.kind in ("allreduce", "link"))
+    assert got == [("allreduce", 0, 32), ("allreduce", 1, 16), ("link", 0, None), ("link", 1, None)]
+
+
+class _Annotation:
+    """An annotation that, like a thread preempted inside it on a busy machine, takes
+    `slow_s` on its first `slow` entries."""
+
+    def __init__(self, slow: int, slow_s: float):
+        self.slow, self.slow_s, self.windows = slow, slow_s, []
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        entered = time.perf_counter()
+        if len(self.windows) < self.slow:
+            time.sleep(self.slow_s)
+        yield
+        self.windows.append((entered, time.perf_counter()))
+
+
+def test_a_wide_clock_mark_is_taken_again_until_narrow_and_readers_take_the_latest():
+    """A mark whose two reads lie 5 ms apart would tie the clocks only to 2.5 ms: it is
+    retried, and the time returned is the middle of the last (narrow) mark."""
+    annotate = _Annotation(slow=2, slow_s=5e-3)
+    mid = clock_mark(annotate)
+    assert len(annotate.windows) >= 3
+    first, last = annotate.windows[0], annotate.windows[-1]
+    assert first[1] - first[0] > TIGHT_MARK_S
+    # the annotation lies between the two reads: their middle is within half their gap of its
+    assert abs(mid - (last[0] + last[1]) / 2) <= TIGHT_MARK_S / 2
+    assert latest_mark([(10.0, 4.0), (30.0, 2.0), (20.0, 8.0)]) == 31.0
+    assert latest_mark([]) is None
 
 
 @pytest.mark.parametrize("changes, shapes", [

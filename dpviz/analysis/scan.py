@@ -814,8 +814,9 @@ def _number_buckets(spans: list[Span], rank: int, steps: _Steps | None = None) -
     """`spans` as `rank`'s, in `steps` (when given: a span's own step otherwise), each
     all-reduce, launch, hook and transfer with its bucket number.
 
-    DDP launches buckets in index order, from one thread, so launches are numbered in start
-    order. Their all-reduces are too, except where sizes tell better: gloo's two worker
+    dpviz's own spans (hook, link transfer and its all-reduce) are numbered by the index in
+    their name. DDP launches buckets in index order, from one thread, so launches are numbered
+    in start order. Their all-reduces are too, except where sizes tell better: gloo's two worker
     threads can start two all-reduces out of launch order, so where every all-reduce and
     launch of a micro-step has its size, each all-reduce takes the number of the first
     launch of its size not yet taken (`_by_size`).
@@ -834,10 +835,11 @@ def _number_buckets(spans: list[Span], rank: int, steps: _Steps | None = None) -
             segment += 1
         if s.kind in ("allreduce_launch", "allreduce", "bucket_hook", "link") and step is not None:
             key = (s.kind, step)
-            named = s.kind in ("bucket_hook", "link")   # dpviz's own spans carry the index
+            # dpviz's own spans (hook, link transfer, its all-reduce) carry the index
+            named = s.kind in ("bucket_hook", "link") or s.name.startswith(LINK_ALLREDUCE_PREFIX)
             index = int(s.name.rsplit("#", 1)[1]) if named else counters[key]
             counters[key] += 1
-            if s.kind in ("allreduce_launch", "allreduce"):
+            if s.kind in ("allreduce_launch", "allreduce") and not named:
                 groups[(step, segment)][s.kind].append(len(out))
             out.append(_with(s, rank=rank, step=step, bucket=index))
         elif s.rank == rank and s.step == step:   # already so (a frozen span: no copy needed)
