@@ -51,7 +51,8 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
                 micro = int(m.name.rsplit("#", 1)[-1])
                 labels.append(ax.text(ms(m.start_us) + m.dur_us / 2e3, y + 2 * LANE + 0.4 + 0.5 * (micro % 2),
                                       f"#{micro}: {counts[micro]}", ha="center", va="bottom", fontsize=8,
-                                      color=style.TEXT))
+                                      color=style.TEXT,   # reads where a shift puts it on a box's edge
+                                      bbox=dict(boxstyle="square,pad=0.1", fc=style.BACKGROUND, ec="none")))
         compute += [(s, y + LANE + 0.1, LANE * 0.9) for s in sorted(
             (s for s in record.spans_of(rank, step=step) if s.kind in COMPUTE_KINDS),
             key=lambda s: COMPUTE_KINDS.index(s.kind))]
