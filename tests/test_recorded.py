@@ -135,3 +135,21 @@ def test_progress_goes_to_the_build_log_not_to_the_notebook(monkeypatch, tmp_pat
     out, err = capfd.readouterr()        # the kernel's streams: what a page would print
     assert out == err == ""
     assert (tmp_path / "progress.log").read_text().splitlines()[0] == "  a slider: recording 2 positions"
+
+
+def test_book_gives_kernels_the_progress_file_by_its_absolute_path(monkeypatch, tmp_path):
+    """`make book` passes `out/book/recording.log`, relative to the checkout, while its kernels
+    run in notebooks/: a relative path there named no file, and the first panel raised."""
+    import os
+    from pathlib import Path
+
+    from dpviz.app.book import recording_widgets
+    from dpviz.widgets.recorded import LOG_ENV
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    with recording_widgets("tag", Path("out/recording.log"), log=lambda line: None):
+        given = Path(os.environ[LOG_ENV])
+        assert given.is_absolute() and given == tmp_path / "out" / "recording.log"
+        monkeypatch.chdir(tmp_path / "out")       # where a kernel would run: the file is still found
+        assert given.is_file()

@@ -103,8 +103,10 @@ def machine() -> str:
 def recording_widgets(tag: str, progress: Path, log=print):
     """Kernels started inside the block (they inherit this environment) record every position
     of each panel they build (`dpviz.widgets.recorded`), tagged `tag`; the progress lines they
-    append to the file `progress` are passed to `log` as they come."""
+    append to the file `progress` are passed to `log` as they come. The kernels run in the
+    notebooks' folder, so they are given the file's absolute path."""
     before = {name: os.environ.get(name) for name in (RECORD_ENV, RECORD_LOG_ENV)}
+    progress = Path(progress).resolve()
     progress.write_text("")
     os.environ.update({RECORD_ENV: tag, RECORD_LOG_ENV: str(progress)})
     done = threading.Event()
