@@ -175,10 +175,9 @@ def clock_mark(annotate) -> float:
     """perf_counter (s) at a `CLOCK_MARK` annotation: ties Python's clock to the trace's.
 
     The annotation lies somewhere between the two reads, so a thread preempted between them
-    makes the pair wrong by up to half the gap: on a busy machine 0.3% of marks spanned over
-    1 ms, up to 32 ms (load 11, 2 cores), enough to move the last bucket's link all-reduce past
-    the end of its step (then "bucket 23 of step 2 has no all-reduce span"). So the mark is
-    retried until narrow; a trace's readers take its latest mark (`latest_mark`), this one."""
+    makes the pair wrong by up to half the gap; on a busy machine that can move the last bucket's
+    link all-reduce past the end of its step. So the mark is retried until narrow; a trace's
+    readers take its latest mark (`latest_mark`), this one."""
     for _ in range(MARK_TRIES):
         before = time.perf_counter()
         with annotate(CLOCK_MARK):

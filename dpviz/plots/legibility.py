@@ -345,7 +345,7 @@ def title_missing_models(fig: Figure, models: tuple[str, ...] | None = None) -> 
     return out
 
 
-# --- what covers data, ticks that mislead, bars that hide bars (issue 42, item 12) -----------
+# --- what covers data, ticks that mislead, bars that hide bars --------------------------------
 
 def _drawn_legends(fig: Figure):
     """(axes, its visible legend, the renderer) for each axes with one, after a draw."""

@@ -40,7 +40,7 @@ def plot_anatomy(record: StepAnatomy, ax=None):
     ax.set_title(f"one step, {model}batch {record.batch}: backward ≈ "
                  f"{sum(r['backward'] for r in rows) / sum(r['forward'] for r in rows):.1f}× forward",
                  loc="left")
-    # beside the bars: inside, a long head's backward ran under it (issue 42 item 12, 06's GPT)
+    # beside the bars: inside the axes it can cover a long backward bar
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     style.tidy(ax)
     style.tag(ax, "live")

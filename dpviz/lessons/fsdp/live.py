@@ -553,8 +553,8 @@ def assemble(cfg: RunConfig, knobs: FsdpKnobs, results: list[dict]) -> FsdpRecor
 
 def _run_knobs(cluster: Cluster, cfg: RunConfig, knobs: FsdpKnobs, gbps: float) -> FsdpRecord:
     """A knob's move: the recorded step as `record_fsdp` runs it, after a light warm-up (its
-    step on WARMUP_SAMPLES samples per rank, the link's wait off): the warm-up was half of a
-    move's time (issue 42 item 21; benchmarks/knob_latency.py)."""
+    step on WARMUP_SAMPLES samples per rank, the link's wait off): a full warm-up step would
+    cost a move about as much as the step it shows."""
     return record_fsdp(cfg.replace(link=cfg.link.with_gbps(gbps), warmup="light", checks=False), cluster=cluster,
                        reshard_after_forward=knobs.reshard_after_forward, prefetch=knobs.prefetch,
                        units=knobs.units, checks=False)

@@ -24,7 +24,7 @@ WAIT_COLOR = "#E15759"          # the main thread blocked on a collective: expos
 SHARD_COLOR = "#BFD3E6"
 GATHERED_COLOR = "#2A9D8F"
 # A unit's name on its compute bar: JupyterLab beside its file browser shows an 11-inch figure
-# at ~90 % (issue 42 item 18 measured ~7 px at 7 pt): 8 pt stays above the 7-pt minimum there.
+# scaled down, so 8 pt stays above the 7-pt legibility minimum there.
 UNIT_PT = 8
 # 4 ranks at 2.3 in each were 916 px tall as shown, more than a 900-px window: lanes get thinner
 MAX_HEIGHT_IN = 7.0
