@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ("ARCHITECTURE.md", "README.md")
+DOCS = ("ARCHITECTURE.md", "README.md", "docs/reference.md")
 TOP = ("dpviz/", "tests/", "notebooks/", "animations/", "scripts/", "benchmarks/", "book/", ".ci/")
 # a path in backticks: starts at a top-level folder of the repository; `<subject>`, `<name>`,
 # `NN_…` stand for any one name (a glob), and a file name before ` (` or `:` ends it
