@@ -67,7 +67,7 @@ def lesson_03() -> tuple[bool, bool, str]:
 def lesson_01() -> tuple[bool, bool, str]:
     """Notebook 01's one live run: four ranks, 0.25 MiB buckets, the link sized to them."""
     with dpviz.Cluster(4) as cluster:
-        cfg = dpviz.RunConfig(world_size=4, steps=3, bucket_cap_mb=0.25)
+        cfg = dpviz.RunConfig(world_size=4, steps=6, bucket_cap_mb=0.25)
         cfg = cfg.replace(link=dpviz.size_link(cfg, cluster=cluster))
         record = dpviz.run(cfg, cluster=cluster)
     rows = summarize(record, steady_steps(record))

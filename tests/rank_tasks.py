@@ -337,3 +337,31 @@ def all_reduces_profiled_per_step(ctx, steps: int) -> dict:
         recorded = sum(e.name == "gloo:all_reduce" for e in prof.events())
         counts.append((len(log.seen) - before, recorded))
     return {"counts": counts, "in_flight": len(log.in_flight)}
+
+
+def link_start_while_its_thread_is_held(ctx, held_ms: float) -> tuple[float, float]:
+    """Hand one bucket to the emulated wire, then keep the GIL for `held_ms` (a long switch
+    interval and pure-Python work: the wire's thread cannot run), as a busy core keeps it
+    from waking. Returns (ms from hand-over to the transfer's recorded start, held ms)."""
+    import sys
+
+    import torch
+
+    from dpviz.core.link import Link
+    from dpviz.engine.link_thread import LinkThread
+
+    wire = LinkThread(Link(gbps=10.0, latency_us=1000.0), ctx.world_size)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(10.0)
+    try:
+        handed = time.perf_counter()
+        future = wire.send(0, torch.ones(256))
+        while time.perf_counter() - handed < held_ms / 1e3:
+            pass
+        held = (time.perf_counter() - handed) * 1e3
+    finally:
+        sys.setswitchinterval(interval)
+    future.wait()
+    wire.close()
+    (_, start, _), = wire.spans
+    return (start - handed) * 1e3, held

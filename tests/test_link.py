@@ -255,3 +255,17 @@ def test_a_section_checks_its_backward_against_the_one_the_link_was_sized_to():
     assert "0.43× the 32.6 ms" in off and "beyond 1.5×" in off and "re-size" in off
     assert describe_sizing_check(link, 40.0).endswith("within 1.5×, the sizing holds")
     assert "not sized" in describe_sizing_check(Link(1.0, 5.0), 10.0)
+
+
+def test_a_transfer_starts_at_hand_over_even_when_the_wires_thread_wakes_late(cluster2):
+    """A real wire does not wait for a core: while the rank keeps the GIL for 50 ms after
+    handing a bucket over, the transfer still starts at the hand-over. Before, it started when
+    the thread woke, >= 50 ms late, which on a busy machine moved transfers past the end of a
+    short backward (notebook 01 showed overlap in 8-13 of 16 rank-steps beside a busy loop).
+    Bound: the hand-over's time is taken in `send`, one call after the rank's own clock read,
+    so well under half the held time even if the rank loses its core in between."""
+    from rank_tasks import link_start_while_its_thread_is_held
+
+    for start_ms, held_ms in cluster2.run_task(link_start_while_its_thread_is_held, 50.0):
+        assert held_ms >= 50.0
+        assert 0.0 <= start_ms < held_ms / 2

@@ -16,6 +16,11 @@ class LinkThread:
     """The FIFO wire of one rank: `send(buf)` returns a future at once; a thread waits the
     transfer time (sleeping: no CPU), then issues the real all-reduce, which completes it.
 
+    A transfer starts when the bucket is handed over (or when the one before it leaves the
+    wire), not when the thread next gets a core: a real wire does not wait for a CPU, and on
+    a busy machine the thread can wake milliseconds late, which moved transfers past the end
+    of a short backward and hid the overlap DDP's hand-over makes possible.
+
     Buckets leave in the order they were handed over, on every rank the same (DDP hands
     them in index order), so the collectives keep the same order on every rank.
     """
@@ -36,7 +41,7 @@ class LinkThread:
         import torch
 
         done = torch.futures.Future()
-        self._queue.put((index, buf, done))
+        self._queue.put((index, buf, done, time.perf_counter()))
         return done
 
     def trace_events(self, clock_s: float) -> list[dict]:
@@ -65,9 +70,9 @@ class LinkThread:
 
         free_at = 0.0
         while (item := self._queue.get()) is not None:
-            index, buf, done = item
+            index, buf, done, handed = item
             try:
-                start = max(time.perf_counter(), free_at)
+                start = max(handed, free_at)
                 end = start + self.link.transfer_ms(buf.numel() * buf.element_size(),
                                                     self.world_size) / 1e3
                 while (left := end - time.perf_counter()) > 0:
