@@ -15,9 +15,12 @@ Then one move of each DDP slider as the widget makes it, timed end to end and cu
 consecutive intervals (`move_table`: the rows sum to the move), and by parts (the slowest
 rank's parts, then the parent's; `parts_table`), beside the parts the old path had instead: the ranks writing chrome JSON and the parent
 reading and parsing it, where now they send the profiler's few needed events in memory.
+First notebook 09b's FSDP knobs (`fsdp_table`), each toggle moved there and back: now (the
+ranks keep each setting's sharded model, restored before a move) against before (built, sharded
+and warmed up on every move), interleaved, then that move by parts and cut into intervals.
 To add a widget, add a line to WIDGETS (and a parts_table call for a DDP one).
 Timings on a loaded machine are inflated: the load average is printed with every table.
-Usage: python benchmarks/knob_latency.py [--moves 8] [--cold 2]
+Usage: python benchmarks/knob_latency.py [--moves 8] [--cold 2] [--fsdp-only]
 """
 from __future__ import annotations
 
@@ -49,6 +52,10 @@ from dpviz.engine.ddp_run import run, train_rank  # noqa: E402
 from dpviz.lessons.accumulation.plots import plot_schedule  # noqa: E402
 from dpviz.lessons.averaging.plots import plot_drift  # noqa: E402
 from dpviz.lessons.buckets.plots import plot_bucket_timeline  # noqa: E402
+from dpviz.lessons.fsdp import live as fsdp_live  # noqa: E402
+from dpviz.lessons.fsdp.plots import plot_fsdp_step  # noqa: E402
+from dpviz.lessons.fsdp.records import FsdpKnobs  # noqa: E402
+from dpviz.lessons.fsdp.widgets import FIGSIZE as FSDP_SIZE, fsdp_panel  # noqa: E402
 from dpviz.analysis.scan import read_trace  # noqa: E402
 from dpviz.widgets.slider import FigurePanel as Figure, caption_html  # noqa: E402
 
@@ -82,6 +89,8 @@ K_LINKED = K_LIVE.replace(link="classroom")   # notebook 04 keeps the classroom 
 timeline = lambda ax, r: plot_bucket_timeline(r, ax=ax)
 schedule = lambda ax, r: plot_schedule(r, ax=ax)
 K_SIZE = (11, 1.4 + 1.2 * DEMO_CONFIG.world_size)
+FSDP = fsdp_live.DEMO_CONFIG   # notebook 09b's step; its panel's moves run it light (`_run_knobs`)
+FSDP_MOVE = FSDP.replace(warmup="light", checks=False)
 _SIZED: list = []
 
 
@@ -124,6 +133,10 @@ WIDGETS = {
         (1.0, 2.0),
         lambda c, g: run(K_LINKED.replace(accum_steps=4, link=K_LINKED.link.with_gbps(g)), cluster=c),
         schedule, K_SIZE),
+    "FSDP reshard_after_forward (nb 09b)": (
+        lambda c: fsdp_live.fsdp_knobs(c, FSDP), (False, True),
+        lambda c, v: fsdp_live.record_fsdp(FSDP_MOVE, cluster=c, reshard_after_forward=v, checks=False),
+        lambda ax, r: plot_fsdp_step(r, ax=ax), FSDP_SIZE),
     "averaging H (nb 07)": (
         lambda c: period_slider(c, value=8), (8, 16),
         lambda c, h: compare_averaging(cluster=c, periods=(h,), steps=32),
@@ -207,6 +220,7 @@ def clocked(marks: dict):
         return owner, name, inner
 
     kept = [wrap(_Cluster, "run_task", "task"), wrap(ddp_run, "assemble_run", "record"),
+            wrap(fsdp_live, "assemble", "record"),
             *(wrap(Figure, step, step) for step in ("show", "redraw", "_plot", "_rasterize", "png"))]
     try:
         yield marks
@@ -366,14 +380,89 @@ def parts_table(cluster, name: str, cfg, n: int) -> None:
     print(f"| **now: events in memory, figure redrawn in place** | "
           f"**{total('ranks: profile', 'new figure'):.0f}** |")
 
+# 09b's knobs as the browser test moves them: (toggle's place in the panel, its two values)
+FSDP_TOGGLES = {"prefetch": ((0, 1), (False, True)), "reshard_after_forward": ((0, 0), (False, True)),
+                "units": ((1, 0), ("model", "block"))}
+
+
+def fresh_fsdp_run(cluster):
+    """09b's move as it ran before its ranks kept the sharded model: built, sharded and warmed
+    up on every move (a seed no earlier run used: no rank keeps its model; the kept-model copy
+    the rank then takes, a few ms, is in it)."""
+    seeds = iter(range(FSDP.seed + 1000, FSDP.seed + 10**6))
+
+    def run(knobs: FsdpKnobs, gbps: float):
+        return fsdp_live.record_fsdp(FSDP_MOVE.replace(seed=next(seeds), link=FSDP.link.with_gbps(gbps)),
+                                     cluster=cluster, reshard_after_forward=knobs.reshard_after_forward,
+                                     prefetch=knobs.prefetch, units=knobs.units, checks=False)
+    return run
+
+
+def fsdp_table(cluster, n_moves: int) -> None:
+    """09b's panel, each toggle moved there and back: now (a kept sharded model restored on the
+    ranks) and before (built afresh each move), moves interleaved; then where a move's time
+    goes, over all of now's moves (the ranks' parts from the slowest rank)."""
+    now_panel = fsdp_live.fsdp_knobs(cluster, FSDP)
+    before_panel = fsdp_panel(fresh_fsdp_run(cluster), FsdpKnobs(), (FSDP.link.gbps,), FSDP.link.gbps)
+    rows, parts = [], {}
+    with clocked({}) as marks:
+        for knob, ((row, col), values) in FSDP_TOGGLES.items():
+            times = {"now": [], "before": []}
+            for i in range(n_moves):
+                for arm, panel in (("now", now_panel), ("before", before_panel)):
+                    toggle = panel.children[row].children[col]
+                    marks.clear()
+                    times[arm].append(timed(lambda: setattr(toggle, "value", values[i % 2])))
+                    if arm == "now":
+                        _fsdp_parts(parts, marks, times[arm][-1])
+            rows.append((knob, *(statistics.median(times[a]) for a in ("before", "now")), min(times["now"]),
+                         max(times["now"])))
+    print(f"\n09b's FSDP knobs in the kernel, toggle set -> new PNG in the widget, 2 warm gloo ranks, "
+          f"median of {n_moves} moves a knob ({load()})")
+    print("| knob | before: built afresh (s) | now: kept model (s) | now min–max (s) | before / now |")
+    print("|---|---:|---:|---:|---:|")
+    for knob, before, now, lo, hi in rows:
+        print(f"| {knob} | {before:.3f} | {now:.3f} | {lo:.2f}–{hi:.2f} | {before / now:.1f}x |")
+    print(f"\none 09b move by parts, median of {len(parts['the move, timed whole'])} moves "
+          f"({sum(parts['kept model reused'])} on a kept model) ({load()})")
+    print("| part | ms |")
+    print("|---|---:|")
+    for key, values in parts.items():
+        if key != "kept model reused":
+            print(f"| {key} | {statistics.median(values):.1f} |")
+
+
+def _fsdp_parts(parts: dict, marks: dict, seconds: float) -> None:
+    """One 09b move's parts from `clocked`'s marks, added to `parts` (ms)."""
+    results = marks["results"]
+    slow = max(results, key=lambda r: sum(r["parts_ms"].values()))["parts_ms"]
+    span = lambda key: (marks[key][1] - marks[key][0]) * 1e3
+    named = {f"ranks: {name}": ms for name, ms in slow.items()}
+    named["parent: task round trip beyond the slowest rank"] = span("task") - sum(slow.values())
+    named["parent: record from the ranks' logs (assemble)"] = span("record")
+    named["figure: plot calls at the kept limits"] = span("_plot")
+    named["figure: kept frame restored + what changed drawn (or drawn whole)"] = span("_rasterize")
+    named["figure: PNG encode"] = span("png")
+    named["kernel: the rest (status and change lines, spread, observers)"] = (
+        seconds * 1e3 - span("task") - span("record") - span("show"))
+    named["the move, timed whole"] = seconds * 1e3
+    named["kept model reused"] = all(r["reused"] for r in results)
+    for key, value in named.items():
+        parts.setdefault(key, []).append(value)
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--moves", type=int, default=8)
     parser.add_argument("--cold", type=int, default=2)
+    parser.add_argument("--fsdp-only", action="store_true", help="only notebook 09b's knobs (fsdp_table)")
     args = parser.parse_args()
     n_parts = max(3, args.moves // 2)
     with Cluster(2) as cluster:
+        fsdp_table(cluster, args.moves)
+        move_table(cluster, "FSDP reshard_after_forward (nb 09b)", args.moves)
+        if args.fsdp_only:
+            return
         knob_table(cluster, args.moves, args.cold)
         for name in ("bucket_cap_mb (nb 03)", "bucket_cap_mb, sized link + alpha-beta outlines (nb 03's cell)",
                      "accumulation K (nb 04)"):

@@ -365,3 +365,23 @@ def link_start_while_its_thread_is_held(ctx, held_ms: float) -> tuple[float, flo
     wire.close()
     (_, start, _), = wire.spans
     return (start - handed) * 1e3, held
+
+
+def fsdp_kept_against_fresh(ctx, cfg, knobs) -> dict:
+    """A light FSDP run (a knob's move) on a model built afresh, then the same run again: does
+    the second reuse the first's sharded model, and, restored to its state after the warm-up,
+    train the same parameters and Adam state bit for bit? (`trained`: the restore had work to
+    do: the first run's step moved the state on from the kept copy.)"""
+    import torch
+
+    from dpviz.lessons.fsdp.live import fsdp_rank, kept, training_state
+
+    runs = []
+    for _ in range(2):
+        reused = fsdp_rank(ctx, cfg, knobs, False)["reused"]
+        sharded = kept(cfg, knobs)
+        runs.append((reused, [t.clone() for t in training_state(sharded)]))
+    (reused_first, first), (reused_second, second) = runs
+    trained = not all(torch.equal(a, b) for a, b in zip(first, sharded.trained))
+    return dict(reused=(reused_first, reused_second), trained=trained,
+                equal=len(first) == len(second) and all(torch.equal(a, b) for a, b in zip(first, second)))

@@ -108,3 +108,28 @@ def test_touches_tells_which_changing_artists_meet_the_frame(add, touching):
     ax.set_ylim(0, 4)
     quiet = hbars(ax, [(4, 1)], (2.5, 0.3))   # a changing artist that touches nothing, tested too
     assert touches([quiet, *changing], frame, renderer) is touching
+
+
+def _toggled(ax, value: str) -> None:
+    """A toggle panel's figure: bars that change with the setting, and a lane label that
+    names the setting's top, as 09b's memory band does: each setting has a frame of its own."""
+    top = {"reshard": 2.1, "keep": 3.4}[value]
+    hbars(ax, [(0.5, top), (4, 1.5)], [(0.2, 0.6), (1.2, 0.6)], facecolors=["#4C72B0", "#DD8452"])
+    ax.set_yticks([0.5, 1.5], ["rank 0", f"{top} MiB"])
+    ax.set_xlim(0, 8)
+
+
+def test_a_panel_toggled_between_settings_restores_each_settings_frame():
+    """Moving between two settings whose frames differ, each move after the first of each
+    setting restores that setting's kept frame (not only the last one's), and every move is the
+    pixels of a whole draw."""
+    from dpviz.widgets.slider import FigurePanel
+
+    panel, reused = FigurePanel(_toggled, (6, 2.5)), []
+    for value in ("reshard", "keep") * 3:
+        panel.show(value)
+        moved = panel.png()
+        panel.figure.canvas.draw()
+        assert panel.png() == moved
+        reused.append(panel.reused_frame)
+    assert reused == [False, False, True, True, True, True]

@@ -238,6 +238,19 @@ def test_knob_panel_reruns_live_and_says_what_changed(cluster2):
     assert "→" in change and "all-gathers per step 14 → 14" in change
 
 
+def test_a_moves_kept_model_trains_what_a_fresh_build_trains(cluster2):
+    """A knob's move reuses the sharded model an earlier move at its setting kept on the ranks,
+    restored to its state after the warm-up step: the second of two identical light runs reuses
+    the first's model and ends with its parameters and Adam state, bit for bit (a seed no
+    other test runs, so the first is built afresh)."""
+    from rank_tasks import fsdp_kept_against_fresh
+
+    light = CFG.replace(seed=CFG.seed + 7, warmup="light", checks=False)
+    for knobs in (FsdpKnobs(), FsdpKnobs(reshard_after_forward=False, prefetch=False)):
+        for rank in cluster2.run_task(fsdp_kept_against_fresh, light, knobs):
+            assert rank == dict(reused=(False, True), trained=True, equal=True), (knobs, rank)
+
+
 def test_a_move_after_the_ranks_were_stopped_restarts_them_in_the_status_line_not_stderr(capfd):
     """09b's §5 closes the panel's cluster; the next knob move restarts it. That is said in the
     panel's status line: stderr from a widget's callback is red in JupyterLab's log console."""

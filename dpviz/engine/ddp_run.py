@@ -134,7 +134,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
 
     from dpviz.engine.workloads import describe_workload, flat_params, use_import_path
 
-    parts = _Parts()
+    parts = Parts()
     use_import_path(list(search_path))
     device = torch.device(ctx.device)
     workload, kept = warm_workload(cfg, device)
@@ -155,7 +155,7 @@ def train_rank(ctx: RankContext, cfg: RunConfig, search_path: list[str] = (),
                 workload=describe_workload(workload.model, workload.name))
 
 
-class _Parts:
+class Parts:
     """Where a rank's time went, in ms (benchmarks/knob_latency.py prints it): `mark(name)`
     books the time since the last mark under `name`."""
 

@@ -55,7 +55,7 @@ class FigurePanel:
         self.axes = None
         self.limits: tuple[tuple[float, float], tuple[float, float]] | None = None   # (x, y)
         self.scaled: tuple[bool, bool] | None = None   # (x, y): autoscaled by the draw, so kept
-        self.frame: tuple[tuple, Any, list] | None = None   # (frame_key, pixels, boxes) kept
+        self.frames: list[list] = []   # [frame_key, pixels, boxes] kept, the latest last (FRAMES_KEPT)
         self.reused_frame = False   # whether the last frame was restored rather than drawn
 
     def redraw(self, value: Any) -> None:
@@ -97,16 +97,15 @@ class FigurePanel:
 
     def _rasterize(self) -> None:
         """Restore the kept frame and draw the changing artists over it; draw the frame first
-        when it changed, the whole figure (in its own order) when a changing artist touches it."""
+        when it is new, the whole figure (in its own order) when a changing artist touches it."""
         ax, canvas = self.axes, self.figure.canvas
         changing, key, renderer = changing_artists(ax), frame_key(ax), canvas.get_renderer()
-        if self.frame is None or self.frame[0] != key:
-            self.frame = (key, None, frame_boxes(ax, renderer))   # pixels: drawn below
+        frame = self._frame(key, renderer)
         self.reused_frame = False
-        if touches(changing, self.frame[2], renderer):
+        if touches(changing, frame[2], renderer):
             canvas.draw()
             return
-        if self.frame[1] is None:
+        if frame[1] is None:
             for artist in changing:
                 artist.set_animated(True)   # left out of a whole draw
             try:
@@ -114,12 +113,26 @@ class FigurePanel:
             finally:
                 for artist in changing:
                     artist.set_animated(False)
-            self.frame = (key, canvas.copy_from_bbox(self.figure.bbox), self.frame[2])
+            frame[1] = canvas.copy_from_bbox(self.figure.bbox)
         else:
-            canvas.restore_region(self.frame[1])
+            canvas.restore_region(frame[1])
             self.reused_frame = True
         for artist in changing:
             ax.draw_artist(artist)
+
+    def _frame(self, key: tuple, renderer) -> list:
+        """The kept [key, pixels, boxes] of the frame `key` names, the latest from now on; a new
+        one (pixels None: drawn by the caller) where none is kept. A panel of toggles moves
+        between a few settings whose frames differ (09b's memory band is labelled with its top,
+        which keeping parameters after forward raises): each setting keeps its own frame."""
+        for frame in self.frames:
+            if frame[0] == key:
+                self.frames.remove(frame)
+                break
+        else:
+            frame = [key, None, frame_boxes(self.axes, renderer)]
+        self.frames = [*self.frames[-(FRAMES_KEPT - 1):], frame]
+        return frame
 
     def png(self) -> bytes:
         """The last rasterized frame as PNG bytes (no second draw, unlike savefig): RGB when
@@ -157,6 +170,10 @@ def _empty(ax) -> None:
     ax.set_autoscale_on(True)
     ax.set_prop_cycle(None)
 
+
+# Frames a figure keeps (`FigurePanel._frame`), each its figure's pixels (~2.5 MB at 11 x 5.6 in):
+# as many as a toggle panel's settings differ in frame, for 09b's three toggles.
+FRAMES_KEPT = 4
 
 # An end of the kept limits that grows keeps a tenth of the span to spare: a live step's time
 # jitters by a few percent from run to run, and each growth draws the plot and its frame again.

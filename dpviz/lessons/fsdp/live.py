@@ -20,6 +20,8 @@ The records and the model of the peak (no torch) are `dpviz.lessons.fsdp.records
 """
 from __future__ import annotations
 
+import collections
+import dataclasses
 import itertools
 import os
 import queue
@@ -32,7 +34,7 @@ from dpviz.core.config import WARMUP_SAMPLES, RunConfig, validate, writable_dir
 from dpviz.core.record import save
 from dpviz.engine.launch import Cluster, RankContext, using_cluster
 from dpviz.lessons.fsdp.records import (
-    Compute, DRAIN, FsdpKnobs, FsdpRecord, ROOT, RankStep, Sample, Transfer, UnitInfo, Wait,
+    Compute, DRAIN, FsdpKnobs, FsdpRecord, KEPT_NOTE, ROOT, RankStep, Sample, Transfer, UnitInfo, Wait,
     check_knobs, transfer_ms,
 )
 from dpviz.lessons.zero.records import ADAM_LR
@@ -94,6 +96,11 @@ class StepLog:
         self.transfers: list[dict] = []
         self.waits: list[tuple] = []
         self.marks: dict[str, float] = {}
+
+    def clear(self) -> None:
+        """Forget the last recorded step (a kept model's log serves each of its runs); what FSDP
+        holds stays known (its unsharded parameters, buffers still alive)."""
+        self.samples, self.windows, self.transfers, self.waits, self.marks = [], {}, [], [], {}
 
     def sample(self) -> float:
         """Record the gathered bytes alive now, per unit; returns the time."""
@@ -396,16 +403,38 @@ def backend_ran(group) -> dict[str, str]:
 
 # --- the rank task --------------------------------------------------------------------------------
 
-def fsdp_rank(ctx: RankContext, cfg: RunConfig, knobs: FsdpKnobs, checks: bool, paths: list[str] = ()) -> dict:
-    """Train `cfg.steps` Adam steps with FSDP2 on this rank; the last one is recorded. With
-    `checks`, compare with one process and probe what the backend runs for each collective."""
+@dataclasses.dataclass
+class Sharded:
+    """A model sharded by FSDP on this rank (`shard`), with its hooks' log, its link and its
+    optimizer: what a run trains and records."""
+
+    workload: object           # a dpviz.engine.workloads.Workload; its model is the root unit
+    units: list                # (name, module) below the root, in forward order
+    held: dict                 # unit name → the model's names of the parameters it holds
+    log: StepLog
+    wire: LinkWire
+    opt: object
+    full_bytes: int            # every parameter, unsharded
+    info: dict | None          # the workload described (rank 0)
+    trained: list | None = None   # kept ones: the training state after the warm-up steps
+
+
+# A knob's move (a light run, `_run_knobs`) on a warm rank keeps its sharded model for the next
+# move to the same setting: building the model, `fully_shard`ing it and the warm-up step (FSDP's
+# lazy init, Adam's state) were most of a move's run (benchmarks/knob_latency.py). Every knob
+# setting of one model fits: 2 reshard × 2 prefetch × 2 unit choices; each kept model holds
+# its shards, Adam's state and a copy of both (a few MiB for the demo GPT).
+_KEPT: "collections.OrderedDict[tuple, Sharded]" = collections.OrderedDict()
+KEPT_ENTRIES = 8
+
+
+def shard(ctx: RankContext, cfg: RunConfig, knobs: FsdpKnobs, paths: list[str] = ()) -> Sharded:
+    """Build `cfg`'s model, shard it per `knobs` onto a new link, hook its units, and give it Adam."""
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import DeviceMesh
 
-    from dpviz.engine.workloads import (
-        build_workload, compute_loss, describe_workload, rank_batch, use_import_path,
-    )
+    from dpviz.engine.workloads import build_workload, describe_workload, use_import_path
 
     use_import_path(list(paths))
     workload = build_workload(cfg)
@@ -423,28 +452,132 @@ def fsdp_rank(ctx: RankContext, cfg: RunConfig, knobs: FsdpKnobs, checks: bool, 
             if name in held:      # after fully_shard: these hooks go around FSDP's
                 watch_unit(log, name, module, held[name], prefixes[name])
         opt = torch.optim.Adam(model.parameters(), lr=ADAM_LR)
-        for step in range(cfg.steps):
-            log.active = step == cfg.steps - 1
-            if log.active:   # every rank starts the recorded step together: its waits are FSDP's, not a late start's
-                dist.barrier()
-            x, y = rank_batch(cfg, workload, step, 0, ctx.rank)
-            light = cfg.warmup == "light" and not log.active
-            wire.link = None if light else cfg.link
-            if light:   # a knob's move: FSDP's lazy init and Adam's state need a step, not its batch or its link
-                x, y = x[:WARMUP_SAMPLES], y[:WARMUP_SAMPLES]
-            log.marks["start"] = log.sample()
-            log.phase = "forward"
-            loss = compute_loss(workload, model(x), y)
-            log.marks["forward_end"] = log.sample()
-            log.phase = "backward"
-            loss.backward()
-            wire.drain()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            log.marks["end"] = log.sample()
-            log.active = False
-    finally:
+    except BaseException:
         wire.close()
+        raise
+    return Sharded(workload, units, held, log, wire, opt, full_bytes, info)
+
+
+def kept_key(cfg: RunConfig, knobs: FsdpKnobs) -> tuple:
+    """What a kept model's state after its warm-up depends on: the run but its link (the
+    warm-up steps run without the link's wait), and the knobs."""
+    return dataclasses.replace(cfg, link=None), knobs
+
+
+def kept(cfg: RunConfig, knobs: FsdpKnobs) -> Sharded | None:
+    """The sharded model this rank keeps for a light run of `cfg` at `knobs`, if any."""
+    return _KEPT.get(kept_key(cfg, knobs))
+
+
+def training_state(sharded: Sharded) -> list:
+    """This rank's shards of the parameters and of Adam's state, in a fixed order: all that a
+    step changes (gradients are dropped after each step)."""
+    import torch
+
+    local = lambda t: t.to_local() if hasattr(t, "to_local") else t
+    tensors = []
+    with torch.no_grad():   # to_local() is then the DTensor's own local tensor, not a view
+        for p in sharded.workload.model.parameters():
+            state = sharded.opt.state.get(p, {})
+            tensors += [local(p), *(local(state[k]) for k in sorted(state) if torch.is_tensor(state[k]))]
+    return tensors
+
+
+def _keep(key: tuple, sharded: Sharded) -> None:
+    """Keep `sharded` with a copy of its training state now (after its warm-up steps)."""
+    sharded.trained = [t.detach().clone() for t in training_state(sharded)]
+    _KEPT[key] = sharded
+    while len(_KEPT) > KEPT_ENTRIES:
+        _drop(next(iter(_KEPT)))
+
+
+def _drop(key: tuple) -> None:
+    """Forget a kept model and stop its link's thread."""
+    _KEPT.pop(key).wire.close()
+
+
+def _restored(key: tuple) -> Sharded | None:
+    """The kept model for `key`, back at its state after the warm-up steps: bit for bit what a
+    fresh build and its warm-up make (tests/test_fsdp.py), so its run is what one from nothing
+    records."""
+    import torch
+
+    sharded = _KEPT.get(key)
+    if sharded is None:
+        return None
+    _KEPT.move_to_end(key)
+    with torch.no_grad():
+        for tensor, saved in zip(training_state(sharded), sharded.trained):
+            tensor.copy_(saved)
+    return sharded
+
+
+def train_step(ctx: RankContext, cfg: RunConfig, sharded: Sharded, step: int, recorded: bool) -> None:
+    """One Adam step. The recorded one starts on every rank together (its waits are FSDP's, not
+    a late start's) with a cleared log and the link's wait on; a warm-up step of a light run
+    (`cfg.warmup`) trains WARMUP_SAMPLES samples per rank, the link's wait off: FSDP's lazy
+    init and Adam's state need a step, not its batch or its link."""
+    import torch.distributed as dist
+
+    from dpviz.engine.workloads import compute_loss, rank_batch
+
+    log, wire, workload = sharded.log, sharded.wire, sharded.workload
+    if recorded:
+        log.clear()
+        dist.barrier()
+    log.active = recorded
+    x, y = rank_batch(cfg, workload, step, 0, ctx.rank)
+    light = cfg.warmup == "light" and not recorded
+    wire.link = None if light else cfg.link
+    if light:
+        x, y = x[:WARMUP_SAMPLES], y[:WARMUP_SAMPLES]
+    log.marks["start"] = log.sample()
+    log.phase = "forward"
+    loss = compute_loss(workload, workload.model(x), y)
+    log.marks["forward_end"] = log.sample()
+    log.phase = "backward"
+    loss.backward()
+    wire.drain()
+    sharded.opt.step()
+    sharded.opt.zero_grad(set_to_none=True)
+    log.marks["end"] = log.sample()
+    log.active = False
+
+
+def fsdp_rank(ctx: RankContext, cfg: RunConfig, knobs: FsdpKnobs, checks: bool, paths: list[str] = ()) -> dict:
+    """Train `cfg.steps` Adam steps with FSDP2 on this rank; the last one is recorded. With
+    `checks`, compare with one process and probe what the backend runs for each collective.
+    A light run (a knob's move) reuses the sharded model a run of the same setting kept,
+    restored to its state after the warm-up steps, and keeps the one it built (`_KEPT`)."""
+    import torch
+    import torch.distributed as dist
+
+    from dpviz.engine.ddp_run import Parts
+    from dpviz.engine.warm_ranks import WARM_MAX_BYTES
+
+    parts, key = Parts(), kept_key(cfg, knobs)
+    light = cfg.warmup == "light"
+    sharded = _restored(key) if light else None
+    reused = sharded is not None
+    sharded = sharded or shard(ctx, cfg, knobs, paths)
+    parts.mark("setup")
+    try:
+        if not reused:
+            for step in range(cfg.steps - 1):
+                train_step(ctx, cfg, sharded, step, recorded=False)
+            if light and sharded.full_bytes <= WARM_MAX_BYTES:
+                _keep(key, sharded)
+        parts.mark("warmup")
+        train_step(ctx, cfg, sharded, cfg.steps - 1, recorded=True)
+        parts.mark("step")
+    except BaseException:
+        if _KEPT.get(key) is sharded:
+            del _KEPT[key]   # a failed step may leave FSDP mid-step: never reuse it
+        raise
+    finally:
+        if _KEPT.get(key) is not sharded:
+            sharded.wire.close()
+    model, log = sharded.workload.model, sharded.log
     shard_bytes = sum(p.to_local().untyped_storage().nbytes() for p in model.parameters())
     gathered = {name: max((s[1][i] for s in log.samples), default=0) for name, i in log.index.items()}
     diff = ratio = None
@@ -456,9 +589,12 @@ def fsdp_rank(ctx: RankContext, cfg: RunConfig, knobs: FsdpKnobs, checks: bool, 
         diff, ratio = compare_with_single_process(cfg, full) if ctx.rank == 0 else (None, None)
         ran = backend_ran(dist.group.WORLD)
     sizes = {n: p.numel() * p.element_size() for n, p in model.named_parameters()}
-    return dict(rank=ctx.rank, log=_export(log), shard_bytes=shard_bytes, full_bytes=full_bytes,
-                units=[(name, held[name], sum(sizes[n] for n in held[name]), gathered[name]) for name in held],
-                backend_ran=ran, diff=diff, ratio=ratio, workload=info)
+    held = sharded.held
+    result = dict(rank=ctx.rank, log=_export(log), shard_bytes=shard_bytes, full_bytes=sharded.full_bytes,
+                  units=[(name, held[name], sum(sizes[n] for n in held[name]), gathered[name]) for name in held],
+                  backend_ran=ran, diff=diff, ratio=ratio, workload=sharded.info, reused=reused)
+    parts.mark("export")
+    return result | dict(parts_ms=parts.ms)
 
 
 def _export(log: StepLog) -> dict:
@@ -546,7 +682,8 @@ def assemble(cfg: RunConfig, knobs: FsdpKnobs, results: list[dict]) -> FsdpRecor
         workload=first["workload"],
         notes=("times: each rank's perf_counter, one monotonic clock on this machine",
                "memory: storage bytes of gathered parameters and all-gather buffers, sampled at "
-               "every hook, collective and buffer free"))
+               "every hook, collective and buffer free",
+               *((KEPT_NOTE,) if all(r["reused"] for r in results) else ())))
 
 
 # --- the knobs, live ------------------------------------------------------------------------------
@@ -554,7 +691,8 @@ def assemble(cfg: RunConfig, knobs: FsdpKnobs, results: list[dict]) -> FsdpRecor
 def _run_knobs(cluster: Cluster, cfg: RunConfig, knobs: FsdpKnobs, gbps: float) -> FsdpRecord:
     """A knob's move: the recorded step as `record_fsdp` runs it, after a light warm-up (its
     step on WARMUP_SAMPLES samples per rank, the link's wait off): a full warm-up step would
-    cost a move about as much as the step it shows."""
+    cost a move about as much as the step it shows. The ranks keep each setting's sharded
+    model (`fsdp_rank`): a later move to it skips the build, the sharding and the warm-up."""
     return record_fsdp(cfg.replace(link=cfg.link.with_gbps(gbps), warmup="light", checks=False), cluster=cluster,
                        reshard_after_forward=knobs.reshard_after_forward, prefetch=knobs.prefetch,
                        units=knobs.units, checks=False)

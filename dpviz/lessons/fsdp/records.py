@@ -136,6 +136,13 @@ class RankStep:
     samples: tuple[Sample, ...]
 
 
+# A record's note when its ranks trained a sharded model they kept from an earlier light run at
+# the same knobs (a knob's move, `dpviz.lessons.fsdp.live.fsdp_rank`), restored to its state
+# after the warm-up: what its status line says instead of a fresh warm-up just before.
+KEPT_NOTE = ("the sharded model kept on the ranks from an earlier move here, restored to its state after that "
+             "warm-up step")
+
+
 @record_kind("fsdp")
 @dataclass(frozen=True)
 class FsdpRecord:

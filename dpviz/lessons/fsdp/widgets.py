@@ -12,7 +12,7 @@ import ipywidgets as w
 from dpviz.core.config import WARMUP_SAMPLES
 from dpviz.lessons.fsdp.plots import plot_fsdp_step
 from dpviz.lessons.fsdp.records import (
-    FsdpKnobs, FsdpRecord, GRANULARITIES, check_knobs, describe_change, describe_knobs, summarize,
+    FsdpKnobs, FsdpRecord, GRANULARITIES, KEPT_NOTE, check_knobs, describe_change, describe_knobs, summarize,
 )
 from dpviz.widgets.recorded import recordable
 from dpviz.widgets.slider import FigurePanel, say, start_ranks, starts_note, status_line
@@ -24,6 +24,14 @@ LIGHT_NOTE = f"; a light run: the warm-up step before the drawn one trains {WARM
 # a toggle as wide as its label: ipywidgets' fixed width cut "reshard after for…", "keep until backw…"
 WHOLE_LABELS = {"button_width": "auto"}
 UNIT_LABELS = {"block": "a unit per block", "model": "the model as one unit"}
+
+
+def light_note(record: FsdpRecord) -> str:
+    """What a move's light run left out, and whether its ranks trained a model kept from an
+    earlier move (restored, not built and warmed up just before the drawn step)."""
+    if record.config.get("warmup") != "light":
+        return ""
+    return LIGHT_NOTE + (f"; {KEPT_NOTE}" if KEPT_NOTE in record.notes else "")
 
 
 def _waits(record: FsdpRecord) -> tuple[float, float]:
@@ -69,7 +77,7 @@ def fsdp_panel(run: Callable[[FsdpKnobs, float], FsdpRecord], knobs: FsdpKnobs, 
         t1 = time.perf_counter()
         figure.show(record)
         say(status, f"{what}: re-ran live in {t1 - t0:.2f} s{starts_note(cluster, starts)}, drawn in "
-                    f"{time.perf_counter() - t1:.2f} s{LIGHT_NOTE if record.config.get('warmup') == 'light' else ''}; "
+                    f"{time.perf_counter() - t1:.2f} s{light_note(record)}; "
                     f"{spread.note((chosen, bandwidth.value), record)}")
         say(change, describe_change(last[-1] if last else None, record))
         last[:] = [record]
