@@ -3,6 +3,8 @@ under them the bytes of parameters the rank holds — its shards, plus the units
 time (the sawtooth) — against the model of the peak and DDP's and ZeRO-1's full replica."""
 from __future__ import annotations
 
+import numpy as np
+from matplotlib.collections import PolyCollection
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
@@ -60,49 +62,66 @@ def memory_curve(step: RankStep) -> tuple[list[float], list[float]]:
     return xs, ys
 
 
+def step_area(xs: list[float], base: float, tops: list[float]) -> np.ndarray:
+    """The polygon under a post-step curve (`tops[i]` from `xs[i]` to `xs[i + 1]`) down to
+    `base`: what `fill_between(xs, base, tops, step="post")` fills, as (n, 2) vertices."""
+    x, top = np.asarray(xs, dtype=float), np.asarray(tops, dtype=float)
+    upper = np.column_stack([np.repeat(x, 2)[1:-1], np.repeat(top[:-1], 2)])
+    return np.vstack([[(x[0], base)], upper, [(x[-1], base)]])
+
+
 def plot_fsdp_step(record: FsdpRecord, ax=None, ranks=None):
     """One recorded FSDP2 step on every rank, on the common clock: compute (forward, backward,
     the main thread waiting), the link (each all-gather and reduce-scatter: its wire time
     dotted, the real gloo collective solid; unnamed: their names stood apart from the compute
     lane's and read as stray), and the parameter bytes held (measured), with
-    the model's peak and the full replica DDP and ZeRO-1 keep."""
+    the model's peak and the full replica DDP and ZeRO-1 keep.
+
+    Each kind of mark is one collection for every rank (its bars' lanes and colours per bar):
+    a knob's move redraws this figure, and each collection added and drawn has a cost of its
+    own, most of a move's drawing when each rank's phase, op and line was one
+    (benchmarks/knob_latency.py). The y limits are set first: no adding rescales them."""
     ranks = [s.rank for s in record.ranks] if ranks is None else list(ranks)
     ax = style.new_axes(ax, figsize=(11, min(1.2 + 2.3 * len(ranks), MAX_HEIGHT_IN)))
+    ax.set_ylim(-0.2, len(ranks) * ROW - 1.0)
     top = max(record.full_bytes, *(measured_peak(record.rank_step(r)) for r in ranks)) * 1.08
     scale = BAND / top
     model = record_peak_model(record)
     labels, yticks, ylabels = [], [], []   # labels: (text, its bar's x0, x1, y0, y1)
+    computes, waits, wires, solids, areas, shards, lines = [], [], [], [], [], [], []
     for row, rank in enumerate(ranks):
         step = record.rank_step(rank)
         y_compute, y_link, y_mem = lanes(row, len(ranks))
-        for phase in ("forward", "backward"):
-            segs = [(u, a, b) for u, p, a, b in own_compute(record, step) if p == phase]
-            hbars(ax, [(a, b - a) for _, a, b in segs], (y_compute, LANE), facecolors=style.kind_color(phase),
-                  edgecolor="white", linewidth=0.3)
-            labels += [(ax.text((a + b) / 2, y_compute + LANE / 2, short(u), ha="center", va="center",
-                                fontsize=UNIT_PT, color=LABEL_COLORS[phase]), a, b, y_compute, y_compute + LANE)
-                       for u, a, b in segs if u != ROOT]
-        hbars(ax, [(w.start_ms, w.end_ms - w.start_ms) for w in step.waits], (y_compute + LANE * 0.3, LANE * 0.4),
-              facecolors=WAIT_COLOR, edgecolor="none")
-        for op in ("all_gather", "reduce_scatter"):
-            mine = [t for t in step.transfers if t.op == op]
-            if not mine:
-                continue
-            link_bars(ax, [(t.link_start_ms, t.link_end_ms - t.link_start_ms) for t in mine], (y_link, LANE),
-                      style.op_color(op), linewidth=0.6)
-            hbars(ax, [(t.link_end_ms, t.done_ms - t.link_end_ms) for t in mine], (y_link, LANE),
-                  facecolors=style.op_color(op), edgecolor="none")
+        for u, phase, a, b in own_compute(record, step):
+            computes.append((a, b - a, y_compute, style.kind_color(phase)))
+            if u != ROOT:
+                labels.append((ax.text((a + b) / 2, y_compute + LANE / 2, short(u), ha="center", va="center",
+                                       fontsize=UNIT_PT, color=LABEL_COLORS[phase]), a, b, y_compute,
+                               y_compute + LANE))
+        waits += [(w.start_ms, w.end_ms - w.start_ms, y_compute + LANE * 0.3) for w in step.waits]
+        for t in step.transfers:
+            wires.append((t.link_start_ms, t.link_end_ms - t.link_start_ms, y_link, style.op_color(t.op)))
+            solids.append((t.link_end_ms, t.done_ms - t.link_end_ms, y_link, style.op_color(t.op)))
         xs, ys = memory_curve(step)
-        ax.fill_between(xs, y_mem, [y_mem + y * scale for y in ys], step="post", color=GATHERED_COLOR,
-                        alpha=0.55, lw=0)
-        ax.fill_between([xs[0], xs[-1]], y_mem, y_mem + step.shard_bytes * scale, color=SHARD_COLOR, lw=0)
-        ax.hlines([y_mem + model.peak_bytes * scale], xs[0], xs[-1], colors=style.TEXT, linestyles="--", lw=1)
-        ax.hlines([y_mem + record.full_bytes * scale], xs[0], xs[-1], colors=style.MUTED, linestyles=":", lw=1.5)
-        ax.hlines([y_mem], xs[0], xs[-1], colors=style.MUTED, lw=0.5)
+        areas.append(step_area(xs, y_mem, [y_mem + y * scale for y in ys]))
+        shards.append((xs[0], xs[-1] - xs[0], y_mem, step.shard_bytes * scale))
+        lines += [(y_mem + model.peak_bytes * scale, xs[0], xs[-1], style.TEXT, "--", 1.0),
+                  (y_mem + record.full_bytes * scale, xs[0], xs[-1], style.MUTED, ":", 1.5),
+                  (y_mem, xs[0], xs[-1], style.MUTED, "-", 0.5)]
         yticks += [y_compute + LANE / 2, y_link + LANE / 2, y_mem + BAND / 2, y_mem + top * scale]
         ylabels += [f"rank {rank} compute", f"rank {rank} link", f"rank {rank} params", f"{top / MiB:.1f} MiB"]
+    _bars(ax, computes, LANE, edgecolor="white", linewidth=0.3)
+    _bars(ax, [(x, w, y, WAIT_COLOR) for x, w, y in waits], LANE * 0.4, edgecolor="none")
+    if wires:
+        link_bars(ax, [(x, w) for x, w, _, _ in wires], [(y, LANE) for _, _, y, _ in wires],
+                  [c for *_, c in wires], linewidth=0.6)
+        _bars(ax, solids, LANE, edgecolor="none")
+    ax.add_collection(PolyCollection(areas, facecolors=GATHERED_COLOR, alpha=0.55, linewidths=0))
+    hbars(ax, [(x, w) for x, w, _, _ in shards], [(y, h) for _, _, y, h in shards], facecolors=SHARD_COLOR,
+          edgecolor="none")
+    y, x0, x1, colors, styles, widths = zip(*lines)
+    ax.hlines(y, x0, x1, colors=list(colors), linestyles=list(styles), linewidths=list(widths))
     ax.set_yticks(yticks, ylabels, fontsize=8)
-    ax.set_ylim(-0.2, len(ranks) * ROW - 1.0)
     ax.set_xlabel(f"time in step {record.step} (ms, common clock)")
     s = summarize(record)
     note = link_note(record.config)
@@ -117,6 +136,13 @@ def plot_fsdp_step(record: FsdpRecord, ax=None, ranks=None):
     place_labels([t for t, *_ in labels], "no room on its bar")
     keep_inside(ax, labels, "wider than its bar")
     return ax
+
+
+def _bars(ax, bars: list[tuple[float, float, float, str]], height: float, **kwargs) -> None:
+    """(x, width, y, colour) bars of one `height`, as one collection (none where empty)."""
+    if bars:
+        hbars(ax, [(x, w) for x, w, _, _ in bars], [(y, height) for _, _, y, _ in bars],
+              facecolors=[c for *_, c in bars], **kwargs)
 
 
 def keep_inside(ax, labels: list[tuple], why: str) -> list:
