@@ -88,7 +88,7 @@ class StepLog:
         self.active = False
         self.phase = "forward"
         self.current = names[0]            # the unit whose FSDP hook runs (who issues a collective)
-        self.params: dict[int, list] = {i: [] for i in range(len(names))}   # unsharded tensors
+        self.params: dict[int, list] = {i: [] for i in range(len(names))}   # their storages (`learn_params`)
         self.buffers: dict[int, tuple[int, int, object]] = {}   # key → (unit, bytes, storage weakref)
         self.keys = itertools.count()
         self.samples: list = []   # appended by both threads (a list append is atomic); sorted later
@@ -106,7 +106,7 @@ class StepLog:
         """Record the gathered bytes alive now, per unit; returns the time."""
         t = time.perf_counter()
         if self.active:
-            params = [sum(p.untyped_storage().nbytes() for p in self.params[i]) for i in range(len(self.names))]
+            params = [sum(s.nbytes() for s in self.params[i]) for i in range(len(self.names))]
             buffers = [0] * len(self.names)
             for unit, nbytes, _ in list(self.buffers.values()):
                 buffers[unit] += nbytes
@@ -134,12 +134,14 @@ class StepLog:
         self.buffers[key] = (self.index[unit], storage.nbytes(), weakref.ref(storage, freed))
 
     def learn_params(self, unit: str, tensors: list) -> bool:
-        """The unit's unsharded parameters, seen gathered (FSDP reuses them, resizing their
-        storage to free and refill them); True the first time."""
+        """The unit's unsharded parameters, seen gathered: their storages are kept (FSDP reuses
+        them, resizing each storage to free and refill it; a sample reads their sizes, at every
+        hook: asking each tensor for its storage again was most of a sample's cost); True the
+        first time."""
         i = self.index[unit]
         if self.params[i]:
             return False
-        self.params[i] = tensors
+        self.params[i] = [t.untyped_storage() for t in tensors]
         return True
 
 
@@ -451,7 +453,11 @@ def shard(ctx: RankContext, cfg: RunConfig, knobs: FsdpKnobs, paths: list[str] =
         for name, module in [(ROOT, model), *units]:
             if name in held:      # after fully_shard: these hooks go around FSDP's
                 watch_unit(log, name, module, held[name], prefixes[name])
-        opt = torch.optim.Adam(model.parameters(), lr=ADAM_LR)
+        # foreach (torch's default on GPUs; on CPU it loops per parameter): one call per op over
+        # every parameter, where each per-parameter op went through DTensor's Python dispatch.
+        # Interleaved on one rank, the same parameters bit for bit after 9 steps and the
+        # recorded step 341 -> 296 ms with kept storages (`learn_params`; benchmarks/README.md)
+        opt = torch.optim.Adam(model.parameters(), lr=ADAM_LR, foreach=True)
     except BaseException:
         wire.close()
         raise
