@@ -454,9 +454,8 @@ def shard(ctx: RankContext, cfg: RunConfig, knobs: FsdpKnobs, paths: list[str] =
             if name in held:      # after fully_shard: these hooks go around FSDP's
                 watch_unit(log, name, module, held[name], prefixes[name])
         # foreach (torch's default on GPUs; on CPU it loops per parameter): one call per op over
-        # every parameter, where each per-parameter op went through DTensor's Python dispatch.
-        # Interleaved on one rank, the same parameters bit for bit after 9 steps and the
-        # recorded step 341 -> 296 ms with kept storages (`learn_params`; benchmarks/README.md)
+        # every parameter, where each per-parameter op went through DTensor's Python dispatch;
+        # the same parameters bit for bit, a shorter step (benchmarks/README.md, knob_latency)
         opt = torch.optim.Adam(model.parameters(), lr=ADAM_LR, foreach=True)
     except BaseException:
         wire.close()
