@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from dpviz.plots import mpl_gate
-from dpviz.plots.bars import hbars
+from dpviz.plots.bars import hbars, stacked_rows
 
 # hbars adds its collection by matplotlib 3.11's add_collection steps where this matplotlib has
 # them (`mpl_gate.adds_in_steps`), else as broken_barh does: asking for the autoscale at the
@@ -175,3 +175,13 @@ def test_hbars_colour_names_become_the_rgba_matplotlib_makes():
     assert np.array_equal(bars.get_edgecolor(), to_rgba_array(colors[::-1]))
     faded = hbars(ax, [(i, 1) for i in range(5)], (0, 1), facecolors=colors, alpha=0.5)
     assert np.array_equal(faded.get_facecolor(), to_rgba_array(colors, 0.5))
+
+
+def test_stacked_rows_give_overlapping_intervals_rows_of_their_own_and_no_more_than_needed():
+
+    # a wire sends bucket 1 while gloo reduces bucket 0; bucket 2 starts once both have ended
+    intervals = [(0, 8), (5, 13), (13, 20), (6, 7)]
+    rows = stacked_rows(intervals)
+    assert rows == [0, 1, 0, 2]   # (6, 7) is open beside both: a third row; touching ends share one
+    assert stacked_rows(intervals, ["a", "b", "a", "b"]) == [0, 0, 0, 1]   # rows count within a group
+    assert stacked_rows([]) == []

@@ -9,7 +9,8 @@ what a bar collection cost to add (benchmarks/README.md has the timings).
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections import defaultdict
+from typing import Hashable, Iterable, Sequence
 
 import numpy as np
 from matplotlib.collections import LineCollection, PolyCollection
@@ -126,3 +127,18 @@ def link_bars(ax, xranges: Iterable[tuple[float, float]], yrange, colors,
 LINK_DOT_ROWS = (1 / 4, 2 / 4, 3 / 4)
 LINK_DOT_WIDTH = 2.0
 LINK_DOT_STYLE = (1.0, (0.01, 2.0))
+
+
+def stacked_rows(intervals: Sequence[tuple[float, float]], groups: Sequence[Hashable] | None = None) -> list[int]:
+    """Each (start, end) interval's row within its group (a thread, a rank's lane): the lowest
+    row whose last interval ended by its start, so intervals of one group that overlap in time
+    never share a row (a bar drawn over another's end would hide where that one ended). Taken
+    in order of start, this needs no more rows than intervals are ever open at once."""
+    groups = [None] * len(intervals) if groups is None else groups
+    rows, ends = [0] * len(intervals), defaultdict(list)   # ends[group][row]: that row's last end
+    for i in sorted(range(len(intervals)), key=lambda i: tuple(intervals[i])):
+        start, end = intervals[i]
+        taken = ends[groups[i]]
+        rows[i] = next((row for row, last in enumerate(taken) if last <= start), len(taken))
+        taken[rows[i]:rows[i] + 1] = [end]
+    return rows

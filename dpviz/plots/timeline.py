@@ -10,7 +10,7 @@ from dpviz.analysis.scan import COMM_KINDS
 from dpviz.core.link import link_note
 from dpviz.core.record import RunRecord
 from dpviz.plots import style
-from dpviz.plots.bars import link_bars
+from dpviz.plots.bars import link_bars, stacked_rows
 
 # an emulated link's transfers (dpviz.core.link) share the communication lane with the collectives
 LANE_KINDS = {"compute": COMPUTE_KINDS, "comm": (*COMM_KINDS, "link")}
@@ -53,7 +53,9 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
             # gloo runs collectives on two worker threads at once, a GPU kernels on several
             # streams: one sub-lane per thread or stream, and per overlapping collective
             # (a bar drawn over another's end would hide where that one ended)
-            level = _levels([s for s in mine if name == "comm" and s.kind != "link"])
+            comm = [s for s in mine if name == "comm" and s.kind != "link"]
+            level = dict(zip(map(id, comm), stacked_rows([(s.start_us, s.end_us) for s in comm],
+                                                         [s.tid for s in comm])))
             tids = sorted({(s.tid, level.get(id(s), 0)) for s in mine})
             height = 1.0 / max(1, len(tids))
             bars = defaultdict(list)  # one collection per (sub-lane, colour): a GPU step has ~1000 kernels
@@ -98,18 +100,6 @@ def plot_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=Non
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     style.tag(ax, style.source_of(record), note=style.adjustment_of(record))
     return ax
-
-
-def _levels(spans) -> dict[int, int]:
-    """Each span's row within its thread or stream (by `id`): the lowest row whose last span
-    ended before it starts, so spans of one thread that overlap in time never share a row."""
-    level, ends = {}, defaultdict(list)   # ends[tid][row]: where that row's last span ends
-    for s in sorted(spans, key=lambda s: (s.start_us, s.end_us)):
-        rows = ends[s.tid]
-        row = next((i for i, end in enumerate(rows) if end <= s.start_us), len(rows))
-        rows[row:row + 1] = [s.end_us]
-        level[id(s)] = row
-    return level
 
 
 def _legend(spans) -> list[Patch]:

@@ -1,6 +1,7 @@
 """Figures for gradient accumulation: the micro-step schedule, the K sweep, the pitfalls."""
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Iterable
 
 from matplotlib.patches import Patch
@@ -14,7 +15,7 @@ from dpviz.lessons.accumulation.records import (
     run_lengths,
 )
 from dpviz.plots import style
-from dpviz.plots.bars import hbars, link_bars
+from dpviz.plots.bars import hbars, link_bars, stacked_rows
 from dpviz.plots.legends import kept_legend
 from dpviz.plots.legibility import place_labels
 
@@ -56,8 +57,9 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
         compute += [(s, y + LANE + 0.1, LANE * 0.9) for s in sorted(
             (s for s in record.spans_of(rank, step=step) if s.kind in COMPUTE_KINDS),
             key=lambda s: COMPUTE_KINDS.index(s.kind))]
-        links += [(s, y, LANE * 0.9) for s in record.spans_of(rank, "link", step)]   # waiting, no CPU
-        reduces += _allreduce_lanes(record.spans_of(rank, "allreduce", step), y)
+        lane = _comm_lane(record.spans_of(rank, "link", step), record.spans_of(rank, "allreduce", step), y)
+        links += [mark for mark in lane if mark[0].kind == "link"]   # waiting, no CPU
+        reduces += [mark for mark in lane if mark[0].kind != "link"]
         yticks += [y + LANE + 0.55, y + 0.45]
         ylabels += [f"rank {rank} compute", f"rank {rank} all-reduce"]
     # one collection per kind of mark for every rank, coloured bar by bar: each artist costs
@@ -83,18 +85,27 @@ def plot_schedule(record: RunRecord, step: int | None = None, ax=None):
         handles.append(Patch(facecolor="white", edgecolor=style.MUTED, hatch=style.LINK_HATCH,
                              label="link transfer (emulated)"))
     kept_legend(ax, handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
-    style.tag(ax, style.source_of(record), note=style.adjustment_of(record))
+    style.tag(ax, style.source_of(record), note=style.adjustment_of(record, micro_steps_drawn=True))
     place_labels(labels[::-1], "a micro-step too short for its label under load",   # the syncing last one first
                  shifts_pt=((0, 0), (0, 9), (0, -9)))
     return ax
 
 
-def _allreduce_lanes(spans, y: float) -> list[tuple]:
-    """gloo runs all-reduces on two worker threads at once: one sub-lane per thread.
-    (span, bottom, height) of each all-reduce."""
-    tids = sorted({s.tid for s in spans})
-    height = LANE / max(1, len(tids))
-    return [(s, y + i * height, height * 0.9) for i, tid in enumerate(tids) for s in spans if s.tid == tid]
+def _comm_lane(links, reduces, y: float) -> list[tuple]:
+    """(span, bottom, height) of each transfer and all-reduce in a rank's all-reduce lane. A
+    bucket's transfer shares a row with the all-reduce that follows it; communication that
+    overlaps in time (gloo's two worker threads, or the wire sending the next bucket while this
+    one reduces) gets rows of its own, so no bar hides where another ended."""
+    wires = defaultdict(list)   # bucket → its transfers, in order
+    for wire in sorted(links, key=lambda s: s.start_us):
+        wires[wire.bucket].append(wire)
+    units = []
+    for s in sorted(reduces, key=lambda s: s.start_us):
+        units.append(([wires[s.bucket].pop(0)] if wires[s.bucket] else []) + [s])
+    units += [[wire] for left in wires.values() for wire in left]   # a transfer whose all-reduce lies past the step
+    rows = stacked_rows([(unit[0].start_us, unit[-1].end_us) for unit in units])
+    height = LANE / (max(rows, default=0) + 1)
+    return [(s, y + row * height, height * 0.9) for unit, row in zip(units, rows) for s in unit]
 
 
 def plot_sweep_bytes(sweep: AccumulationSweep, ax=None):

@@ -13,11 +13,11 @@ from dpviz.core.bucket_layout import cap_limits
 from dpviz.core.link import link_note
 from dpviz.core.record import RunRecord
 from dpviz.lessons.buckets.records import (
-    BucketSweep, BucketsCheck, StepTimeline, cap_label, gradients, notable_gradients, step_buckets,
+    BucketSweep, BucketsCheck, BucketTiming, StepTimeline, cap_label, gradients, notable_gradients, step_buckets,
     step_timeline,
 )
 from dpviz.plots import style
-from dpviz.plots.bars import hbars, link_bars
+from dpviz.plots.bars import hbars, link_bars, stacked_rows
 from dpviz.plots.legends import kept_legend
 from dpviz.plots.legibility import place_labels, readable_on
 
@@ -76,6 +76,11 @@ READY_SHIFTS = ((0, 0), (0, -8), (-9, 0), (9, 0))   # never onto a bar (place_la
 READY_WHY = "bucket ready within a label's width of 2 others: its tick and colour remain"
 
 
+# A name's places (pt from just above its bar's top), each within a few font heights of its own
+# bar (legibility.FLOAT_HEIGHTS): stacked higher, a name sat beside another bar, or beside none.
+NAME_SHIFTS = ((0, 0), (0, 12), (-18, 0), (18, 0), (-18, 12), (18, 12))
+
+
 def plot_gradient_sizes(record: RunRecord, ax=None, rank: int = 0, label_top: int = 3):
     """Each gradient's bytes (log scale) in the order DDP packs them, coloured by bucket;
     the largest few and the smallest are named. A transformer's embeddings stand out next
@@ -99,8 +104,8 @@ def plot_gradient_sizes(record: RunRecord, ax=None, rank: int = 0, label_top: in
                  f"(bucket_cap_mb={record.config.get('bucket_cap_mb')})", loc="left")
     style.tidy(ax)
     style.tag(ax, style.source_of(record))
-    place_labels(labels, "gradient names within a label's width of a larger gradient's name, or only on "
-                 "a bar: the printed lines name it", shifts_pt=tuple((0, 12 * k) for k in range(9)), avoid_bars=True)
+    place_labels(labels, "no room for the name beside its own bar (a larger gradient's name or a taller "
+                 "neighbour there): the printed lines name it", shifts_pt=NAME_SHIFTS, avoid_bars=True)
     return ax
 
 
@@ -121,11 +126,12 @@ def _draw_ranks(ax, lanes: list[tuple[StepTimeline, float]], model) -> list:
               hatch="///", linewidth=0)
     buckets = [(b, base) for tl, base in lanes for b in tl.buckets]
     colors = [style.bucket_color(b.index) for b, _ in buckets]
-    linked = [(b, base) for b, base in buckets if b.link_start_ms is not None]
-    if linked:   # the emulated wire's transfers: waiting, no CPU (under the all-reduces)
+    rows = _comm_rows(buckets, comm)
+    linked = [(b, row) for (b, _), row in zip(buckets, rows) if b.link_start_ms is not None]
+    if linked:   # the emulated wire's transfers: waiting, no CPU (each before its all-reduce)
         link_bars(ax, [(b.link_start_ms, b.link_end_ms - b.link_start_ms) for b, _ in linked],
-                  [(comm(base), 0.55) for _, base in linked], [style.bucket_color(b.index) for b, _ in linked])
-    hbars(ax, [(b.start_ms, b.end_ms - b.start_ms) for b, _ in buckets], [(comm(base), 0.55) for _, base in buckets],
+                  [row for _, row in linked], [style.bucket_color(b.index) for b, _ in linked])
+    hbars(ax, [(b.start_ms, b.end_ms - b.start_ms) for b, _ in buckets], rows,
           facecolors=colors, edgecolor="white", lw=0.3)
     ready = [base + 1.5 for _, base in buckets]   # ticks up to the main lane, labels under them
     ax.vlines([b.ready_ms for b, _ in buckets], ready, [y + 0.45 for y in ready], colors=colors, lw=2)
@@ -133,11 +139,23 @@ def _draw_ranks(ax, lanes: list[tuple[StepTimeline, float]], model) -> list:
               for (b, _), y, color in zip(buckets, ready, colors)]
     if model is not None:  # the model's duration of each all-reduce, drawn from the same start
         hbars(ax, [(b.comm_start_ms, model.time_ms(b.bytes)) for b, _ in buckets],
-              [(comm(base), 0.55) for _, base in buckets], facecolors="none", edgecolor=style.TEXT,
+              rows, facecolors="none", edgecolor=style.TEXT,
               linestyle=":", linewidth=1, gid=MODEL_GID)
     exposed = [((s, e - s), base) for tl, base in lanes for s, e in tl.exposed]
     hbars(ax, [x for x, _ in exposed], [(base, 0.18) for _, base in exposed], facecolors=EXPOSED_COLOR)
     return labels
+
+
+def _comm_rows(buckets: list[tuple[BucketTiming, float]], bottom, height: float = 0.55) -> list[tuple]:
+    """(bottom, height) of each bucket's bar in its rank's all-reduce lane: a bucket's transfer
+    and all-reduce share a row, and buckets whose communication overlaps in time (the wire sends
+    the next bucket while gloo reduces this one) get rows of their own, so no bar hides
+    another's end. `bottom(base)`: the lane's bottom for a rank drawn at `base`."""
+    bases = [base for _, base in buckets]
+    rows = stacked_rows([(b.comm_start_ms, b.end_ms) for b, _ in buckets], bases)
+    count = {base: 1 + max(r for b, r in zip(bases, rows) if b == base) for base in bases}
+    return [(bottom(base) + row * height / count[base], height / count[base] * (0.9 if count[base] > 1 else 1))
+            for base, row in zip(bases, rows)]
 
 
 def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ranks=None,
@@ -183,8 +201,10 @@ def plot_bucket_timeline(record: RunRecord, step: int | None = None, ax=None, ra
     if record.config.get("link"):
         handles.append(Patch(facecolor="white", edgecolor=style.MUTED, hatch=style.LINK_HATCH,
                              label="link transfer (emulated)"))
-    handles += [Patch(facecolor="none", edgecolor=style.MUTED, hatch="///", label="waiting for buckets"),
-                Patch(color=EXPOSED_COLOR, label="exposed comm")]
+    if max(waits) > 0:   # the legend names only what is drawn
+        handles.append(Patch(facecolor="none", edgecolor=style.MUTED, hatch="///", label="waiting for buckets"))
+    if max(exposed) > 0:
+        handles.append(Patch(color=EXPOSED_COLOR, label="exposed comm"))
     if model is not None:
         handles.append(Patch(fill=False, edgecolor=style.TEXT, ls=":", label="alpha-beta prediction"))
     kept_legend(ax, handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
