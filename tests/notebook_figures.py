@@ -110,17 +110,20 @@ def _ran(log: str, result) -> None:
     _append(log, {"kind": "ran", "cell": cell})
 
 
-# issue 42 item 12's kinds: logged for every figure; tests/test_notebook_legibility.py says
-# them and fails on them outside the notebooks whose figures are still to be fixed
-ITEM_12_KINDS = ("legend_over_bars", "legend_across_axes", "fractional_ticks", "overdrawn_bars")
+# issue 42 item 12's kinds, logged for every figure: a legend over bars or across its axes'
+# edge, fractional ticks on whole numbers, a bar drawn over another's end, a label far from its
+# bar, a stamp or legend entry naming what is not drawn (tests/test_notebook_legibility.py fails on each)
+ITEM_12_KINDS = ("legend_over_bars", "legend_across_axes", "fractional_ticks", "overdrawn_bars",
+                 "floating_labels", "names_not_drawn")
 
 
 def _measure(fig) -> dict:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     from dpviz.plots.legibility import (
-        fractional_ticks, hidden_texts, legends_across_axes, legends_over_bars, overdrawn_bars,
-        overlapping_texts, shown_sizes, small_texts, texts_over_bars, title_missing_models,
+        floating_labels, fractional_ticks, hidden_texts, legends_across_axes, legends_over_bars,
+        names_not_drawn, overdrawn_bars, overlapping_texts, shown_sizes, small_texts, texts_over_bars,
+        title_missing_models,
     )
     try:
         if not hasattr(fig.canvas, "get_renderer"):   # closed by pyplot after it was shown
@@ -130,7 +133,8 @@ def _measure(fig) -> dict:
                 "small": small_texts(fig), "titles_missing": title_missing_models(fig),
                 "smallest_pt": min((round(pt, 1) for _, pt in shown_sizes(fig)), default=None),
                 "legend_over_bars": legends_over_bars(fig), "legend_across_axes": legends_across_axes(fig),
-                "fractional_ticks": fractional_ticks(fig), "overdrawn_bars": overdrawn_bars(fig)}
+                "fractional_ticks": fractional_ticks(fig), "overdrawn_bars": overdrawn_bars(fig),
+                "floating_labels": floating_labels(fig), "names_not_drawn": names_not_drawn(fig)}
         bad = any(line[name] for name in ("overlaps", "over_bars", "small", "titles_missing", *ITEM_12_KINDS))
         if bad and os.environ.get("DPVIZ_FIGURE_DIR"):   # to look at
             fig.savefig(os.path.join(os.environ["DPVIZ_FIGURE_DIR"], f"{id(fig)}.png"))

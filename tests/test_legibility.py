@@ -19,8 +19,8 @@ from dpviz.lessons.buckets.plots import (
 )
 from dpviz.lessons.buckets.records import BucketSweep, cap_row
 from dpviz.plots.legibility import (
-    hidden_texts, overlapping_texts, shown_sizes, small_texts, texts_over_bars, texts_over_markers,
-    title_missing_models,
+    floating_labels, hidden_texts, names_not_drawn, overdrawn_bars, overlapping_texts, shown_sizes, small_texts,
+    texts_over_bars, texts_over_markers, title_missing_models,
 )
 from dpviz.plots.style import titles
 
@@ -39,6 +39,8 @@ def _check(fig):
     try:
         assert overlapping_texts(fig) == []
         assert texts_over_bars(fig) == [] and small_texts(fig) == []
+        # issue 42 item 12: the transfers and all-reduces of a live link run overlap in time
+        assert overdrawn_bars(fig) == [] and floating_labels(fig) == [] and names_not_drawn(fig) == []
     finally:
         plt.close(fig)
 
@@ -408,7 +410,6 @@ def test_fractional_ticks_on_an_axis_of_whole_numbers_are_caught():
 
 def test_overlapping_opaque_bars_of_one_lane_are_caught_and_stacked_or_touching_ones_not():
     from dpviz.plots.bars import hbars
-    from dpviz.plots.legibility import overdrawn_bars
 
     fig, ax = plt.subplots(figsize=(6, 2))
     hbars(ax, [(0, 10), (10, 5)], (0, 1), facecolors="C0")        # touching: reads
@@ -437,7 +438,7 @@ def test_a_timeline_draws_overlapping_all_reduces_of_one_thread_in_rows_of_their
     """Two buckets' all-reduces of one thread that overlap in time (gloo's profile of an
     out-of-order start, or a model's replay) get a row each: neither hides the other's end."""
     from dpviz.core.record import RunRecord, Span
-    from dpviz.plots.legibility import bar_extents, overdrawn_bars
+    from dpviz.plots.legibility import bar_extents
     from dpviz.plots.timeline import plot_timeline
 
     def span(kind, start, end, bucket=None, tid="main"):
@@ -455,3 +456,56 @@ def test_a_timeline_draws_overlapping_all_reduces_of_one_thread_in_rows_of_their
     rows = {(round(x0), round(y0)) for x0, y0, _, _ in extents}   # display px: each bar's corner
     assert len({y for _, y in rows}) == 3      # backward's lane, then the two all-reduce rows
     plt.close(ax.figure)
+
+
+def test_a_label_far_from_the_bar_it_was_put_on_is_caught_and_one_beside_it_is_not():
+    """Issue 42 item 12: 03's parameter names, stacked upwards to clear each other, ended far
+    above their gradients, beside no bar or another's."""
+    from matplotlib.transforms import offset_copy
+
+    from dpviz.plots.legibility import FLOAT_HEIGHTS, floating_labels
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    ax.bar([0, 1, 2], [4, 8, 2], width=0.9)
+    ax.set_ylim(0, 30)
+    near = offset_copy(ax.transData, fig=fig, y=3, units="points")
+    ax.text(1, 8, "1.weight", transform=near, ha="center", va="bottom", fontsize=8)   # on its bar's top
+    ax.text(1, 4, "in bar", ha="center", va="center", fontsize=8)                      # inside it
+    ax.text(0.5, 20, "a note", fontsize=8)                                             # put on no bar
+    ax.text(0.5, 0.9, "axes note", transform=ax.transAxes, fontsize=8)
+    assert floating_labels(fig) == []
+    # 12 pt up per try, as 03 stacked them: the fourth try is 51 pt (6.4 font heights) off its bar
+    far = ax.text(2, 2, "2.bias", transform=offset_copy(ax.transData, fig=fig, y=3 + 4 * 12, units="points"),
+                  ha="center", va="bottom", fontsize=8)
+    aside = ax.text(0, 4, "0.weight", transform=offset_copy(ax.transData, fig=fig, x=-100, y=3, units="points"),
+                    ha="right", va="bottom", fontsize=8)   # pushed sideways off its bar, beside none
+    found = dict(floating_labels(fig))
+    assert set(found) == {"2.bias", "0.weight"} and min(found.values()) > FLOAT_HEIGHTS
+    assert found["2.bias"] == pytest.approx(51 / 8, abs=0.1)   # gap / font height, both in points
+    far.remove()
+    aside.remove()
+    plt.close(fig)
+
+
+def test_a_tag_or_legend_entry_naming_what_the_figure_does_not_draw_is_caught():
+    """Issue 42 item 12: 15's timeline, with no micro-steps, was stamped "all-reduce ends capped
+    at their micro-step"; a legend entry for a kind of bar the figure has none of misleads too."""
+    from matplotlib.patches import Patch
+
+    from dpviz.plots import style
+    from dpviz.plots.legibility import names_not_drawn
+
+    fig, ax = plt.subplots(figsize=(6, 2.5))
+    ax.barh([0, 1], [5, 3], color=["#DD8452", "#8172B3"])
+    ax.set_yticks([0, 1], ["rank 0 main thread", "rank 0 all-reduce"])
+    ax.legend(handles=[Patch(color="#DD8452", label="backward"), Patch(color="#8172B3", label="bucket 0"),
+                       Patch(color="#D62728", label="exposed comm"),   # nothing red is drawn
+                       Patch(facecolor="white", edgecolor="grey", hatch="..", label="link transfer")],
+              loc="upper left", bbox_to_anchor=(1, 1))
+    style.tag(ax, "live", note="all-reduce ends capped at their micro-step")
+    assert names_not_drawn(fig) == [("live · all-reduce ends capped at their micro-step", "micro-step"),
+                                    ("exposed comm", "no mark of its colour")]
+    ax.set_title("K = 2 micro-steps", loc="left")   # a figure that names its micro-steps
+    ax.barh([2], [1], color="#D62728")
+    assert names_not_drawn(fig) == []
+    plt.close(fig)

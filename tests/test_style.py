@@ -38,7 +38,10 @@ def test_source_and_adjustment_come_from_the_record():
     assert style.source_of(_record({"world_size": 2})) == "live"
     # said only where an all-reduce's end was moved onto its micro-step's end (issue 30: the
     # badge stood on every figure with micro-steps, capped or not)
-    assert style.adjustment_of(_record({}, ["micro_step", "allreduce"])) == "all-reduce ends capped at their micro-step"
+    capped = _record({}, ["micro_step", "allreduce"])
+    assert style.adjustment_of(capped, micro_steps_drawn=True) == "all-reduce ends capped at their micro-step"
+    # a figure that draws no micro-steps names what it does draw (issue 42 item 12: 15's timeline)
+    assert style.adjustment_of(capped) == "all-reduce ends capped at backward()'s return"
     assert style.adjustment_of(_record({}, ["micro_step"])) == ""
     inside = RunRecord(config={}, world_size=1, buckets=(), micro_steps=(), losses={}, checks=(),
                        ddp_logging={}, notes=(),

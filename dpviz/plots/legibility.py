@@ -486,3 +486,130 @@ def texts_over_markers(fig: Figure, pad_px: float = 0.5) -> list[str]:
             if np.any((dx > pad_px) & (dy > pad_px)):
                 out.append(text.get_text())
     return out
+
+
+# --- labels that drift from their bars, names of what is not drawn -----------------------------
+
+FLOAT_HEIGHTS = 3.0   # a label more than this many of its font heights from its bar reads as no bar's
+
+
+def floating_labels(fig: Figure, heights: float = FLOAT_HEIGHTS) -> list[tuple[str, float]]:
+    """(label, its gap in font heights) for each label put on a bar (its anchor, the data point
+    it was placed at, lies on a filled bar or its edge: a name or value at a bar's top) that is
+    drawn more than `heights` font heights from every bar its anchor lies on: moved away by an
+    offset or by `place_labels` until it sits beside some other bar, or beside none (03's
+    parameter names stacked far above their gradients). Call after a draw."""
+    from matplotlib.text import Annotation
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    out = []
+    for ax in fig.axes:
+        bars = bar_extents(ax)[0]
+        for text in [t for t in ax.texts if t.get_visible() and t.get_text().strip() and t.get_alpha() != 0]:
+            anchor = _data_anchor(ax, text, Annotation)
+            if anchor is None:
+                continue
+            (x, y), pad = anchor, 1.0
+            mine = bars[(bars[:, 0] - pad <= x) & (x <= bars[:, 2] + pad) & (bars[:, 1] - pad <= y) & (y <= bars[:, 3] + pad)]
+            if not len(mine):
+                continue
+            b = _sorted(text.get_window_extent(renderer))
+            dx = np.maximum(0, np.maximum(mine[:, 0] - b[2], b[0] - mine[:, 2]))
+            dy = np.maximum(0, np.maximum(mine[:, 1] - b[3], b[1] - mine[:, 3]))
+            gap = float(np.min(np.hypot(dx, dy))) / (text.get_fontsize() * fig.dpi / 72)
+            if gap > heights:
+                out.append((text.get_text(), round(gap, 1)))
+    return out
+
+
+def _data_anchor(ax, text: Text, annotation: type) -> tuple[float, float] | None:
+    """The display point a text was put at in data coordinates (before any offset in points),
+    or None for a text placed in axes or figure coordinates (a note, a stamp). A text's
+    transform is the data's if it moves two points as the data's moves them, up to one shift
+    (`offset_copy`, `place_labels`): matplotlib names no public test for a transform's start."""
+    if isinstance(text, annotation):
+        return tuple(ax.transData.transform(text.xy)) if text.xycoords == "data" else None
+    position = np.asarray(text.get_unitless_position(), dtype=float)
+    probes = np.array([position, 2 * position + 1])   # stays positive on a log axis
+    with np.errstate(all="ignore"):
+        shift = text.get_transform().transform(probes) - ax.transData.transform(probes)
+    if not np.all(np.isfinite(shift)) or not np.allclose(shift[0], shift[1], atol=0.5):
+        return None
+    return tuple(ax.transData.transform(position))
+
+
+# What a figure draws and a stamp's note may name (span kinds as the figures say them): a note
+# naming one the figure shows nowhere else tells of something the reader cannot find.
+DRAWN_THINGS = ("micro-step", "all-reduce", "bucket", "forward", "backward", "optimizer", "recompute", "link")
+
+
+def names_not_drawn(fig: Figure) -> list[tuple[str, str]]:
+    """(tag or legend entry, what it names that the figure does not draw) for:
+    a source stamp's note (`style.tag`) naming one of DRAWN_THINGS that no other text of the
+    figure names (15's "all-reduce ends capped at their micro-step" on a timeline without
+    micro-steps); and a legend entry whose filled patch or line is of a colour nothing in its
+    axes is drawn in (an entry for a kind of bar the figure has none of). Call after a draw."""
+    import re
+
+    from dpviz.plots.style import SOURCE_GID
+
+    fig.canvas.draw()
+    said = lambda text: text.lower().replace("_", "-")
+    texts = visible_texts(fig)
+    out = []
+    for tag in [t for t in texts if t.get_gid() == SOURCE_GID and " · " in t.get_text()]:
+        elsewhere = " ".join(said(t.get_text()) for t in texts if t is not tag)
+        note = said(tag.get_text().split(" · ", 1)[1])
+        out += [(tag.get_text(), thing) for thing in DRAWN_THINGS
+                if re.search(rf"\b{thing}", note) and not re.search(rf"\b{thing}", elsewhere)]
+    legends = [(legend, [ax]) for ax in fig.axes if (legend := ax.get_legend()) is not None]
+    legends += [(legend, fig.axes) for legend in fig.legends]
+    for legend, axes in legends:
+        if not legend.get_visible():
+            continue
+        drawn = set().union(*(_drawn_colours(ax) for ax in axes))
+        for handle, text in zip(legend.legend_handles, legend.get_texts()):
+            colour = _handle_colour(handle)
+            if colour is not None and colour not in drawn:
+                out.append((text.get_text(), "no mark of its colour"))
+    return out
+
+
+def _rgb(colour) -> tuple[float, float, float]:
+    return tuple(round(float(c), 3) for c in colour[:3])
+
+
+def _handle_colour(handle) -> tuple | None:
+    """The colour a legend entry shows: a filled patch's face, a line's colour; None for what
+    names no colour of its own (an outline, a hatch on white, a patch filled white)."""
+    from matplotlib.colors import to_rgba
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    if isinstance(handle, Patch) and handle.get_fill() and handle.get_facecolor()[3] > 0:
+        rgb = _rgb(handle.get_facecolor())
+        return None if rgb == (1.0, 1.0, 1.0) else rgb
+    if isinstance(handle, Line2D) and handle.get_linestyle() not in ("None", "", " ", "none"):
+        return _rgb(to_rgba(handle.get_color()))
+    return None
+
+
+def _drawn_colours(ax) -> set[tuple]:
+    """Every face, edge and line colour the axes' patches, collections and lines draw in."""
+    from matplotlib.collections import Collection
+    from matplotlib.colors import to_rgba
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    colours = set()
+    for artist in ax.get_children():
+        if not artist.get_visible() or artist is ax.patch:
+            continue
+        if isinstance(artist, Patch):
+            colours |= {_rgb(artist.get_facecolor()), _rgb(artist.get_edgecolor())}
+        elif isinstance(artist, Collection) and len(artist.get_paths()):   # an empty one draws nothing
+            colours |= {_rgb(c) for c in (*artist.get_facecolors(), *artist.get_edgecolors())}
+        elif isinstance(artist, Line2D):
+            colours |= {_rgb(to_rgba(artist.get_color())), _rgb(to_rgba(artist.get_markerfacecolor()))}
+    return colours

@@ -117,14 +117,17 @@ def source_of(record) -> str:
     return {"trace": "loaded trace", "model": "model"}.get(source, "live")
 
 
-def adjustment_of(record) -> str:
+def adjustment_of(record, micro_steps_drawn: bool = False) -> str:
     """How a record's drawn spans differ from its raw trace: dpviz ends every all-reduce no later
     than the micro-step that launched it (`dpviz.analysis.scan`); said only where that moved an end, which
-    then sits exactly on its micro-step's end (an all-reduce the trace ended in time ends before)."""
+    then sits exactly on its micro-step's end (an all-reduce the trace ended in time ends before).
+    Said in what the figure draws: its micro-steps if it draws them, else the backward() call a
+    micro-step closes right after (a figure with no micro-steps must not name one)."""
     spans = getattr(record, "spans", ())
     ends = {(s.rank, s.end_us) for s in spans if s.kind == "micro_step"}
-    return "all-reduce ends capped at their micro-step" if any(
-        s.kind == "allreduce" and (s.rank, s.end_us) in ends for s in spans) else ""
+    if not any(s.kind == "allreduce" and (s.rank, s.end_us) in ends for s in spans):
+        return ""
+    return "all-reduce ends capped at " + ("their micro-step" if micro_steps_drawn else "backward()'s return")
 
 
 def tag(ax, *sources: str, note: str = ""):
