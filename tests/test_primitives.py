@@ -10,7 +10,7 @@ matplotlib.use("Agg")
 from dpviz.lessons.collectives.primitives import PRIMITIVES, ranks_in, record_primitives  # noqa: E402
 from dpviz.engine.launch import Cluster  # noqa: E402
 from dpviz.lessons.collectives.plots import plot_primitive  # noqa: E402
-from dpviz.plots.legibility import overlapping_texts, small_texts  # noqa: E402
+from dpviz.plots.legibility import names_not_drawn, overlapping_texts, small_texts  # noqa: E402
 from dpviz.plots.style import COLUMN_IN  # noqa: E402
 from dpviz.core.record import load, save  # noqa: E402
 
@@ -93,6 +93,10 @@ def test_record_round_trips_and_draws(prims, tmp_path):
         # no wider than a notebook column (shown unscaled), every value readable
         assert ax.figure.get_figwidth() <= COLUMN_IN and small_texts(ax.figure) == []
         assert overlapping_texts(ax.figure) == []
+        # the legend names only inputs the figure draws: a scatter's come from its root alone
+        assert names_not_drawn(ax.figure) == []
+    legend = [t.get_text() for t in plot_primitive(prims, "scatter").get_legend().get_texts()]
+    assert legend == [f"rank {ROOT}'s input"]
 
 
 @pytest.mark.parametrize("kwargs,message", [(dict(elements=0), "elements"), (dict(root=5), "root")])

@@ -8,7 +8,7 @@ same picture reads for a broadcast, a gather or step 3 of a ring.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from matplotlib.collections import PatchCollection
 from matplotlib.lines import Line2D
@@ -109,6 +109,11 @@ def draw_grid(ax, x0: float, rows: Sequence[Sequence[float]], holds, n_ranks: in
         ax.plot([x0 + b, x0 + b], [0, n_ranks], color=style.TEXT, linewidth=1.5)
 
 
+def input_sources(*holds) -> set[int]:
+    """Every rank whose input some cell of these grids holds (`draw_grid`'s `holds`)."""
+    return {src for grid in holds for rank in grid for cell in rank for src in cell}
+
+
 def rank_axis(ax, n_ranks: int, width: float) -> None:
     """One row per rank, rank 0 on top, over `width` cells."""
     ax.set_yticks([n_ranks - 1 - r + 0.5 for r in range(n_ranks)], [f"rank {r}" for r in range(n_ranks)])
@@ -118,9 +123,10 @@ def rank_axis(ax, n_ranks: int, width: float) -> None:
     ax.spines[:].set_visible(False)
 
 
-def inputs_legend(ax, n_ranks: int) -> None:
-    """Whose input each colour is: a cell is striped with the ranks whose inputs it holds."""
-    handles = [Patch(color=style.rank_color(r), alpha=0.55, label=f"rank {r}'s input") for r in range(n_ranks)]
+def inputs_legend(ax, ranks: Iterable[int]) -> None:
+    """Whose input each colour is: a cell is striped with the ranks whose inputs it holds. Only
+    `ranks`, those whose inputs the figure draws: a scatter's all come from its root."""
+    handles = [Patch(color=style.rank_color(r), alpha=0.55, label=f"rank {r}'s input") for r in sorted(set(ranks))]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
 
 
@@ -144,7 +150,7 @@ def plot_primitive(record: PrimitivesRecord, name: str, ax=None):
     ax.set_ylim(-0.1, n + 0.6)
     root = "" if run.root is None else f" (root = rank {run.root})"
     ax.set_title(f"{name}{root}", loc="left")
-    inputs_legend(ax, n)
+    inputs_legend(ax, input_sources(run.before_from, run.after_from))
     style.tag(ax, "live")
     return ax
 
@@ -197,7 +203,7 @@ def plot_collective_step(record: CollectiveRecord, index: int, ax=None, legend: 
         ax.tick_params(axis="x", length=0, labelsize=8)
     ax.set_title(frame.title, loc="left", fontsize=9)
     if legend:
-        inputs_legend(ax, n)
+        inputs_legend(ax, input_sources(frame.holds))
     style.tag(ax, "live")
     return ax
 
@@ -351,7 +357,7 @@ def plot_ring_exercise(check: RingCheck):
                              figsize=(2 * panel_w + 1.5, panel_h) if side_by_side else (panel_w + 1.5, 2 * panel_h + 0.4))
     _ring_panel(axes[0], check.yours, frame, check.reference, "yours (live ranks)")
     _ring_panel(axes[1], check.reference, frame, check.yours, "dpviz's ring (model)")
-    inputs_legend(axes[1], n)
+    inputs_legend(axes[1], range(n))   # inputs 8^rank: every rank's
     style.tag(axes[0], "live")
     style.tag(axes[1], "model")
     fig.suptitle(check.verdict.message.split(":")[0], x=0.01, ha="left", fontsize=10)
