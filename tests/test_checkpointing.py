@@ -215,6 +215,7 @@ def test_figures_and_widget_draw_from_the_record(swept):
         cost_table, peak_table, plot_memory_curve, plot_peaks, plot_recompute,
     )
     from dpviz.lessons.checkpointing.widgets import memory_slider
+    from dpviz.plots.legibility import names_not_drawn
 
     record, _ = swept
     table = peak_table(record)
@@ -222,6 +223,11 @@ def test_figures_and_widget_draw_from_the_record(swept):
     assert cost_table(record)["recompute_ms"][0] == 0
     mb = record.row(2).peak_activation_bytes / 2 ** 20
     assert f"peak {mb:.1f} MB measured" in plot_memory_curve(record, 2).get_title(loc="left")
+    for k in (0, 2):   # the legend names recomputed forwards only where some are drawn (k = 0 has none)
+        ax = plot_memory_curve(record, k)
+        assert names_not_drawn(ax.figure) == []
+        named = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert ("recomputed forward" in named) == bool(record.row(k).recompute_spans) == (k > 0)
     assert plot_peaks(record).get_title(loc="left").startswith(f"{LAYERS} blocks")
     assert len(plot_recompute(record).patches) == 3 * len(record.rows)   # 3 stacked bars per k
     plt.close("all")

@@ -57,8 +57,9 @@ def plot_memory_curve(record: CheckpointingRecord, checkpoint_every: int, ax=Non
             ls="--", label="held by autograd (saved-tensor hooks)")
     ax.axhline(row.prediction.peak_bytes / MB, color=style.TEXT, ls=":", lw=1, label="model peak")
     handles, _ = ax.get_legend_handles_labels()
-    handles += [Patch(color=style.kind_color("backward"), alpha=0.2, label="backward"),
-                Patch(color=style.kind_color("recompute"), alpha=0.4, label="recomputed forward")]
+    handles.append(Patch(color=style.kind_color("backward"), alpha=0.2, label="backward"))
+    if row.recompute_spans:   # the legend names only what is drawn: no checkpointing, no recompute
+        handles.append(Patch(color=style.kind_color("recompute"), alpha=0.4, label="recomputed forward"))
     ax.legend(handles=handles, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1, 1))
     ax.set_xlabel("time since forward began (ms)")
     ax.set_ylabel("MB")
