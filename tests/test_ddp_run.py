@@ -175,6 +175,25 @@ def test_the_checks_figure_draws_the_bound_the_check_prints():
     plt.close(ax.figure)
 
 
+def test_the_checks_figure_of_six_steps_keeps_each_value_on_its_own_bar():
+    """01 runs six steps: its "identical" labels, written across, reached over the neighbouring
+    bar (legibility's over_bars and overlaps on the hooked notebook run); upright they do not."""
+    import matplotlib.pyplot as plt
+
+    from dpviz.core.record import RunRecord, StepCheck
+    from dpviz.plots.checks import plot_checks
+    from dpviz.plots.legibility import floating_labels, overlapping_texts, texts_over_bars
+
+    diffs = (0.0, 6e-8, 1.2e-7, 0.0, 2.4e-7, 1.9e-7)   # exactly 0 on some steps, as 01's run had
+    checks = tuple(StepCheck(s, 0.0, d, rounding_bound=1e-5 * (s + 1)) for s, d in enumerate(diffs))
+    record = RunRecord(config={}, world_size=4, spans=(), buckets=(), micro_steps=(), losses={},
+                       checks=checks, ddp_logging={})
+    fig = plot_checks(record).figure
+    assert [t.get_text() for t in fig.axes[0].texts].count("identical") == 6 + 2
+    assert overlapping_texts(fig) == [] and texts_over_bars(fig) == [] and floating_labels(fig) == []
+    plt.close(fig)
+
+
 def test_a_run_without_checks_records_none_and_says_so(cluster2):
     """The cap slider's runs skip the parameter checks: the record must not carry any, its
     config must say why, and the checks figure must refuse it rather than draw nothing."""

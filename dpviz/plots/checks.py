@@ -40,9 +40,10 @@ def plot_checks(record: RunRecord, ax=None):
         xs = [s + (i - 0.5) * width for s in steps]
         bars = ax.bar(xs, [max(d, FLOOR) for d in diffs], width, label=label,
                       color=style.RANK_COLORS[i])
-        for bar, d in zip(bars, diffs):
+        for bar, d in zip(bars, diffs):   # upright: a line wide, over its own bar however many steps
             ax.annotate("identical" if d == 0 else f"{d:.0e}", (bar.get_x() + width / 2, max(d, FLOOR)),
-                        ha="center", va="bottom", fontsize=8)
+                        xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", rotation=90,
+                        fontsize=8)
     _draw_reference(ax, record)
     ax.set_yscale("log")
     bounds = [c.rounding_bound for c in record.checks if c.rounding_bound is not None]
