@@ -513,3 +513,14 @@ def describe_fit(fit: LinkFit) -> str:
     waits = ("; it still includes waits for the ranks not loaded" if fit.includes_waits else "")
     return (f"{head}, fitted after the last of {fit.ranks} loaded ranks joined ({fit.instances} all-reduces"
             f"{waits}); on whole kernels, waits included: {k.gbps:g} Gb/s, α {k.latency_us:g} µs")
+
+
+def describe_reduction(learned: LearnedStep) -> str:
+    """One line: the all-reduce's cost after the last rank joined, as the model charges it on
+    this machine (the line for every bucket after the step's first, the first's one-off once)."""
+    line = learned.reduction
+    extras = [x.first_reduce_ms for x in learned.samples if x.first_reduce_ms is not None]
+    first = (f"; the step's first all-reduce {_median(extras):+.2f} ms beyond it (median of {len(extras)} "
+             f"rank-steps), charged once a step" if extras else "")
+    return (f"all-reduce after the last rank joined: {line.fixed_ms:.2f} ms + {line.ms_per_mib:.2f} ms/MiB per "
+            f"bucket{first}")
