@@ -451,12 +451,13 @@ def _reduce_costs(samples: dict[int, list[_Sample]], linked: bool) -> list[Reduc
 def fit_reduction(costs: list[ReduceCost]) -> Linear:
     """The all-reduce's cost per bucket, fitted to the later all-reduces of each step, pooled
     over every rank and steady step. The step's first is left out, as the first comm hook is:
-    on this machine it is where gloo's threads start the step's work, and it ran 2–3× a later
-    all-reduce of the same size (measured at N = 4, load 5–14). Fitted with it, that one-off
-    lands in the line's fixed part, which a smaller cap then pays once per bucket: a default-cap
-    source (1 + 5 MiB) charged each of a 0.5 MiB cap's six buckets its first's extra. With one
-    later size per step the fixed part cannot be told from the per-byte one and the line goes
-    through zero (`fit_linear`); with one all-reduce a step, that one is the line."""
+    on this machine it ran 1.5–4× a later all-reduce of the same size (measured at N = 4, load
+    5–14; why is not measured). Fitted with it, that one-off lands in the line's fixed part,
+    which a smaller cap then pays once per bucket: a default-cap source (1 + 5 MiB) charged each
+    of a 0.5 MiB cap's six buckets its first's extra. With one later size per step the fixed
+    part cannot be told from the per-byte one, and the line goes through zero (`fit_linear`): a
+    later all-reduce's own fixed cost is then left out, which under-predicts a smaller cap's
+    buckets. With one all-reduce a step, that one is the line."""
     later = [c for c in costs if not c.first] or costs
     return fit_linear([(c.bytes, c.ms) for c in later])
 
