@@ -19,6 +19,8 @@ from dpviz.lessons.collectives.schedule import apply_holds, chunk_bounds, initia
 from dpviz.engine.launch import Cluster  # noqa: E402
 from dpviz.lessons.collectives.plots import collective_frames, plot_collective_step, plot_traffic  # noqa: E402
 from dpviz.core.record import RecordError, load, save  # noqa: E402
+from matplotlib import patheffects  # noqa: E402
+from matplotlib.patches import FancyArrowPatch  # noqa: E402
 
 N = 4
 
@@ -169,6 +171,20 @@ def test_frames_and_step_figure_show_every_message(live):
     assert sum(len(c.get_paths()) for c in ax.collections) >= 2 * N * record.elements  # stripes, cells
     ax = plot_traffic([live[a, 16] for a in ALGORITHMS])
     assert len(ax.patches) == N * len(ALGORITHMS)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "tree"])
+def test_a_messages_arrow_never_hides_a_cells_value(live, algorithm):
+    """Issue 42 item 12: the arrows bend across the rows between sender and receiver, over
+    other cells' numbers. Every value is drawn above every arrow, with a halo of the page's
+    white, so where an arrow passes a number the number stays whole."""
+    record = live[algorithm, 16]
+    ax = plot_collective_step(record, 1)
+    arrows = [p for p in ax.patches if isinstance(p, FancyArrowPatch)]
+    values = [t for t in ax.texts if t.get_text().replace(".", "", 1).lstrip("-").isdigit()]
+    assert arrows and len(values) == N * record.elements
+    assert min(t.get_zorder() for t in values) > max(a.get_zorder() for a in arrows)
+    assert all(any(isinstance(e, patheffects.withStroke) for e in t.get_path_effects()) for t in values)
 
 
 def test_widget_steps_through_inputs_and_every_step(live):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from matplotlib import patheffects
 from matplotlib.collections import PatchCollection
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
@@ -83,6 +84,12 @@ def traffic_table(records: Sequence[CollectiveRecord]) -> list[dict]:
 
 # --- draw ---------------------------------------------------------------------------------
 
+# A message's arrow bends across the rows between sender and receiver, over other cells: the
+# values are drawn above the arrows with a white halo, so an arrow never hides a number.
+ARROW_ZORDER, VALUE_ZORDER = 5, 6
+VALUE_HALO = [patheffects.withStroke(linewidth=2.5, foreground="white")]
+
+
 def draw_grid(ax, x0: float, rows: Sequence[Sequence[float]], holds, n_ranks: int,
                bounds: Sequence[int] = (), fontsize: float = 7) -> None:
     """Cells of width 1 from x0; row 0 (rank 0) on top. Chunk borders at `bounds`; the values
@@ -101,7 +108,7 @@ def draw_grid(ax, x0: float, rows: Sequence[Sequence[float]], holds, n_ranks: in
                 stripes.append(Rectangle((x0 + i + k * width, y), width, 1))
                 colors.append(style.rank_color(src))
             ax.text(x0 + i + 0.5, y + 0.5, f"{value:g}", ha="center", va="center", fontsize=fontsize,
-                    color=style.TEXT)
+                    color=style.TEXT, zorder=VALUE_ZORDER, path_effects=VALUE_HALO)
     ax.add_collection(PatchCollection(stripes, facecolors=colors, alpha=0.5, linewidths=0))
     cells = [Rectangle((x0 + i, n_ranks - 1 - r), 1, 1) for r, values in enumerate(rows) for i in range(len(values))]
     ax.add_collection(PatchCollection(cells, facecolors="none", edgecolors="white", linewidths=1))
@@ -184,7 +191,7 @@ def _draw_transfers(ax, transfers: Sequence[Transfer], chunks, n_ranks: int) -> 
         y_src, y_dst = n_ranks - 1 - t.src + 0.5, n_ranks - 1 - t.dst + 0.5
         ax.add_patch(FancyArrowPatch((x - 0.15, y_src), (x + 0.15, y_dst), arrowstyle="-|>",
                                      mutation_scale=12, color=style.rank_color(t.src), linewidth=1.8,
-                                     connectionstyle="arc3,rad=-0.35", alpha=0.9, zorder=5))
+                                     connectionstyle="arc3,rad=-0.35", alpha=0.9, zorder=ARROW_ZORDER))
 
 
 def plot_collective_step(record: CollectiveRecord, index: int, ax=None, legend: bool = True):
@@ -332,7 +339,7 @@ def _ring_panel(ax, run: RingRun, frame: int, other: RingRun, title: str) -> Non
         x = (lo + hi) / 2
         ax.add_patch(FancyArrowPatch((x - 0.15, n - 1 - send.src + 0.5), (x + 0.15, n - 1 - send.dst + 0.5),
                                      arrowstyle="-|>", mutation_scale=12, color=style.rank_color(send.src),
-                                     linewidth=1.8, connectionstyle="arc3,rad=-0.35", zorder=5,
+                                     linewidth=1.8, connectionstyle="arc3,rad=-0.35", zorder=ARROW_ZORDER,
                                      linestyle="-" if send.start is not None else "--"))
     rank_axis(ax, n, run.elements)
     steps = max(run.steps_per_rank)
