@@ -20,15 +20,12 @@ from typing import Callable, Sequence
 
 import ipywidgets as w
 
-ENV = "DPVIZ_RECORD_WIDGETS"   # its value is the tag each recorded view shows
+# ENV's value is the tag each recorded view shows (figures' own stamps read it too: `style.tag`)
+from dpviz.plots.style import RECORDING_ENV as ENV, recording_tag
+
 LOG_ENV = "DPVIZ_RECORD_LOG"   # a file the progress lines are appended to (`dpviz book` shows them)
 # the page's classes scripts/check_site.py finds a recorded panel, its views and their tag by
 PANEL_CLASS, VIEW_CLASS, TAG_CLASS = "dpviz-recorded", "dpviz-recorded-view", "dpviz-recorded-tag"
-
-
-def recording_tag() -> str | None:
-    """The tag of this build's recorded views, or None when panels stay live."""
-    return os.environ.get(ENV) or None
 
 
 def positions(control: w.Widget) -> tuple[str, int]:
