@@ -18,9 +18,10 @@ def zero_calculator(psi_billions: float = 7.5, world_size: int = 64, stage: int 
                     recipe: str = "mixed-precision Adam", device_gb: float = 80.0) -> w.VBox:
     """Sliders for Ψ (billions), N, stage and the bytes per parameter of parameters, gradients and
     optimizer state (K); a recipe menu sets those three. Redraws the per-stage bars and a summary.
-    While a site is built (`dpviz.widgets.recorded`), Ψ (on PSI_GRID) × N × stage × recipe is
-    recorded, and apart from them, at their start, the bytes sliders on their grids (the
-    product of all seven would be some 8 000 figures).
+    While a site is built (`dpviz.widgets.recorded`), N × stage × recipe is recorded; apart from
+    them, each at the panel's start of the others, Ψ (on PSI_GRID) × N, and the bytes sliders on
+    their grids: the product of all seven would be some 8 000 figures, and even Ψ × N × stage
+    × recipe (704) outran make book's cell timeout (300 s) on a loaded 2-core machine.
     """
     if recipe not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
@@ -80,10 +81,11 @@ def zero_calculator(psi_billions: float = 7.5, world_size: int = 64, stage: int 
     panel = w.VBox([w.HBox([psi, ranks]), w.HBox([chosen, menu]), summary,
                     w.HBox([p_bytes, g_bytes, bytes_k]), hint, out])
     views = [summary, hint, drawn]
-    at_start = f"at Ψ = {psi.value:g} B, N = {ranks.value}, stage {chosen.value}, as the panel starts"
-    return recordable(panel, "ZeRO calculator", controls=[psi, ranks, chosen, menu], views=views,
-                      live_only=[out], note="bytes per parameter: the recipe's",
-                      apart=[Apart([p_bytes, g_bytes, bytes_k], views, note=at_start)])
+    start = f"as the panel starts: Ψ = {psi.value:g} B, N = {ranks.value}, stage {chosen.value}"
+    return recordable(panel, "ZeRO calculator", controls=[ranks, chosen, menu], views=views, live_only=[out],
+                      note=f"Ψ = {psi.value:g} B as the panel starts; bytes per parameter: the recipe's",
+                      apart=[Apart([psi, ranks], views, note=f"as the panel starts: stage {chosen.value}, {menu.value}"),
+                             Apart([p_bytes, g_bytes, bytes_k], views, note=start)])
 
 
 def _png(fig) -> bytes:
