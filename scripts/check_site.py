@@ -79,18 +79,18 @@ def notebook_pages(folder: Path) -> list[str]:
 # In the page: the recorded panels (scripts' view of dpviz.widgets.recorded), their controls, and
 # one move of a control timed from the input event to the new view drawn with its figures loaded.
 PANELS_JS = """() => [...document.querySelectorAll('.dpviz-recorded')].map(stack =>
-    controlsOf(stack).map(c => c.kind))"""
+    controlsOf(stack).map(c => [c.kind, c.disabled]))"""
 HELPERS_JS = """
-window.controlsOf = stack => {
-  const panel = stack.parentElement, out = [];
-  for (const el of panel.querySelectorAll('.widget-slider, .widget-toggle-buttons, .widget-dropdown')) {
-    if (stack.contains(el)) continue;
+window.controlsOf = stack => {   // the controls marked with the Stack's key (dpviz.widgets.recorded)
+  const key = [...stack.classList].find(c => c.startsWith('dpviz-stack-')).slice('dpviz-stack-'.length);
+  const out = [];
+  for (const el of document.querySelectorAll('.dpviz-moves-' + key)) {
     if (el.classList.contains('widget-slider')) {
-      const handle = el.querySelector('.noUi-handle');
-      if (handle && !el.querySelector('[disabled]')) out.push({kind: 'slider', el, handle});
+      out.push({kind: 'slider', el, handle: el.querySelector('.noUi-handle'),
+                disabled: !!el.querySelector('[disabled]')});
     } else if (el.classList.contains('widget-toggle-buttons')) {
-      if (!el.querySelector('button:disabled')) out.push({kind: 'toggles', el});
-    } else if (!el.querySelector('select').disabled) out.push({kind: 'dropdown', el});
+      out.push({kind: 'toggles', el, disabled: !!el.querySelector('button:disabled')});
+    } else out.push({kind: 'dropdown', el, disabled: el.querySelector('select').disabled});
   }
   return out;
 };
@@ -127,7 +127,8 @@ window.moveControl = async (panelIndex, controlIndex, direction) => {
   if (control.kind === 'slider') {
     const h = control.handle, now = +h.getAttribute('aria-valuenow'), max = +h.getAttribute('aria-valuemax');
     const min = +h.getAttribute('aria-valuemin');
-    const key = (direction > 0 && now < max) || now <= min ? 'ArrowRight' : 'ArrowLeft';
+    direction = (direction > 0 && now < max) || now <= min ? 1 : -1;   // on until an end, then back
+    const key = direction > 0 ? 'ArrowRight' : 'ArrowLeft';
     h.dispatchEvent(new KeyboardEvent('keydown', {key, bubbles: true, cancelable: true}));
   } else if (control.kind === 'toggles') {
     const buttons = [...control.el.querySelectorAll('button')];
@@ -145,7 +146,7 @@ window.moveControl = async (panelIndex, controlIndex, direction) => {
   if (t1 === null) return {ms: null};
   const after = await sigOf(leafOf(stack));
   return {ms: t1 - t0, figure: after.figs !== before.figs, text: after.text !== before.text,
-          has_text: after.text.length > 0, tag: after.tag};
+          has_text: after.text.length > 0, tag: after.tag, direction};
 };
 """
 MOVES_PER_CONTROL = 3       # the issue's "at least three positions" a control
@@ -153,23 +154,28 @@ MOVE_BUDGET_MS = 100.0      # a recorded move must feel instant
 
 
 def check_controls(page, name: str, report: SiteReport) -> None:
-    """Move every control of every recorded panel on the page MOVES_PER_CONTROL times; each
-    move must show a new view with a different figure (and status line, where the view has
-    one), carry the build's tag, and be drawn within MOVE_BUDGET_MS."""
+    """Move every control of every recorded panel on the page MOVES_PER_CONTROL times (none
+    may be greyed); each move must show a new view with a different figure (and status line,
+    where the view has one), carry the build's tag, and be drawn within MOVE_BUDGET_MS."""
     page.evaluate(f"() => {{ {HELPERS_JS} }}")
     # a reader moves a control once the page has settled, not while it still draws the rest
     page.wait_for_load_state("networkidle")
     page.evaluate("() => new Promise(done => requestIdleCallback(done, {timeout: 2000}))")
     for p, kinds in enumerate(page.evaluate(PANELS_JS)):
         report.panels += 1
-        for c, kind in enumerate(kinds):
+        for c, (kind, disabled) in enumerate(kinds):
             report.controls += 1
+            if disabled:   # a greyed control: the page cannot move it
+                report.problems.append(f"{name}: panel {p + 1}, {kind} {c + 1} is greyed")
+                continue
+            direction = 1   # a slider goes on until an end, then back: its moves show >= 3 positions
             for move in range(MOVES_PER_CONTROL):
                 where = f"{name}: panel {p + 1}, {kind} {c + 1}, move {move + 1}"
-                result = page.evaluate("([p, c]) => moveControl(p, c, 1)", [p, c])
+                result = page.evaluate("([p, c, d]) => moveControl(p, c, d)", [p, c, direction])
                 if result["ms"] is None:
                     report.problems.append(f"{where}: no new view within 10 s")
                     continue
+                direction = result["direction"]
                 report.move_ms.append(result["ms"])
                 if not result["figure"]:
                     report.problems.append(f"{where}: the figure did not change")

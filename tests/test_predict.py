@@ -289,6 +289,32 @@ def test_a_cap_move_that_keeps_the_buckets_says_it_changes_nothing_and_why(a100)
     assert "changes nothing" not in _status(panel) and "the buckets are the same" not in _status(panel)
 
 
+def test_every_control_of_the_panel_moves_on_the_site_and_the_cap_apart(a100, monkeypatch):
+    """While a site is built: N × link × K at the start's cap, and cap × link at the start's N
+    and K, each a Stack the page moves; a recorded cap's line names the next smaller cap, as
+    the page reaches a view from any position, not from the one the recording came from."""
+    import ipywidgets as w
+
+    from dpviz.widgets.recorded import ENV, MOVES_PREFIX
+
+    monkeypatch.setenv(ENV, "recorded at build time on a test machine, 2026-01-01")
+    total_mib = sum(g.bytes for g in a100.gradients) / 2**20
+    caps = (1.0, 2 * total_mib, 4 * total_mib)   # the two large caps each hold every gradient
+    panel = what_if_panel(a100, world_sizes=(2, 8), links=("10GbE", "1GbE"), caps=caps, ks=(1, 2),
+                          value=(8, "10GbE", caps[1], 1))
+    (n, link), (cap, k) = (row.children for row in panel.children if isinstance(row, w.HBox))
+    stacks = [c for c in panel.children if isinstance(c, w.Stack)]
+    assert len(stacks) == 2 and not any(c.disabled for c in (n, link, cap, k))
+    moved = [{c for c in knob._dom_classes if c.startswith(MOVES_PREFIX)} for knob in (n, link, cap, k)]
+    assert [len(m) for m in moved] == [1, 2, 1, 1] and moved[2] != moved[0] == moved[3]
+    by_cap = [[view.children[1].value for view in inner.children] for inner in stacks[1].children]
+    assert [len(views) for views in by_cap] == [2, 2, 2]        # cap × link
+    assert all("N=8," in line and "K=1:" in line for views in by_cap for line in views)
+    assert all("changes nothing" not in line for line in by_cap[0] + by_cap[1])
+    assert all(f"cap {caps[1]:g} → {caps[2]:g} MiB changes nothing" in line for line in by_cap[2])
+    assert (n.value, link.value, cap.value, k.value) == (8, "10GbE", caps[1], 1)
+
+
 def test_timing_slider_moves_leaves_the_panel_at_the_n_it_was_built_with(a100):
     panel = what_if_panel(a100, value=(64, "100GbE", 25.0, 1))
     for moves in (5, 6):

@@ -6,7 +6,9 @@ from __future__ import annotations
 import ipywidgets as w
 import pytest
 
-from dpviz.widgets.recorded import ENV, PANEL_CLASS, TAG_CLASS, VIEW_CLASS, recordable, walk
+from dpviz.widgets.recorded import (
+    ENV, MOVES_PREFIX, PANEL_CLASS, STACK_PREFIX, TAG_CLASS, VIEW_CLASS, Apart, gridded, recordable, walk,
+)
 from dpviz.widgets.slider import rerun
 
 TAG = "recorded at build time on a test machine, 2026-01-01"
@@ -80,6 +82,62 @@ def test_two_controls_record_their_product_once_each(monkeypatch):
         assert [v.children[1].value for v in inner.children] == [f"{t}{s}" for s in (10, 20, 30)]
         # a view the inner control leaves as it was is one widget, saved once with the page
         assert len({id(v.children[2]) for v in inner.children}) == 1
+
+
+def _key(stack: w.Stack) -> str:
+    return next(c[len(STACK_PREFIX):] for c in stack._dom_classes if c.startswith(STACK_PREFIX))
+
+
+def _moved_by(control: w.Widget) -> set[str]:
+    """The keys of the Stacks `control` is marked to move (what scripts/check_site.py moves)."""
+    return {c[len(MOVES_PREFIX):] for c in control._dom_classes if c.startswith(MOVES_PREFIX)}
+
+
+def test_controls_recorded_apart_get_a_stack_of_their_own_below_their_row(monkeypatch):
+    monkeypatch.setenv(ENV, TAG)
+    a, b = w.SelectionSlider(options=[1, 2, 3], value=1), w.SelectionSlider(options=[10, 20, 30], value=20)
+    shared, status = w.ToggleButtons(options=["x", "y"], value="x"), w.Label()
+
+    def update(_=None) -> None:
+        status.value = f"{a.value}{shared.value}{b.value}"
+
+    for control in (a, shared, b):
+        control.observe(update, names="value")
+    update()
+    panel = recordable(w.VBox([w.HBox([a, shared]), status, w.HBox([b])]), "test", controls=[a, shared],
+                       views=[status], note="b at 20", apart=[Apart([b, shared], [status], note="a at 1")])
+    row_a, first, row_b, second = panel.children           # each Stack under its controls' row
+    assert row_a.children == (a, shared) and row_b.children == (b,)
+    # the product of each group's positions, the other controls at their start
+    assert [[v.children[1].value for v in inner.children] for inner in first.children] == [
+        [f"{i}{t}20" for t in "xy"] for i in (1, 2, 3)]
+    assert [[v.children[1].value for v in inner.children] for inner in second.children] == [
+        [f"1{t}{j}" for t in "xy"] for j in (10, 20, 30)]
+    assert first.children[0].children[0].children[0].value.endswith("; b at 20</span>")
+    assert second.children[0].children[0].children[0].value.endswith("; a at 1</span>")
+    assert _links(first) == [(f"IPY_MODEL_{a.model_id}", "index")]
+    assert _links(second) == [(f"IPY_MODEL_{b.model_id}", "index")]
+    # the page moves each Stack's own controls; the shared one moves both
+    assert _moved_by(a) == {_key(first)} and _moved_by(b) == {_key(second)}
+    assert _moved_by(shared) == {_key(first), _key(second)} and _key(first) != _key(second)
+    assert (a.value, shared.value, b.value) == (1, "x", 20)   # the page opens where the notebook left it
+
+
+def test_a_continuous_knob_is_recorded_on_its_stated_grid(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+    knob = w.FloatLogSlider(value=7.5, base=10, min=-1, max=3, description="Ψ")
+    assert gridded(knob, (1.5, 70.0)) is knob                # live: any value moves it
+    monkeypatch.setenv(ENV, TAG)
+    grid = gridded(knob, (70.0, 1.5))
+    assert isinstance(grid, w.SelectionSlider) and (grid.value, grid.description) == (7.5, "Ψ")
+    assert grid.options == (("1.5", 1.5), ("7.5", 7.5), ("70", 70.0))   # its start joins the grid
+    status = w.Label()
+    grid.observe(lambda change: setattr(status, "value", f"Ψ={change['new']}"), names="value")
+    panel = recordable(w.VBox([grid, status]), "test", controls=[grid], views=[status])
+    views = panel.children[-1].children
+    assert [v.children[1].value for v in views] == ["Ψ=1.5", "", "Ψ=70.0"]   # the start: as built
+    tag = views[0].children[0].value
+    assert "; Ψ on a grid (1.5, 7.5, 70); other values with a kernel" in tag
 
 
 def test_the_walk_visits_every_combination_once_one_move_at_a_time():

@@ -60,6 +60,19 @@ def test_tag_writes_one_stamp_and_rejects_unknown_sources():
     plt.close("all")
 
 
+def test_a_figure_drawn_while_a_site_records_says_in_its_stamp_that_its_run_was_recorded(monkeypatch):
+    """The page shows it long after the run, and a saved PNG travels without the page's tag:
+    "live" alone would claim a run of the reader's. The other sources stay what they are."""
+    monkeypatch.setenv(style.RECORDING_ENV, "recorded at build time on a test machine, 2026-01-01")
+    _, ax = plt.subplots()
+    style.tag(ax, "live", "model", note="capped")
+    style.tag(ax, "loaded trace")
+    style.tag(ax, "model")
+    assert style.tags_of(ax) == ["live, recorded at build time + model · capped", "loaded trace", "model"]
+    assert style.tags_of(ax)[0].startswith(style.SOURCES[0])   # still says which source it is
+    plt.close("all")
+
+
 def test_zero_stages_figure_is_a_model():
     from dpviz.lessons.zero.plots import plot_zero_stages
 

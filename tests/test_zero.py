@@ -161,6 +161,34 @@ def test_calculator_widget_redraws_on_slider_moves():
     assert "(no named recipe)" in hint.value
 
 
+def test_calculator_records_every_control_for_the_site(monkeypatch):
+    """While a site is built no control stays greyed: Ψ and the bytes sliders become sliders
+    over their grids, the recipes' bytes lie on those grids (the menu still sets them), and
+    every control is in a recorded group (the recording itself: tests/test_recorded.py)."""
+    import ipywidgets as w
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from dpviz.lessons.zero import widgets
+    from dpviz.widgets.recorded import ENV
+
+    monkeypatch.setenv(ENV, "recorded at build time on a test machine, 2026-01-01")
+    groups = []
+    monkeypatch.setattr(widgets, "recordable", lambda panel, name, controls, views, live_only, note, apart:
+                        groups.extend([controls, *(a.controls for a in apart)]) or panel)
+    panel = widgets.zero_calculator()
+    rows = [c for c in panel.children if isinstance(c, w.HBox)]
+    knobs = [k for row in rows for k in row.children]
+    assert len(knobs) == 7 and not any(k.disabled for k in knobs)
+    assert {id(k) for k in knobs} == {id(k) for g in groups for k in g}   # each in a recorded group
+    (psi, _), (_, menu), bytes_sliders = (row.children for row in rows)
+    assert isinstance(psi, w.SelectionSlider) and [v for _, v in psi.options] == list(widgets.PSI_GRID)
+    for name, recipe in RECIPES.items():
+        menu.value = name
+        assert [s.value for s in bytes_sliders] == [recipe.param_bytes, recipe.grad_bytes, recipe.k]
+        assert all(isinstance(s, w.SelectionSlider) for s in bytes_sliders)
+
+
 # --- the GPT: whole tensors, an embedding larger than a rank's share ----------------------------
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ in a lecture video as in the notebook figure next to it.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -103,9 +104,18 @@ def tidy(ax):
 
 
 SOURCES = ("live", "loaded trace", "quoted", "model")
+# set while `dpviz book` runs the notebooks: its value is the tag of the site's recorded views
+RECORDING_ENV = "DPVIZ_RECORD_WIDGETS"
+RECORDED_LIVE = "live, recorded at build time"   # how "live" is stamped then
 TAG_PT = 7.0   # the source stamp's type, as a notebook shows it
 COLUMN_IN = 11.0   # a notebook column: a wider figure is shown scaled down to it, its type too
 SOURCE_GID = "dpviz-source"   # the gid of the stamp `tag` writes
+
+
+def recording_tag() -> str | None:
+    """The tag of the site's recorded views ("recorded at build time on <machine>, <date>")
+    while `dpviz book` runs the notebooks, else None (a notebook in JupyterLab, a test)."""
+    return os.environ.get(RECORDING_ENV) or None
 
 
 def source_of(record) -> str:
@@ -133,13 +143,16 @@ def adjustment_of(record, micro_steps_drawn: bool = False) -> str:
 def tag(ax, *sources: str, note: str = ""):
     """Stamp above a figure's top-right corner where its data comes from, so a reader can tell a
     live measurement from a loaded trace, a quoted figure or a model: e.g. "live + model".
+    While a site is built (`recording_tag`), "live" reads RECORDED_LIVE: the page shows the
+    figure long after its run, and a saved PNG travels without the page's tag.
 
     `note` says how drawn data was adjusted, if it was (e.g. "all-reduce ends capped").
     """
     unknown = [s for s in sources if s not in SOURCES]
     if not sources or unknown:
         raise ValueError(f"sources must be some of {SOURCES}, got {sources!r}")
-    text = " + ".join(dict.fromkeys(sources)) + (f" · {note}" if note else "")
+    live = RECORDED_LIVE if recording_tag() else "live"
+    text = " + ".join(dict.fromkeys(live if s == "live" else s for s in sources)) + (f" · {note}" if note else "")
     # above the title, if there is one: a long left-aligned title would run into it
     lines = max((t.get_text().count("\n") + 1 for t in titles(ax) if t.get_text() and t.get_visible()),
                 default=0)   # a hidden title (a slider's, shown as its caption) takes no room

@@ -8,6 +8,10 @@ a `Stack` of those copies, one level per control, has its `selected_index` jslin
 control's index. The page's widget manager (the html-manager myst-nb embeds) runs those links
 from the saved widget state, so a move shows its recorded view with no server. Without the
 variable (JupyterLab, nbval) a panel is returned as built: every move re-runs live.
+
+A continuous knob has no index to follow: `gridded` makes it a slider over a stated grid while
+recording. Where the product of every control's positions would outgrow the site, some
+controls are recorded `Apart`: a Stack of their own, the panel's other controls at their start.
 """
 from __future__ import annotations
 
@@ -16,19 +20,51 @@ import io
 import math
 import os
 import time
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import ipywidgets as w
 
-ENV = "DPVIZ_RECORD_WIDGETS"   # its value is the tag each recorded view shows
+# ENV's value is the tag each recorded view shows (figures' own stamps read it too: `style.tag`)
+from dpviz.plots.style import RECORDING_ENV as ENV, recording_tag
+
 LOG_ENV = "DPVIZ_RECORD_LOG"   # a file the progress lines are appended to (`dpviz book` shows them)
 # the page's classes scripts/check_site.py finds a recorded panel, its views and their tag by
 PANEL_CLASS, VIEW_CLASS, TAG_CLASS = "dpviz-recorded", "dpviz-recorded-view", "dpviz-recorded-tag"
+# a recorded Stack's own class is STACK_PREFIX + key; each control it follows has MOVES_PREFIX + key
+STACK_PREFIX, MOVES_PREFIX = "dpviz-stack-", "dpviz-moves-"
+GRID_CLASS = "dpviz-grid"      # a control `gridded` made: its tag states the grid
 
 
-def recording_tag() -> str | None:
-    """The tag of this build's recorded views, or None when panels stay live."""
-    return os.environ.get(ENV) or None
+@dataclass(frozen=True)
+class Apart:
+    """Controls recorded in a Stack of their own, showing `views`, with the panel's other
+    controls where they start: the product of every control's positions would outgrow the
+    site. `note` says in the views' tag what those others hold (e.g. "at Ψ = 7.5 B")."""
+
+    controls: Sequence[w.Widget]
+    views: Sequence[w.Widget | None]
+    note: str = ""
+
+
+def gridded(slider: w.Widget, grid: Sequence[float], label: Callable[[float], str] = "{:g}".format) -> w.Widget:
+    """`slider` as built, or while recording a SelectionSlider over `grid` and the slider's own
+    value, with its description: a continuous knob has no index a recorded Stack can follow.
+    The page states the grid in the tag of the views it moves; with a kernel any value runs."""
+    if recording_tag() is None:
+        return slider
+    values = sorted({*grid, slider.value})
+    grid_slider = w.SelectionSlider(options=[(label(v), v) for v in values], value=slider.value,
+                                    description=slider.description, style=slider.style, continuous_update=False)
+    grid_slider.add_class(GRID_CLASS)
+    return grid_slider
+
+
+def grid_note(control: w.Widget) -> str:
+    """'Ψ (billion) on a grid (1.5, 7.5, 70)' for a `gridded` control, else ''."""
+    if GRID_CLASS not in control._dom_classes:
+        return ""
+    return f"{control.description} on a grid ({', '.join(label for label, _ in control.options)})"
 
 
 def positions(control: w.Widget) -> tuple[str, int]:
@@ -43,21 +79,35 @@ def positions(control: w.Widget) -> tuple[str, int]:
 
 
 def recordable(panel: w.Box, name: str, controls: Sequence[w.Widget], views: Sequence[w.Widget | None],
-               live_only: Sequence[w.Widget] = (), fixed: Sequence[w.Widget] = ()) -> w.Box:
-    """`panel` as built, or, while recording, `panel` with `views` and `live_only` taken out and
-    a Stack of every position's recorded views (the product of `controls`' positions) put last.
-    `fixed`: controls left out of the recording, disabled in the page (they move with a kernel).
+               live_only: Sequence[w.Widget] = (), note: str = "", apart: Sequence[Apart] = ()) -> w.Box:
+    """`panel` as built, or, while recording, `panel` with the views and `live_only` taken out
+    and a Stack of every position's recorded `views` (the product of `controls`' positions)
+    put below the row of its last control; each `Apart` group's Stack likewise, below its own.
+    `note`: what the views hold that their controls do not say (in their tag, after the grids).
     `live_only`: views that mean nothing recorded (a change against the previous run)."""
     tag = recording_tag()
     if tag is None:
         return panel
-    views = [v for v in views if v is not None]
-    for control in fixed:
-        control.disabled = True
-    t0, count = time.perf_counter(), math.prod(positions(c)[1] for c in controls)
+    groups = [Apart(controls, views, note), *apart]
+    t0, count = time.perf_counter(), sum(math.prod(positions(c)[1] for c in g.controls) for g in groups)
     _progress(f"  {name}: recording {count} position{'s' * (count != 1)}")
-    note = tag + ("; greyed controls move only with a kernel (JupyterLab)" if fixed else "")
-    tag_line = w.HTML(f'<span style="color:#666;font-size:smaller">{html.escape(note)}</span>')
+    stacks = [_record_group(group, tag) for group in groups]
+    _prune(panel, {id(v) for g in groups for v in g.views if v is not None} | set(map(id, live_only)))
+    for group, stack in zip(groups, stacks):
+        _place(panel, stack, group.controls, stacks)
+    _progress(f"  {name}: {count} positions recorded in {time.perf_counter() - t0:.1f} s")
+    return panel
+
+
+def _record_group(group: Apart, tag: str) -> w.Widget:
+    """The group's Stack of recorded views, each under the tag line, marked for the page: the
+    Stack by its key, each control it follows by the same key (scripts/check_site.py moves
+    those). The controls end where they started."""
+    views = [v for v in group.views if v is not None]
+    grids = [n for n in map(grid_note, group.controls) if n]
+    notes = [*grids, *(["other values with a kernel (JupyterLab)"] if grids else []), group.note]
+    line = "; ".join(n for n in (tag, *notes) if n)
+    tag_line = w.HTML(f'<span style="color:#666;font-size:smaller">{html.escape(line)}</span>')
     tag_line.add_class(TAG_CLASS)
     kept: dict[tuple, w.Widget] = {}   # one copy of equal views: the page stores it once
 
@@ -66,12 +116,25 @@ def recordable(panel: w.Box, name: str, controls: Sequence[w.Widget], views: Seq
         view.add_class(VIEW_CLASS)
         return view
 
-    stack = _record(list(controls), snapshot)
+    stack = _record(list(group.controls), snapshot)
     stack.add_class(PANEL_CLASS)
-    _prune(panel, set(map(id, [*views, *live_only])))
-    panel.children = (*panel.children, stack)
-    _progress(f"  {name}: {count} positions recorded in {time.perf_counter() - t0:.1f} s")
-    return panel
+    stack.add_class(STACK_PREFIX + stack.model_id)
+    for control in group.controls:
+        control.add_class(MOVES_PREFIX + stack.model_id)
+    return stack
+
+
+def _place(panel: w.Box, stack: w.Widget, controls: Sequence[w.Widget], stacks: Sequence[w.Widget]) -> None:
+    """Put `stack` in `panel` below the row that holds the last of its `controls` (and below
+    the `stacks` already put there): each recorded view sits under the controls that move it."""
+    def holds(child: w.Widget) -> bool:
+        return any(child is c for c in controls) or (
+            isinstance(child, w.Box) and not isinstance(child, w.Stack) and any(map(holds, child.children)))
+
+    children = list(panel.children)
+    at = max((i for i, c in enumerate(children) if holds(c) or any(c is s for s in stacks)),
+             default=len(children) - 1)
+    panel.children = (*children[:at + 1], stack, *children[at + 1:])
 
 
 def _record(controls: list[w.Widget], snapshot: Callable[[], w.Widget]) -> w.Widget:

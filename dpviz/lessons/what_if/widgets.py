@@ -11,7 +11,7 @@ from dpviz.core.link import PRESETS, preset
 from dpviz.lessons.what_if.learn import LearnedStep, learn
 from dpviz.lessons.what_if.plots import plot_predicted, plot_scaling
 from dpviz.lessons.what_if.records import SCALING_CAPS, PredictedStep, Scaling, WORLD_SIZES, predict, scaling
-from dpviz.widgets.recorded import recordable
+from dpviz.widgets.recorded import Apart, recordable, recording_tag
 from dpviz.widgets.slider import FigurePanel, say, status_line
 
 PANEL_KS = (1, 2, 4, 8)
@@ -46,7 +46,10 @@ def what_if_panel(record, *, world_sizes: Sequence[int] = WORLD_SIZES, links: Se
     """Sliders over N, the link preset, the bucket cap and K: each move predicts the step
     from `record` (a live record, a loaded trace, or what `learn` made of one) and redraws
     it, and the scaling curve for that link and K (computed once per link and K, then kept).
-    The status line says how long the move took, and when a cap move changes nothing, why."""
+    The status line says how long the move took, and when a cap move changes nothing, why.
+    While a site is built (`dpviz.widgets.recorded`), N × link × K is recorded at the start's
+    cap, and apart from them cap × link at the start's N and K: the four together would make
+    the page four times the size."""
     learned = record if isinstance(record, LearnedStep) else learn(record)
     n0, link0, cap0, k0 = value or (world_sizes[min(3, len(world_sizes) - 1)], links[0], caps[-2], ks[0])
     for name, chosen, options in (("world size", n0, world_sizes), ("link", link0, links), ("cap", cap0, caps),
@@ -69,21 +72,32 @@ def what_if_panel(record, *, world_sizes: Sequence[int] = WORLD_SIZES, links: Se
     shown: list = [None]   # the (link, K) whose scaling curve is drawn: N and cap leave it as it is
     last: list[PredictedStep | None] = [None]   # the prediction drawn before this move
 
+    def predicted(cap_mb: float) -> PredictedStep:
+        return predict(learned, world_size=n.value, link=resolved[link.value], bucket_cap_mb=cap_mb,
+                       accum_steps=k.value, wire=wire)
+
+    def compared() -> PredictedStep | None:
+        """What a cap move is compared with: the prediction before it; while a site records,
+        the next smaller cap's (a recorded view is reached from any position, not the walk's)."""
+        if recording_tag() is None:
+            return last[0]
+        i = list(caps).index(cap.value)
+        return predicted(caps[i - 1]) if i else None
+
     def update(_=None) -> None:
         t0 = time.perf_counter()
         key = (link.value, k.value)
         if key not in tables:
             tables[key] = scaling(learned, link=resolved[link.value], world_sizes=world_sizes, caps=caps,
                                   wire=wire, accum_steps=k.value)
-        prediction = predict(learned, world_size=n.value, link=resolved[link.value], bucket_cap_mb=cap.value,
-                             accum_steps=k.value, wire=wire)
+        prediction = predicted(cap.value)
         step_figure.show(prediction)
         if shown[0] != key:
             scaling_figure.show(tables[key])
             shown[0] = key
         say(status, f"N={n.value}, {link.value}, cap {cap.value:g} MiB, K={k.value}: predicted step "
                     f"{prediction.step_ms:.1f} ms (exposed communication {prediction.exposed_comm_ms:.1f} ms)"
-                    f"{same_buckets_note(last[0], prediction)}; predicted and drawn in "
+                    f"{same_buckets_note(compared(), prediction)}; predicted and drawn in "
                     f"{time.perf_counter() - t0:.2f} s, no ranks started")
         last[0] = prediction
 
@@ -91,9 +105,11 @@ def what_if_panel(record, *, world_sizes: Sequence[int] = WORLD_SIZES, links: Se
         control.observe(update, names="value")
     update()
     panel = w.VBox([w.HBox([n, link]), w.HBox([cap, k]), status, step_figure.widget, scaling_figure.widget])
-    # recorded for a site: N × link × K (the cap stays: a fourth factor would quadruple the page)
-    return recordable(panel, "what-if panel", controls=[n, link, k], fixed=[cap],
-                      views=[status, step_figure.widget, scaling_figure.widget])
+    return recordable(panel, "what-if panel", controls=[n, link, k],
+                      views=[status, step_figure.widget, scaling_figure.widget],
+                      note=f"at a {cap.value:g} MiB bucket cap (the cap moves the view below)",
+                      apart=[Apart([cap, link], [status, step_figure.widget],
+                                   note=f"at N = {n.value}, K = {k.value}, as the panel starts")])
 
 
 def move_seconds(panel: w.VBox, moves: int = 4) -> list[float]:

@@ -7,28 +7,35 @@ from IPython.display import display
 
 from dpviz.lessons.zero.plots import GB, plot_zero_stages
 from dpviz.lessons.zero.records import RECIPES, STAGES, zero_memory
-from dpviz.widgets.recorded import recordable, recording_tag
+from dpviz.widgets.recorded import Apart, gridded, recordable, recording_tag
+
+# the site's grids for the continuous knobs (`gridded`; any value with a kernel):
+PSI_GRID = (1.5, 7.5, 70.0, 175.0)   # billions: GPT-2 XL, the ZeRO paper's example, a 70 B, GPT-3
+PARAM_GRID, GRAD_GRID, K_GRID = (1, 2, 4), (0, 2, 4), (0, 4, 8, 12, 16)   # bytes per parameter
 
 
 def zero_calculator(psi_billions: float = 7.5, world_size: int = 64, stage: int = 3,
                     recipe: str = "mixed-precision Adam", device_gb: float = 80.0) -> w.VBox:
     """Sliders for Ψ (billions), N, stage and the bytes per parameter of parameters, gradients and
     optimizer state (K); a recipe menu sets those three. Redraws the per-stage bars and a summary.
-    While a site is built, N × stage × recipe is recorded (`dpviz.widgets.recorded`); Ψ and the
-    bytes sliders stay where they start there.
+    While a site is built (`dpviz.widgets.recorded`), N × stage × recipe is recorded; apart from
+    them, each at the panel's start of the others, Ψ (on PSI_GRID) × N, and the bytes sliders on
+    their grids: the product of all seven would be some 8 000 figures, and even Ψ × N × stage
+    × recipe (704) outran make book's cell timeout (300 s) on a loaded 2-core machine.
     """
     if recipe not in RECIPES:
         raise ValueError(f"unknown recipe {recipe!r}; choose one of {', '.join(RECIPES)}")
-    psi = w.FloatLogSlider(value=psi_billions, base=10, min=-1, max=3, step=0.05,
-                           description="Ψ (billion)", continuous_update=False)
+    psi = gridded(w.FloatLogSlider(value=psi_billions, base=10, min=-1, max=3, step=0.05,
+                                   description="Ψ (billion)", continuous_update=False), PSI_GRID)
     ranks = w.SelectionSlider(options=[2 ** i for i in range(11)], value=world_size,
                               description="N ranks", continuous_update=False)
     chosen = w.IntSlider(value=stage, min=STAGES[0], max=STAGES[-1], description="stage")
     menu = w.Dropdown(options=list(RECIPES), value=recipe, description="recipe")
     start = RECIPES[recipe]
-    p_bytes = w.IntSlider(value=int(start.param_bytes), min=1, max=8, description="params B/Ψ")
-    g_bytes = w.IntSlider(value=int(start.grad_bytes), min=0, max=8, description="grads B/Ψ")
-    bytes_k = w.IntSlider(value=int(start.k), min=0, max=20, description="K bytes/Ψ")
+    p_bytes = gridded(w.IntSlider(value=int(start.param_bytes), min=1, max=8, description="params B/Ψ"),
+                      PARAM_GRID)
+    g_bytes = gridded(w.IntSlider(value=int(start.grad_bytes), min=0, max=8, description="grads B/Ψ"), GRAD_GRID)
+    bytes_k = gridded(w.IntSlider(value=int(start.k), min=0, max=20, description="K bytes/Ψ"), K_GRID)
     summary, hint = w.Label(), w.Label()
     out = w.Output()
     setting = [False]              # a recipe sets three sliders: redraw once, not three times
@@ -73,9 +80,12 @@ def zero_calculator(psi_billions: float = 7.5, world_size: int = 64, stage: int 
     redraw()
     panel = w.VBox([w.HBox([psi, ranks]), w.HBox([chosen, menu]), summary,
                     w.HBox([p_bytes, g_bytes, bytes_k]), hint, out])
-    return recordable(panel, "ZeRO calculator", controls=[ranks, chosen, menu],
-                      fixed=[psi, p_bytes, g_bytes, bytes_k], live_only=[out],
-                      views=[summary, hint, drawn])
+    views = [summary, hint, drawn]
+    start = f"as the panel starts: Ψ = {psi.value:g} B, N = {ranks.value}, stage {chosen.value}"
+    return recordable(panel, "ZeRO calculator", controls=[ranks, chosen, menu], views=views, live_only=[out],
+                      note=f"Ψ = {psi.value:g} B as the panel starts; bytes per parameter: the recipe's",
+                      apart=[Apart([psi, ranks], views, note=f"as the panel starts: stage {chosen.value}, {menu.value}"),
+                             Apart([p_bytes, g_bytes, bytes_k], views, note=start)])
 
 
 def _png(fig) -> bytes:
