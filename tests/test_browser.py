@@ -56,7 +56,8 @@ def lab(tmp_path_factory):
     port, token = _free_port(), secrets.token_hex(16)
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ip", "127.0.0.1",
            f"--port={port}", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-           "--ServerApp.disable_check_xsrf=False", "--LabApp.news_url=None"]
+           "--ServerApp.disable_check_xsrf=False", "--LabApp.news_url=None",
+           "--LabApp.expose_app_in_browser=True"]   # window.jupyterapp: a kernel's metadata awaited, not slept on
     if os.geteuid() == 0:
         cmd.append("--allow-root")
     settings = root / "lab-settings"   # the same defaults `make lab` uses: no news prompt
@@ -74,6 +75,20 @@ def lab(tmp_path_factory):
             server.wait(15)
         except subprocess.TimeoutExpired:
             server.kill()
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    """One headless chromium for the module's tests (each opens its own page): starting
+    Playwright's driver and a browser per test cost seconds each and tested nothing."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
 
 
 # the timing sections photographed (notebook, code cell id); DPVIZ_SCREENSHOT_TAG names the
@@ -141,34 +156,31 @@ def _pixels(png: bytes) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"), dtype=np.int16)
 
 
-def _accept_kernel_dialog(page) -> None:
-    """JupyterLab may ask which kernel to start; the notebook's own (python3) is preselected."""
-    select = page.get_by_role("button", name="Select", exact=True)
-    try:
-        select.wait_for(timeout=10_000)
-    except Exception:
-        return  # no dialog: the kernel started by itself
-    select.click()
+def _kernel_up(url: str, token: str, notebook: str) -> bool:
+    """Has the server a kernel for `notebook` that started and waits for work (its REST API
+    says so)? Other tests' kernels stay up beside it in the module's JupyterLab."""
+    with urllib.request.urlopen(f"{url}/api/sessions?token={token}", timeout=5) as reply:
+        sessions = json.load(reply)
+    return any(s.get("path", "").endswith(notebook) and (s.get("kernel") or {}).get("execution_state") == "idle"
+               for s in sessions)
 
 
-def _kernel_ready(url: str, token: str) -> bool:
-    """Has the server a kernel that started and waits for work (its REST API says so)?"""
-    import json
-
-    with urllib.request.urlopen(f"{url}/api/kernels?token={token}", timeout=5) as reply:
-        kernels = json.load(reply)
-    if not any(k.get("execution_state") == "idle" for k in kernels):
-        raise RuntimeError(f"no idle kernel yet: {kernels}")
-    return True
-
-
-def _open(page, url: str, token: str, notebook: str) -> None:
-    """Open `notebook` in JupyterLab and wait until its kernel is up."""
+def _open(page, url: str, token: str, notebook: str, timeout_s: float = 120) -> None:
+    """Open `notebook` in JupyterLab and wait until its kernel is up. JupyterLab may ask which
+    kernel to start (the notebook's own, python3, is preselected): that dialog is accepted
+    when it shows, polled for beside the kernel, not waited out."""
     page.goto(f"{url}/lab/tree/{notebook}?reset&token={token}")   # reset: only this notebook open
     page.locator(".jp-Notebook").wait_for(timeout=90_000)
-    _accept_kernel_dialog(page)
-    page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").wait_for(timeout=90_000)
-    _wait_for(lambda: _kernel_ready(url, token), 120)   # the page can say idle before the kernel is up
+    select = page.get_by_role("button", name="Select", exact=True)
+    idle = page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']")
+    deadline = time.monotonic() + timeout_s
+    # the page can say idle before the kernel is up: both must say so
+    while not (idle.count() and _kernel_up(url, token, notebook)):
+        if select.count():
+            select.click()
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{notebook}: no idle kernel within {timeout_s:.0f} s")
+        time.sleep(0.25)
 
 
 def _run_all(page, url: str, token: str, notebook: str, timeout_ms: int = 600_000) -> None:
@@ -217,45 +229,41 @@ def _wait_until_ran(page, last, timeout_ms: int) -> None:
     raise AssertionError(f"the notebook did not finish within {timeout_ms / 1e3:.0f} s")
 
 
-def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab):
-    from playwright.sync_api import sync_playwright
-
+def test_notebook_runs_in_jupyterlab_and_the_slider_redraws_the_figure(lab, chromium):
     url, token, server = lab
     ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            _run_all(page, url, token, NOTEBOOK)
-            slider = page.locator(".widget-slider .noUi-handle").first
-            slider.wait_for(timeout=60_000)
-            figure = page.locator(FIGURE).first
-            figure.wait_for(timeout=60_000)
-            figure.scroll_into_view_if_needed()
-            before_src = figure.get_attribute("src")
-            before = figure.screenshot(path=str(ARTIFACTS / "browser-before.png"))
+    page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        _run_all(page, url, token, NOTEBOOK)
+        slider = page.locator(".widget-slider .noUi-handle").first
+        slider.wait_for(timeout=60_000)
+        figure = page.locator(FIGURE).first
+        figure.wait_for(timeout=60_000)
+        figure.scroll_into_view_if_needed()
+        before_src = figure.get_attribute("src")
+        before = figure.screenshot(path=str(ARTIFACTS / "browser-before.png"))
 
-            slider.focus()
-            page.keyboard.press("ArrowRight")  # step 0 (one bucket) → step 1 (rebuilt buckets)
-            changed_src = ("(src) => { const i = document.querySelector('%s');"
-                           " return i !== null && i.getAttribute('src') !== src; }" % FIGURE)
-            page.wait_for_function(changed_src, arg=before_src, timeout=120_000)
-            figure = page.locator(FIGURE).first
-            after = figure.screenshot(path=str(ARTIFACTS / "browser-after.png"))
-            page.screenshot(path=str(ARTIFACTS / "browser-page.png"), full_page=False)
-            # any red stderr text reads as an error to a learner, not only a traceback
-            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-            assert errors.count() == 0, errors.all_inner_texts()
-            # JupyterLab as `make lab` starts it and its kernel (the notebook closed its ranks;
-            # warm ranks are test_loopback_only's): all on loopback
-            sockets = listening(server)
-            assert len({pid for pid, _, _ in sockets}) >= 2, sockets   # the server, the kernel
-            assert beyond_loopback(sockets) == set(), sockets
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "browser-failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+        slider.focus()
+        page.keyboard.press("ArrowRight")  # step 0 (one bucket) → step 1 (rebuilt buckets)
+        changed_src = ("(src) => { const i = document.querySelector('%s');"
+                       " return i !== null && i.getAttribute('src') !== src; }" % FIGURE)
+        page.wait_for_function(changed_src, arg=before_src, timeout=120_000)
+        figure = page.locator(FIGURE).first
+        after = figure.screenshot(path=str(ARTIFACTS / "browser-after.png"))
+        page.screenshot(path=str(ARTIFACTS / "browser-page.png"), full_page=False)
+        # any red stderr text reads as an error to a learner, not only a traceback
+        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        assert errors.count() == 0, errors.all_inner_texts()
+        # JupyterLab as `make lab` starts it and its kernel (the notebook closed its ranks;
+        # warm ranks are test_loopback_only's): all on loopback
+        sockets = listening(server)
+        assert len({pid for pid, _, _ in sockets}) >= 2, sockets   # the server, the kernel
+        assert beyond_loopback(sockets) == set(), sockets
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "browser-failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
 
     a, b = _pixels(before), _pixels(after)
     assert a.shape[0] > 100 and a.shape[1] > 300, "the figure should be a real plot"
@@ -291,45 +299,41 @@ def _clipped_widget_texts(page) -> list:
     return page.evaluate(_CLIPPED)
 
 
-def test_cap_slider_key_press_to_new_figure_is_measured(lab):
+def test_cap_slider_key_press_to_new_figure_is_measured(lab, chromium):
     """Arrow keys on the bucket-cap slider; each press must bring a new image (asserted); the
     time from key press to the image loaded is logged to tests/artifacts/browser-knob-latency.txt
     beside the kernel-side time the panel's status label reports."""
-    from playwright.sync_api import sync_playwright
-
     url, token, _ = lab
     ARTIFACTS.mkdir(exist_ok=True)
     lines = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            _run_all(page, url, token, CAP_NOTEBOOK)
-            figure = page.locator(FIGURE).first
-            figure.wait_for(timeout=120_000)
-            page.evaluate(_LATENCY_PROBE)
-            slider = page.locator(".widget-slider .noUi-handle").first
-            status = page.locator(".widget-label, .widget-html").filter(has_text="re-ran live").first
-            for i, key in enumerate(["ArrowRight", "ArrowLeft"] * 4):  # 1.0 ↔ 2.0 MiB
-                before = figure.get_attribute("src")
-                slider.focus()
-                page.keyboard.press(key)
-                page.wait_for_function("(n) => window.__dpviz.loaded.length > n", arg=i, timeout=120_000)
-                assert figure.get_attribute("src") != before, f"move {i}: the figure did not change"
-                ms = page.evaluate("() => window.__dpviz.loaded.at(-1) - window.__dpviz.key")
-                lines.append(f"move {i} ({key}): key press -> new figure image {ms / 1e3:.3f} s; "
-                             f"kernel: {status.text_content()}")
-            # the run's numbers are the caption above the figure (HTML, not pixels), shown too
-            caption = page.locator(".widget-html").filter(has_text="exposed communication").first
-            assert caption.is_visible() and "live run" in caption.text_content()
-            lines.append(f"caption: {caption.inner_text()}")
-            assert _clipped_widget_texts(page) == [], "widget text cut off"
-            figure.screenshot(path=str(ARTIFACTS / "browser-cap-slider.png"))
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "browser-failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+    page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        _run_all(page, url, token, CAP_NOTEBOOK)
+        figure = page.locator(FIGURE).first
+        figure.wait_for(timeout=120_000)
+        page.evaluate(_LATENCY_PROBE)
+        slider = page.locator(".widget-slider .noUi-handle").first
+        status = page.locator(".widget-label, .widget-html").filter(has_text="re-ran live").first
+        for i, key in enumerate(["ArrowRight", "ArrowLeft"] * 4):  # 1.0 ↔ 2.0 MiB
+            before = figure.get_attribute("src")
+            slider.focus()
+            page.keyboard.press(key)
+            page.wait_for_function("(n) => window.__dpviz.loaded.length > n", arg=i, timeout=120_000)
+            assert figure.get_attribute("src") != before, f"move {i}: the figure did not change"
+            ms = page.evaluate("() => window.__dpviz.loaded.at(-1) - window.__dpviz.key")
+            lines.append(f"move {i} ({key}): key press -> new figure image {ms / 1e3:.3f} s; "
+                         f"kernel: {status.text_content()}")
+        # the run's numbers are the caption above the figure (HTML, not pixels), shown too
+        caption = page.locator(".widget-html").filter(has_text="exposed communication").first
+        assert caption.is_visible() and "live run" in caption.text_content()
+        lines.append(f"caption: {caption.inner_text()}")
+        assert _clipped_widget_texts(page) == [], "widget text cut off"
+        figure.screenshot(path=str(ARTIFACTS / "browser-cap-slider.png"))
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "browser-failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
     moves = [float(re.search(r"image ([\d.]+) s", line).group(1)) for line in lines[1:-1]]  # after warm-up
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     lines.append(f"median after the first move: {sorted(moves)[len(moves) // 2]:.3f} s "
@@ -339,32 +343,28 @@ def test_cap_slider_key_press_to_new_figure_is_measured(lab):
 
 
 @pytest.mark.parametrize("section", sorted(SECTIONS))
-def test_timing_sections_run_in_jupyterlab_and_are_photographed(lab, section):
-    from playwright.sync_api import sync_playwright
-
+def test_timing_sections_run_in_jupyterlab_and_are_photographed(lab, chromium, section):
     name, cell_id = SECTIONS[section]
     cells = json.loads((ROOT / "notebooks" / name).read_text())["cells"]
     index = next(i for i, c in enumerate(cells) if c.get("id") == cell_id)
     url, token, _ = lab
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / f"{section}-{SCREENSHOT_TAG}.png"
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            _run_through(page, url, token, name, index, timeout_ms=900_000)
-            cell = page.locator(".jp-Cell").nth(index)
-            cell.scroll_into_view_if_needed()
-            cell.locator(".jp-OutputArea-output img").first.wait_for(timeout=60_000)
-            cell.screenshot(path=str(shot))
-            # any red stderr text reads as an error to a learner, not only a traceback
-            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-            assert errors.count() == 0, errors.all_inner_texts()
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / f"{section}-failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+    page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        _run_through(page, url, token, name, index, timeout_ms=900_000)
+        cell = page.locator(".jp-Cell").nth(index)
+        cell.scroll_into_view_if_needed()
+        cell.locator(".jp-OutputArea-output img").first.wait_for(timeout=60_000)
+        cell.screenshot(path=str(shot))
+        # any red stderr text reads as an error to a learner, not only a traceback
+        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        assert errors.count() == 0, errors.all_inner_texts()
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / f"{section}-failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
     assert _pixels(shot.read_bytes()).shape[0] > 200, "the section should show its figure and table"
 
 
@@ -389,48 +389,44 @@ _INPUT_PROBE = """() => {
 }""" % FIGURE
 
 
-def test_09b_knobs_read_whole_and_every_move_is_measured(lab):
+def test_09b_knobs_read_whole_and_every_move_is_measured(lab, chromium):
     """09b's FSDP panel, run through JupyterLab: no toggle label, status line or caption is cut
     off (before and after the moves: status lines grow with a run's notes), and each toggle's
     click -> new figure image is logged per knob with its median to
     tests/artifacts/browser-09b-latency.txt beside the kernel's own split (run, draw)."""
-    from playwright.sync_api import sync_playwright
-
     cells = json.loads((ROOT / "notebooks" / KNOBS_NOTEBOOK).read_text())["cells"]
     index = next(i for i, c in enumerate(cells) if c.get("id") == KNOBS_CELL)
     url, token, _ = lab
     ARTIFACTS.mkdir(exist_ok=True)
     lines, times = [], {}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            _run_through(page, url, token, KNOBS_NOTEBOOK, index, timeout_ms=900_000)
-            cell = page.locator(".jp-Cell").nth(index)
-            figure = cell.locator(FIGURE).first
-            figure.wait_for(timeout=120_000)
-            figure.scroll_into_view_if_needed()
-            assert _clipped_widget_texts(page) == [], "widget text cut off before a move"
-            page.evaluate(_INPUT_PROBE)   # the panel's figure is the notebook's first widget image
-            status = cell.locator(".widget-label, .widget-html").filter(has_text="re-ran live").first
-            for knob, (there, back) in {"prefetch": ("prefetch off", "prefetch on"),
-                                        "params": ("keep until backward", "reshard after forward"),
-                                        "units": ("the model as one unit", "a unit per block")}.items():
-                for label in [there, back] * 2:
-                    button = cell.get_by_role("button", name=label, exact=True)
-                    seconds = _move_and_time(page, figure, button.click, label)
-                    times.setdefault(knob, []).append(seconds)
-                    lines.append(f"{knob} -> {label}: click -> new figure image {seconds:.3f} s; "
-                                 f"kernel: {status.text_content()}")
-            assert _clipped_widget_texts(page) == [], "widget text cut off after the moves"
-            cell.screenshot(path=str(ARTIFACTS / "browser-09b-knobs.png"))
-            errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-            assert errors.count() == 0, errors.all_inner_texts()
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "browser-09b-failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+    page = chromium.new_page(viewport={"width": 1400, "height": 900})
+    try:
+        _run_through(page, url, token, KNOBS_NOTEBOOK, index, timeout_ms=900_000)
+        cell = page.locator(".jp-Cell").nth(index)
+        figure = cell.locator(FIGURE).first
+        figure.wait_for(timeout=120_000)
+        figure.scroll_into_view_if_needed()
+        assert _clipped_widget_texts(page) == [], "widget text cut off before a move"
+        page.evaluate(_INPUT_PROBE)   # the panel's figure is the notebook's first widget image
+        status = cell.locator(".widget-label, .widget-html").filter(has_text="re-ran live").first
+        for knob, (there, back) in {"prefetch": ("prefetch off", "prefetch on"),
+                                    "params": ("keep until backward", "reshard after forward"),
+                                    "units": ("the model as one unit", "a unit per block")}.items():
+            for label in [there, back] * 2:
+                button = cell.get_by_role("button", name=label, exact=True)
+                seconds = _move_and_time(page, figure, button.click, label)
+                times.setdefault(knob, []).append(seconds)
+                lines.append(f"{knob} -> {label}: click -> new figure image {seconds:.3f} s; "
+                             f"kernel: {status.text_content()}")
+        assert _clipped_widget_texts(page) == [], "widget text cut off after the moves"
+        cell.screenshot(path=str(ARTIFACTS / "browser-09b-knobs.png"))
+        errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        assert errors.count() == 0, errors.all_inner_texts()
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "browser-09b-failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     for knob, seconds in times.items():
         lines.append(f"{knob}: median {sorted(seconds)[len(seconds) // 2]:.3f} s over {len(seconds)} moves")
@@ -443,44 +439,53 @@ def _opens_modified(page, url: str, token: str, notebook: str) -> bool:
     """Open `notebook`, let its kernel connect (JupyterLab then writes the kernel's metadata into
     the model) and say whether its tab reads modified: closing it would ask "Save your work?"."""
     _open(page, url, token, notebook)
-    page.wait_for_timeout(5_000)   # kernel_info's metadata lands after the kernel reads idle
+    dirty = page.evaluate(_METADATA_LANDED, notebook)
+    page.locator(".lm-TabBar-tab.jp-mod-dirty").wait_for(state="attached" if dirty else "detached")
     return page.locator(".lm-TabBar-tab.jp-mod-dirty").count() > 0
 
 
-def test_a_notebook_opened_and_left_unrun_is_not_modified(lab):
+# In the page: wait until the notebook's panel has written its kernel's metadata into the model
+# (NotebookPanel does so once the kernel's info and spec promises resolve, in handlers attached
+# before ours: ours run after), then say whether the model reads modified.
+_METADATA_LANDED = """async (path) => {
+  const app = window.jupyterapp;
+  const panel = [...app.shell.widgets('main')].find(w => w.context && w.context.path.endsWith(path));
+  const session = panel.sessionContext;
+  while (!session.session || !session.session.kernel) await new Promise(r => setTimeout(r, 50));
+  const kernel = session.session.kernel;
+  await kernel.info;
+  await kernel.spec;
+  await new Promise(r => setTimeout(r, 0));
+  return panel.context.model.dirty;
+}"""
+
+
+def test_a_notebook_opened_and_left_unrun_is_not_modified(lab, chromium):
     """A notebook stored as JupyterLab writes it (scripts/normalize_notebooks.py) opens clean;
     the same notebook with the metadata it had before opens modified, so the check can fail."""
-    from playwright.sync_api import sync_playwright
-
     url, token, _ = lab
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            assert not _opens_modified(page, url, token, OPENED_NOTEBOOK), \
-                f"{OPENED_NOTEBOOK} opens modified: run scripts/normalize_notebooks.py"
-            assert _opens_modified(page, url, token, STALE_NOTEBOOK)
-        except Exception:
-            page.screenshot(path=str(ARTIFACTS / "browser-modified-failure.png"), full_page=True)
-            raise
-        finally:
-            browser.close()
+    page = chromium.new_page(viewport={"width": 1400, "height": 900})
+    try:
+        assert not _opens_modified(page, url, token, OPENED_NOTEBOOK), \
+            f"{OPENED_NOTEBOOK} opens modified: run scripts/normalize_notebooks.py"
+        assert _opens_modified(page, url, token, STALE_NOTEBOOK)
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "browser-modified-failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
 
 
-def test_the_clipped_text_check_sees_cut_toggles_and_labels(lab):
+def test_the_clipped_text_check_sees_cut_toggles_and_labels(lab, chromium):
     """The check the panels' tests use finds what ipywidgets' CSS cuts off: both fixed-width
     toggle labels and a status Label longer than its row."""
-    from playwright.sync_api import sync_playwright
-
     url, token, _ = lab
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            _run_all(page, url, token, CLIPPED_NOTEBOOK)
-            page.locator(".widget-toggle-button").first.wait_for(timeout=60_000)
-            clipped = [text for text, *_ in _clipped_widget_texts(page)]
-            assert {"reshard after forward", "keep until backward"} <= set(clipped), clipped
-            assert any(t.startswith("bucket_cap_mb=4") for t in clipped), clipped
-        finally:
-            browser.close()
+    page = chromium.new_page(viewport={"width": 1400, "height": 900})
+    try:
+        _run_all(page, url, token, CLIPPED_NOTEBOOK)
+        page.locator(".widget-toggle-button").first.wait_for(timeout=60_000)
+        clipped = [text for text, *_ in _clipped_widget_texts(page)]
+        assert {"reshard after forward", "keep until backward"} <= set(clipped), clipped
+        assert any(t.startswith("bucket_cap_mb=4") for t in clipped), clipped
+    finally:
+        page.close()
