@@ -17,9 +17,7 @@ from dpviz.app.commands import predict as cli
 from dpviz.core.bucket_layout import assign_buckets, cap_limits
 from dpviz.core.link import REDUCTIONS, Link, as_reduction, preset
 from dpviz.core.record import RunRecord
-from dpviz.lessons.what_if.learn import (
-    Linear, ReduceCost, describe_fit, fit_linear, fit_reduction, learn, measure, reduction_terms, ring_factor, transfer_ms,
-)
+from dpviz.lessons.what_if.learn import Linear, describe_fit, fit_linear, learn, measure, ring_factor, transfer_ms
 from dpviz.lessons.what_if.live import CHECK_CONFIG, check_predictions
 from dpviz.lessons.what_if.plots import plot_predicted, plot_replay, plot_scaling
 from dpviz.lessons.what_if.records import (
@@ -64,52 +62,6 @@ def test_fit_linear_recovers_a_line_and_stays_non_negative():
     same = fit_linear([(mib, 2.0), (mib, 4.0)])      # sizes alike: proportional
     assert same.fixed_ms == 0 and same.ms_per_mib == pytest.approx(3.0)
     assert fit_linear([(mib, 5.0), (4 * mib, 1.0)]).ms_per_mib == 0.0   # never a negative slope
-
-
-MIB = 1 << 20
-LINE = Linear(0.5, 1.0)   # the later all-reduces' true cost: 0.5 ms + 1 ms/MiB
-
-
-def _costs(later_mib, first_extra_ms=10.0, outliers=0, ranks=4, steps=4) -> list[ReduceCost]:
-    """Synthetic all-reduce costs: each rank-step's first (1 MiB) costs the line plus a one-off,
-    its later ones the line, the first `outliers` rank-steps' last all-reduce ten times that
-    (a descheduled rank)."""
-    out = []
-    for owner in range(ranks * steps):
-        out.append(ReduceCost(MIB, LINE.ms(MIB) + first_extra_ms, owner, True))
-        for k, mib in enumerate(later_mib):
-            slow = 10 if owner < outliers and k == len(later_mib) - 1 else 1
-            out.append(ReduceCost(mib * MIB, LINE.ms(mib * MIB) * slow, owner, False))
-    return out
-
-
-def test_the_steps_first_all_reduce_stays_out_of_the_line_a_smaller_cap_pays_per_bucket():
-    """16 rank-steps, 3 later sizes, 2 of 48 later all-reduces 10× slow: Theil–Sen's median
-    slope and median intercept come back exact (well over half of the pairwise slopes and
-    residuals are the clean line's), and each rank-step's first keeps its one-off 10 ms apart."""
-    costs = _costs([2, 3, 5], outliers=2)
-    line = fit_reduction(costs)
-    assert line.fixed_ms == pytest.approx(LINE.fixed_ms, abs=1e-9) and line.ms_per_mib == pytest.approx(1.0, abs=1e-9)
-    terms = reduction_terms(costs, line)
-    assert [extra for _, extra in terms.values()] == pytest.approx([10.0] * 16, abs=1e-9)
-    assert terms[0][0] > 1.5 and terms[15][0] == pytest.approx(1.0, abs=1e-9)   # the slow rank-steps say so
-
-
-def test_one_later_size_gives_a_line_through_zero_and_one_all_reduce_a_step_is_the_line():
-    """With one later size the fixed part cannot be told from the per-byte one: the line goes
-    through zero at that size's median, the first's extra is measured against it. With one
-    all-reduce a step there is no later one: the firsts are the line, no extra. Fitted with
-    the firsts (DDP's default cap: a 1 MiB first, a 5 MiB later), the one-off became the fixed
-    part a smaller cap pays once per bucket."""
-    costs = _costs([5], outliers=3)
-    assert fit_linear([(c.bytes, c.ms) for c in costs]).fixed_ms > LINE.fixed_ms + 1
-    line = fit_reduction(costs)
-    assert line.fixed_ms == 0 and line.ms_per_mib == pytest.approx(LINE.ms(5 * MIB) / 5, abs=1e-9)
-    extras = [extra for _, extra in reduction_terms(costs, line).values()]
-    assert extras == pytest.approx([LINE.ms(MIB) + 10.0 - line.ms(MIB)] * 16, abs=1e-9)
-    only = [c for c in costs if c.first]
-    assert fit_reduction(only).ms_per_mib == pytest.approx(LINE.ms(MIB) + 10.0, abs=1e-9)
-    assert {extra for _, extra in reduction_terms(only, fit_reduction(only)).values()} == {None}
 
 
 # --- a loaded trace: the A100 NCCL job -----------------------------------------------------
@@ -375,20 +327,6 @@ def test_cli_predicts_from_a_run_folder(mlp_record, tmp_path, capsys):
     save(mlp_record, tmp_path / "record.json")
     assert _cli(str(tmp_path), "--ranks", "8", "--link", "10GbE") == 0
     assert "8 ranks" in capsys.readouterr().out
-
-
-def test_the_first_all_reduces_one_off_is_paid_once_whatever_the_cap(mlp_record):
-    """A one-off on the step's first all-reduce (20 ms more) delays the later collectives by at
-    most that (they run one at a time: each starts at the latest of its ranks' joins and the
-    previous one's end, a max that moves by at most what its inputs move), so the predicted
-    step grows by at most 20 ms even at a cap of many buckets, never 20 ms per bucket."""
-    learned = learn(mlp_record)
-    with_extra = lambda ms: dataclasses.replace(learned, samples=tuple(
-        dataclasses.replace(s, first_reduce_ms=ms) for s in learned.samples))
-    small = dict(bucket_cap_mb=0.05, reduction=RECORDED, link=LINK)
-    p0, p1 = predict(with_extra(0.0), **small), predict(with_extra(20.0), **small)
-    assert len(p0.buckets) >= 4
-    assert 0 < p1.step_ms - p0.step_ms <= 20 + 1e-6
 
 
 def test_live_record_is_learned_gradient_by_gradient(mlp_record):

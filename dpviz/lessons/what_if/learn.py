@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from dpviz.analysis.overlap import quartiles, steady_steps, summarize_step, union
 from dpviz.analysis.stragglers import collective_instances
@@ -118,8 +117,6 @@ class StepSample:
     finish_ms: float            # last of (backward, all-reduces) → the optimizer starts
     optimizer_ms: float         # optimizer start → step end
     first_hook_ms: float | None = None   # the step's first comm hook, as measured (None: no hooks)
-    first_reduce_ms: float | None = None  # its first all-reduce's cost beyond the fitted line
-    #                                       (None: one all-reduce a step, the line is fitted to it)
 
 
 @dataclass(frozen=True)
@@ -301,13 +298,13 @@ def _assemble(record: RunRecord, samples: dict[int, list[_Sample]]) -> LearnedSt
         link, reduction, costs = fit.wire, Linear(0.0, 0.0, 0), []
     else:
         costs = _reduce_costs(samples, link is not None)
-        reduction = fit_reduction(costs)
+        reduction = fit_linear([(b, ms) for b, ms, _ in costs])
     wire = "ring" if gpu else "transfer"
     idle, busy, _ = _handoffs(per_rank, link, world, wire)
     handoffs = (_mean(idle, _mean(busy, 0.0)), _mean(busy, _mean(idle, 0.0))) if not gpu else (0.0, 0.0)
-    terms = reduction_terms(costs, reduction)
     steps = [_step_sample(s, step, min(x.step_start for x in group), link, world, wire, hook,
-                          terms.get(id(s), (1.0, None)), handoffs)
+                          _ratio([(ms, reduction.ms(b)) for b, ms, owner in costs if owner == id(s)]),
+                          handoffs)
              for step, group in samples.items() for s in group if s in alike]
     notes = []
     per_gradient = not names[0].startswith("bucket ")
@@ -318,8 +315,7 @@ def _assemble(record: RunRecord, samples: dict[int, list[_Sample]]) -> LearnedSt
                      "one is taken as long as the synchronising micro-step's forward and backward, "
                      "the comm hooks taken out")
     if reduction.samples and reduction.fixed_ms == 0.0:
-        notes.append("all-reduce cost taken as proportional to bytes (the sizes of the all-reduces after each "
-                     "step's first barely differ; the first's cost is kept as measured)")
+        notes.append("all-reduce cost taken as proportional to bytes (the recorded sizes barely differ)")
     sizes = [u[1] for u in alike[0].units]
     return LearnedStep(
         source="loaded trace" if trace else "live", device="gpu" if gpu else "cpu", world_size=world,
@@ -335,10 +331,10 @@ def _assemble(record: RunRecord, samples: dict[int, list[_Sample]]) -> LearnedSt
 
 
 def _step_sample(s: _Sample, step: int, first_us: float, link: Link | None, world: int, wire: str,
-                 hook: Linear, reduction: tuple[float, float | None], handoffs: tuple[float, float]) -> StepSample:
+                 hook: Linear, reduction_ratio: float, handoffs: tuple[float, float]) -> StepSample:
     """One rank's step as the model replays it: its own compute times, its own hand-over
     delays (the record's medians where it had none) and how its hooks and all-reduces ran
-    against the fitted costs (`reduction`: its later all-reduces' ratio, its first's extra)."""
+    against the fitted costs."""
     rel = lambda t: (t - s.b0 - _hooks_before(s, t)) / 1e3   # the comm hooks before t taken out
     ready = tuple(rel(u[2]) for u in s.units)
     idle, busy, transfers = _handoffs([s], link, world, wire)
@@ -355,7 +351,7 @@ def _step_sample(s: _Sample, step: int, first_us: float, link: Link | None, worl
         hook_ratio=_ratio([(h.dur_us / 1e3, hook.ms(s.bucket_bytes[i])) for i, h in _later_hooks(s)]),
         wire_ratio=_ratio(transfers),
         handoff_idle_ms=max(0.0, _mean(idle, handoffs[0])), handoff_busy_ms=max(0.0, _mean(busy, handoffs[1])),
-        reduction_ratio=reduction[0], first_reduce_ms=reduction[1],
+        reduction_ratio=reduction_ratio,
         finish_ms=(s.opt0 - max(s.b1, comm_end)) / 1e3, optimizer_ms=(s.step_end - s.opt0) / 1e3,
         first_hook_ms=s.hooks[min(s.hooks)].dur_us / 1e3 if len(s.hooks) > 1 else None)
 
@@ -420,62 +416,21 @@ def _handoffs(samples: list[_Sample], link: Link | None, world: int, wire: str) 
     return idle, busy, extra
 
 
-class ReduceCost(NamedTuple):
-    """One all-reduce on one rank: its bytes, its cost (ms) after the last rank joined, whose
-    sample it is, and whether it was the step's first."""
-
-    bytes: int
-    ms: float
-    owner: int
-    first: bool
-
-
-def _reduce_costs(samples: dict[int, list[_Sample]], linked: bool) -> list[ReduceCost]:
-    """Each all-reduce on each rank, from the moment the last rank joined it (its transfer's
-    end with a link, else its all-reduce's start), or the rank's previous all-reduce ended if
-    that was later, to its end on that rank: the reduction's own cost, without waiting for a
-    late rank or an earlier bucket."""
+def _reduce_costs(samples: dict[int, list[_Sample]], linked: bool) -> list[tuple[int, float, int]]:
+    """(bytes, ms, id of the rank's sample) of each all-reduce on each rank, from the moment the
+    last rank joined it (its transfer's end with a link, else its all-reduce's start), or the
+    rank's previous all-reduce ended if that was later, to its end on that rank: the
+    reduction's own cost, without waiting for a late rank or an earlier bucket."""
     out = []
     for group in samples.values():
         previous = {id(s): float("-inf") for s in group}
-        shared = [i for i in sorted(group[0].reduces) if all(i in s.reduces for s in group)]
-        for i in shared:
+        for i in sorted(group[0].reduces):
+            if not all(i in s.reduces for s in group):
+                continue
             joined = max(s.links[i].end_us if linked and i in s.links else s.reduces[i].start_us for s in group)
             for s in group:   # one collective at a time: the previous one's end, if later
-                out.append(ReduceCost(s.bucket_bytes[i], (s.reduces[i].end_us - max(joined, previous[id(s)])) / 1e3,
-                                      id(s), i == shared[0]))
+                out.append((s.bucket_bytes[i], (s.reduces[i].end_us - max(joined, previous[id(s)])) / 1e3, id(s)))
                 previous[id(s)] = s.reduces[i].end_us
-    return out
-
-
-def fit_reduction(costs: list[ReduceCost]) -> Linear:
-    """The all-reduce's cost per bucket, fitted to the later all-reduces of each step, pooled
-    over every rank and steady step. The step's first is left out, as the first comm hook is:
-    on this machine it ran 1.5–4× a later all-reduce of the same size (measured at N = 4, load
-    5–14; why is not measured). Fitted with it, that one-off lands in the line's fixed part,
-    which a smaller cap then pays once per bucket: a default-cap source (1 + 5 MiB) charged each
-    of a 0.5 MiB cap's six buckets its first's extra. With one later size per step the fixed
-    part cannot be told from the per-byte one, and the line goes through zero (`fit_linear`): a
-    later all-reduce's own fixed cost is then left out, which under-predicts a smaller cap's
-    buckets. With one all-reduce a step, that one is the line."""
-    later = [c for c in costs if not c.first] or costs
-    return fit_linear([(c.bytes, c.ms) for c in later])
-
-
-def reduction_terms(costs: list[ReduceCost], line: Linear) -> dict[int, tuple[float, float | None]]:
-    """Per rank-step (by its sample's id): its later all-reduces' time over the line's (a sum:
-    a rank descheduled once lost that time), and its first all-reduce's cost beyond the line
-    (None where every all-reduce is a first: the line was fitted to them)."""
-    by_owner: dict[int, list[ReduceCost]] = {}
-    for c in costs:
-        by_owner.setdefault(c.owner, []).append(c)
-    fitted_to_firsts = all(c.first for c in costs)
-    out = {}
-    for owner, mine in by_owner.items():
-        later = [c for c in mine if not c.first or fitted_to_firsts]
-        first = next((c for c in mine if c.first), None)
-        extra = None if fitted_to_firsts or first is None else first.ms - line.ms(first.bytes)
-        out[owner] = (_ratio([(c.ms, line.ms(c.bytes)) for c in later]), extra)
     return out
 
 
@@ -514,14 +469,3 @@ def describe_fit(fit: LinkFit) -> str:
     waits = ("; it still includes waits for the ranks not loaded" if fit.includes_waits else "")
     return (f"{head}, fitted after the last of {fit.ranks} loaded ranks joined ({fit.instances} all-reduces"
             f"{waits}); on whole kernels, waits included: {k.gbps:g} Gb/s, α {k.latency_us:g} µs")
-
-
-def describe_reduction(learned: LearnedStep) -> str:
-    """One line: the all-reduce's cost after the last rank joined, as the model charges it on
-    this machine (the line for every bucket after the step's first, the first's one-off once)."""
-    line = learned.reduction
-    extras = [x.first_reduce_ms for x in learned.samples if x.first_reduce_ms is not None]
-    first = (f"; the step's first all-reduce {_median(extras):+.2f} ms beyond it (median of {len(extras)} "
-             f"rank-steps), charged once a step" if extras else "")
-    return (f"all-reduce after the last rank joined: {line.fixed_ms:.2f} ms + {line.ms_per_mib:.2f} ms/MiB per "
-            f"bucket{first}")

@@ -283,16 +283,13 @@ def _replay_step(learned: LearnedStep, group: list[StepSample], s: _Settings, pa
     after the previous bucket's, if that ended later: the process group runs them in order)."""
     ranks = [_front(learned, _Rank(sample, []), s, packed) for sample in group]
     ratio = statistics.median(r.sample.reduction_ratio for r in ranks) if s.machine else 1.0
-    firsts = [r.sample.first_reduce_ms for r in ranks if r.sample.first_reduce_ms is not None]
-    first_extra = statistics.median(firsts) if s.machine and firsts and s.world_size > 1 else None
     gpu, k, common = learned.device == "gpu", s.compute_scale, float("-inf")
     for index, members in enumerate(packed):
         size = sum(learned.gradients[m].bytes for m in members)
         # on the common clock (a rank that started its step later joins later), one
-        # collective at a time; the step's first all-reduce as measured (`fit_reduction`)
+        # collective at a time
         joined = max(max(r.sample.offset_ms + r.joins[index] for r in ranks), common)
-        cost = _reduction_ms(learned, s, size)
-        common = joined + (max(0.0, cost + first_extra) if index == 0 and first_extra is not None else cost * ratio)
+        common = joined + _reduction_ms(learned, s, size) * ratio
         for r in ranks:
             wire = r.wire[index]
             start = r.joins[index]
