@@ -50,6 +50,21 @@ wait $notebooks_pid; notebooks_rc=$?
 wait $tests_pid; tests_rc=$?
 echo "== streams notebooks and tests side by side: $((SECONDS - start)) s"
 
+# settle: the serial tests time physics on both cores, so wait (at most 60 s) until the cores
+# are idle: what the streams started (a browser, a kernel's ranks) may take seconds to exit. The
+# busiest processes are printed if it has to wait, so a leftover is named in the log.
+settle() {
+  local i u1 n1 s1 i1 u2 n2 s2 i2 busy idle
+  for i in $(seq 60); do
+    read -r _ u1 n1 s1 i1 _ < /proc/stat; sleep 1; read -r _ u2 n2 s2 i2 _ < /proc/stat
+    busy=$(( u2 + n2 + s2 - u1 - n1 - s1 )); idle=$(( i2 - i1 ))
+    (( 4 * busy <= busy + idle )) && return   # under a quarter of the cores busy
+    (( i == 1 )) && { echo "== waiting for the cores to be idle before the serial tests:"; ps -eo pcpu,etime,args --sort=-pcpu | head -4 | cut -c1-160; }
+  done
+  echo "== the cores stayed busy for 60 s; the serial tests run anyway"
+}
+
+settle
 began=$SECONDS
 "$PY" -m pytest $(marked serial) -m serial --durations=5
 serial_rc=$?
