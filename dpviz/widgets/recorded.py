@@ -20,6 +20,7 @@ import io
 import math
 import os
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -34,6 +35,7 @@ PANEL_CLASS, VIEW_CLASS, TAG_CLASS = "dpviz-recorded", "dpviz-recorded-view", "d
 # a recorded Stack's own class is STACK_PREFIX + key; each control it follows has MOVES_PREFIX + key
 STACK_PREFIX, MOVES_PREFIX = "dpviz-stack-", "dpviz-moves-"
 GRID_CLASS = "dpviz-grid"      # a control `gridded` made: its tag states the grid
+_GRIDDED: "weakref.WeakSet[w.Widget]" = weakref.WeakSet()   # the controls `gridded` made
 
 
 @dataclass(frozen=True)
@@ -57,12 +59,13 @@ def gridded(slider: w.Widget, grid: Sequence[float], label: Callable[[float], st
     grid_slider = w.SelectionSlider(options=[(label(v), v) for v in values], value=slider.value,
                                     description=slider.description, style=slider.style, continuous_update=False)
     grid_slider.add_class(GRID_CLASS)
+    _GRIDDED.add(grid_slider)
     return grid_slider
 
 
 def grid_note(control: w.Widget) -> str:
     """'Ψ (billion) on a grid (1.5, 7.5, 70)' for a `gridded` control, else ''."""
-    if GRID_CLASS not in control._dom_classes:
+    if control not in _GRIDDED:
         return ""
     return f"{control.description} on a grid ({', '.join(label for label, _ in control.options)})"
 
