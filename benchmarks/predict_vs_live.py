@@ -6,8 +6,11 @@ point is predicted from it (what-if); with --cores every larger world size is al
 from the first world size's step, compute scaled by core sharing (cross-N). Prints every row
 with the live step's spread (IQR over ranks and steady steps) and both errors (step and exposed
 communication), the medians and the worst row against issue 43's goals, and the load average before and after, so the numbers carry their
-conditions. `--out FILE` saves the check record (JSON).
-Usage: python benchmarks/predict_vs_live.py [--world-sizes 2,3,4] [--steps 6] [--repeats 3] [--cores 2] [--out F]
+conditions. `--out FILE` saves the check record (JSON). `--keep DIR` saves every run too;
+`--from DIR` judges today's model on those runs again, starting no rank: two models A/B'd on the
+same runs, without the run-to-run noise a fresh check carries.
+Usage: python benchmarks/predict_vs_live.py [--world-sizes 2,3,4] [--steps 6] [--repeats 3] [--cores 2]
+       [--out F] [--keep DIR | --from DIR]
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import os
 import time
 
 from dpviz.core.record import save
-from dpviz.lessons.what_if.live import CHECK_CONFIG, check_predictions
+from dpviz.lessons.what_if.live import CHECK_CONFIG, check_predictions, recheck
 from dpviz.lessons.what_if.records import errors, format_check
 
 # issue 43's goals on the what-if grid: step median <= 5 %, exposed communication median <= 10 %,
@@ -51,11 +54,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="source/target runs in turn per grid point")
     parser.add_argument("--cores", type=int, default=os.cpu_count())
     parser.add_argument("--out", default=None)
+    kept = parser.add_mutually_exclusive_group()
+    kept.add_argument("--keep", default=None, help="an empty folder to save every run in (JSON)")
+    kept.add_argument("--from", dest="from_", default=None, help="a --keep folder: no live run, today's model")
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()}")
     t0 = time.perf_counter()
-    check = check_predictions(CHECK_CONFIG.replace(steps=args.steps), cores=args.cores, repeats=args.repeats,
-                              world_sizes=tuple(int(n) for n in args.world_sizes.split(",")))
+    if args.from_:
+        check = recheck(args.from_, cores=args.cores)
+    else:
+        check = check_predictions(CHECK_CONFIG.replace(steps=args.steps), cores=args.cores, repeats=args.repeats,
+                                  world_sizes=tuple(int(n) for n in args.world_sizes.split(",")), keep=args.keep)
     print(format_check(check))
     cross = errors(check, "cross-N")
     if cross is not None:

@@ -12,11 +12,15 @@ through `run`.
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import statistics
+from dataclasses import asdict
+from pathlib import Path
 
 from dpviz.core.config import RunConfig, require_int
 from dpviz.core.link import Link, as_link
-from dpviz.core.record import RunRecord
+from dpviz.core.record import RecordError, RunRecord, load, read_json, save
 from dpviz.lessons.what_if.learn import learn, measure
 from dpviz.lessons.what_if.records import RECORDED, CheckRow, PredictionCheck, predict
 
@@ -39,7 +43,7 @@ def link_label(link: Link) -> str:
 
 def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes=(2, 3, 4),
                       links=CHECK_LINKS, caps=CHECK_CAPS, accum_steps=(1, 4), repeats: int = 1,
-                      cores: int | None = None) -> PredictionCheck:
+                      cores: int | None = None, keep: str | os.PathLike | None = None) -> PredictionCheck:
     """Every point of world_sizes × links × caps × accum_steps run live on `cfg`'s workload,
     each beside a prediction from the grid's first link and cap at its largest K at the same
     world size, recorded right before it ("what-if"; on a shared machine the load drifts, so
@@ -48,7 +52,9 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
     its first run set beside its later ones ("repeat": the machine's run-to-run noise). With
     `cores`, every world size but the first is also predicted from the first world size's
     source, compute scaled by core sharing ("cross-N"). A warm `cluster` serves the world
-    size it has; the others get ranks of their own."""
+    size it has; the others get ranks of their own. `keep`: a folder to save every run in
+    (JSON records and the grid, `KEPT_GRID`), so that `recheck` can judge a changed model on
+    the same runs, without this machine's run-to-run noise in the comparison."""
     from dpviz.engine.launch import using_cluster
 
     cfg = cfg or CHECK_CONFIG
@@ -64,33 +70,99 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
     require_int("repeats", repeats, 1, 20)
     for cap in caps:
         cfg.replace(bucket_cap_mb=cap)   # bad caps and configs fail here, before any rank
+    folder = _keep_folder(keep)
     source = (links[0], caps[0], max(accum_steps))
     targets = [p for p in itertools.product(links, caps, accum_steps) if p != source]
-    rows, first = [], None
+    grid = {"workload": cfg.to_dict(), "cores": cores, "world_sizes": list(world_sizes),
+            "links": [asdict(x) for x in links], "caps": list(caps), "accum_steps": list(accum_steps),
+            "points": []}
+    points = []
     for n in world_sizes:
         mine = cluster if cluster is not None and cluster.world_size == n else None
         with using_cluster(mine, n, cfg.backend, cfg.timeout_s) as ranks:
             for link, cap, k in targets:
-                target = cfg.replace(world_size=n, link=link, bucket_cap_mb=cap, accum_steps=k)
                 sources, lives = [], []
                 for _ in range(repeats):   # source, target, source, target, …
                     sources.append(run_live(cfg.replace(world_size=n, link=source[0], bucket_cap_mb=source[1],
                                                         accum_steps=source[2]), ranks))
-                    lives.append(run_live(target, ranks))
-                learned = [learn(r) for r in sources]
-                first = first or learned[0]
-                rows.append(_row("replay", sources[0].config, [predict(x) for x in learned], measure(sources),
-                                 learned[0]))
-                if repeats > 1:   # the noise floor: one run of the source "predicting" the next
-                    rows.append(_repeat_row(sources, learned[0]))
-                rows.append(_row("what-if", target.to_dict(),
-                                 [predict(x, link=link, bucket_cap_mb=cap, accum_steps=k, reduction=RECORDED)
-                                  for x in learned],
-                                 measure(lives), learned[0]))
-                if cores is not None and first.world_size != n:
-                    rows.append(_row("cross-N", target.to_dict(), [predict(first, world_size=n, link=link,
-                                     bucket_cap_mb=cap, accum_steps=k, cores=cores, reduction=RECORDED)],
-                                     measure(lives), first))
+                    lives.append(run_live(cfg.replace(world_size=n, link=link, bucket_cap_mb=cap,
+                                                      accum_steps=k), ranks))
+                target = cfg.replace(world_size=n, link=link, bucket_cap_mb=cap, accum_steps=k)
+                points.append((target, sources, lives))
+                if folder is not None:
+                    grid["points"].append(_kept(folder, len(grid["points"]), target, sources, lives))
+    if folder is not None:
+        (folder / KEPT_GRID).write_text(json.dumps(grid, indent=1) + "\n")
+    return _check(points, cfg, world_sizes, links, caps, accum_steps, cores)
+
+
+# The grid file `check_predictions(keep=…)` writes beside the records it keeps.
+KEPT_GRID = "grid.json"
+
+
+def recheck(folder: str | os.PathLike, cores: int | None = None) -> PredictionCheck:
+    """The check again on the runs `check_predictions(keep=folder)` saved: today's model
+    against the same live steps, no rank started (an A/B of the model on identical runs).
+    `cores` as in the check; None: the kept check's own."""
+    folder = Path(folder)
+    path = folder / KEPT_GRID
+    if not path.is_file():
+        raise RecordError(f"{folder} holds no {KEPT_GRID}: keep runs with check_predictions(keep=...) "
+                          "or benchmarks/predict_vs_live.py --keep FOLDER")
+    grid = read_json(path)
+    cfg = RunConfig.from_dict(grid["workload"])
+    links = tuple(as_link(x) for x in grid["links"])
+    points = [(RunConfig.from_dict(p["target"]), [load(folder / f, RunRecord) for f in p["sources"]],
+               [load(folder / f, RunRecord) for f in p["lives"]]) for p in grid["points"]]
+    return _check(points, cfg, tuple(grid["world_sizes"]), links, tuple(grid["caps"]),
+                  tuple(grid["accum_steps"]), grid["cores"] if cores is None else cores)
+
+
+def _keep_folder(keep) -> Path | None:
+    """The folder to keep runs in, made now: a path that cannot be one fails before any rank."""
+    if keep is None:
+        return None
+    folder = Path(keep)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"keep: cannot make folder {folder} ({err.strerror})") from None
+    if (folder / KEPT_GRID).exists():
+        raise ValueError(f"keep: {folder} already holds a kept check; give an empty folder")
+    return folder
+
+
+def _kept(folder: Path, index: int, target: RunConfig, sources: list[RunRecord],
+          lives: list[RunRecord]) -> dict:
+    """Save one grid point's runs; its entry in the grid file."""
+    names = {"sources": [], "lives": []}
+    for kind, runs in (("sources", sources), ("lives", lives)):
+        for i, record in enumerate(runs):
+            name = f"point{index:03d}-{kind}-{i}.json"
+            save(record, folder / name)
+            names[kind].append(name)
+    return {"target": target.to_dict(), **names}
+
+
+def _check(points, cfg: RunConfig, world_sizes, links, caps, accum_steps, cores) -> PredictionCheck:
+    """The check's rows from each grid point's (target config, source runs, live runs)."""
+    rows, first = [], None
+    for target, sources, lives in points:
+        n, link, cap, k = target.world_size, as_link(target.link), target.bucket_cap_mb, target.accum_steps
+        learned = [learn(r) for r in sources]
+        first = first or learned[0]
+        rows.append(_row("replay", sources[0].config, [predict(x) for x in learned], measure(sources),
+                         learned[0]))
+        if len(sources) > 1:   # the noise floor: one run of the source "predicting" the next
+            rows.append(_repeat_row(sources, learned[0]))
+        rows.append(_row("what-if", target.to_dict(),
+                         [predict(x, link=link, bucket_cap_mb=cap, accum_steps=k, reduction=RECORDED)
+                          for x in learned],
+                         measure(lives), learned[0]))
+        if cores is not None and first.world_size != n:
+            rows.append(_row("cross-N", target.to_dict(), [predict(first, world_size=n, link=link,
+                             bucket_cap_mb=cap, accum_steps=k, cores=cores, reduction=RECORDED)],
+                             measure(lives), first))
     return PredictionCheck({"source": "live + model", "workload": cfg.to_dict(), "cores": cores,
                             "world_sizes": list(world_sizes), "links": [link_label(x) for x in links],
                             "caps": list(caps), "accum_steps": list(accum_steps)}, tuple(rows))
