@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # `make test` after set-up: every notebook (nbval), every test, every other CPU kernel path.
-# Much of the suite waits (ranks starting, sleeping link threads, a kernel or a browser), so two
-# streams run side by side and fill each other's waits:
+# Much of the suite waits (ranks starting, sleeping link threads, a kernel or a browser), so
+# three streams run side by side and fill each other's waits (measured in benchmarks/README.md,
+# "make test"):
 #   notebooks: nbval over every notebook, logging their figures (tests/notebook_figures.py),
-#              then the tests that read that log (-m notebooks), then the kernel paths
-#              (scripts/test_kernels.sh: numeric comparisons, not timings), then $MOVED;
+#              then the tests that read that log (-m notebooks);
+#   programs:  the tests that drive other programs: chromium and JupyterLab (-m browser), the
+#              CLI and torchrun ($PROGRAMS), the kernel paths (scripts/test_kernels.sh: numeric
+#              comparisons under other ATEN_CPU_CAPABILITY, not timings), then $MOVED, the
+#              suite's longest test (`animate all`);
 #   tests:     every other test but the serial ones.
-# $MOVED, the suite's longest test, runs in the notebooks stream because that stream ends first
-# (clean clone, 2 cores: notebooks 415 s, tests 555 s with it), so the two end closer together.
 # Then, alone, the `serial` tests: timing physics (pinned cores, the link's overlap, fits of α
 # and β) that need the cores to themselves. Each stream writes its log to $OUT and prints it
 # when it ends; a failing stream fails `make test`.
@@ -23,16 +25,24 @@ start=$SECONDS
 # the whole suite's collection again)
 marked() { grep -l "mark\.$1\b" tests/test_*.py; }
 MOVED=tests/test_export.py::test_animate_all_builds_every_scene_from_fresh_runs_with_progress
+PROGRAMS="tests/test_cli.py tests/test_torchrun.py tests/test_rank_stderr.py"
 
 notebooks() {
   "${MAKE:-make}" --no-print-directory test-notebooks PY="$PY" FIGURE_LOG="$FIGURE_LOG" &&
-  DPVIZ_FIGURE_LOG_DIR=$FIGURE_LOG "$PY" -m pytest $(marked notebooks) -m "notebooks and not serial" &&
+  DPVIZ_FIGURE_LOG_DIR=$FIGURE_LOG "$PY" -m pytest $(marked notebooks) -m "notebooks and not serial"
+}
+
+programs() {
+  "$PY" -m pytest $(marked browser) -m "browser and not notebooks and not serial" --durations=5 &&
+  "$PY" -m pytest $PROGRAMS -m "not browser and not notebooks and not serial" --durations=5 &&
   PY=$PY bash scripts/test_kernels.sh &&
   "$PY" -m pytest "$MOVED"
 }
 
 tests() {
-  "$PY" -m pytest tests -m "not notebooks and not serial" --deselect "$MOVED" --durations=10
+  local ignore=() f
+  for f in $PROGRAMS; do ignore+=(--ignore "$f"); done
+  "$PY" -m pytest tests "${ignore[@]}" -m "not notebooks and not serial and not browser" --deselect "$MOVED" --durations=10
 }
 
 # run_stream NAME: the stream's function, its output to $OUT/NAME.log, printed when it ends
@@ -45,14 +55,16 @@ run_stream() {
   return $rc
 }
 
-set -m   # each stream its own process group: an interrupted make test ends both, ranks included
+set -m   # each stream its own process group: an interrupted make test ends them all, ranks included
 run_stream notebooks & notebooks_pid=$!
 run_stream tests & tests_pid=$!
-trap 'kill -- -$notebooks_pid -$tests_pid 2>/dev/null' EXIT
-echo "== streams notebooks and tests started side by side (follow: tail -f $OUT/notebooks.log $OUT/tests.log)"
+run_stream programs & programs_pid=$!
+trap 'kill -- -$notebooks_pid -$tests_pid -$programs_pid 2>/dev/null' EXIT
+echo "== streams notebooks, tests and programs started side by side (follow: tail -f $OUT/*.log)"
 wait $notebooks_pid; notebooks_rc=$?
 wait $tests_pid; tests_rc=$?
-echo "== streams notebooks and tests side by side: $((SECONDS - start)) s"
+wait $programs_pid; programs_rc=$?
+echo "== streams notebooks, tests and programs side by side: $((SECONDS - start)) s"
 
 # settle: the serial tests time physics on both cores, so wait (at most 60 s) until the cores
 # are idle: what the streams started (a browser, a kernel's ranks) may take seconds to exit. The
@@ -73,4 +85,4 @@ began=$SECONDS
 "$PY" -m pytest $(marked serial) -m serial --durations=5
 serial_rc=$?
 echo "== serial tests, alone: $((SECONDS - began)) s"
-exit $((notebooks_rc || tests_rc || serial_rc))
+exit $((notebooks_rc || tests_rc || programs_rc || serial_rc))
