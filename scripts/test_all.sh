@@ -4,12 +4,14 @@
 # three streams run side by side and fill each other's waits (measured in benchmarks/README.md,
 # "make test"):
 #   notebooks: nbval over every notebook, logging their figures (tests/notebook_figures.py),
-#              then the tests that read that log (-m notebooks);
+#              then the tests that read that log (-m notebooks), then $MOVED (the suite's
+#              longest test, `animate all`);
 #   programs:  the tests that drive other programs: chromium and JupyterLab (-m browser), the
-#              CLI and torchrun ($PROGRAMS), the kernel paths (scripts/test_kernels.sh: numeric
-#              comparisons under other ATEN_CPU_CAPABILITY, not timings), then $MOVED, the
-#              suite's longest test (`animate all`);
+#              CLI and torchrun ($PROGRAMS), then the kernel paths (scripts/test_kernels.sh:
+#              numeric comparisons under other ATEN_CPU_CAPABILITY, not timings);
 #   tests:     every other test but the serial ones.
+# $MOVED runs at the end of the notebooks stream, which otherwise ends first (2 cores,
+# 2026-12-03: notebooks 428 s, tests 513 s, programs 526 s with $MOVED at its end).
 # Then, alone, the `serial` tests: timing physics (pinned cores, the link's overlap, fits of α
 # and β) that need the cores to themselves. Each stream writes its log to $OUT and prints it
 # when it ends; a failing stream fails `make test`.
@@ -29,14 +31,14 @@ PROGRAMS="tests/test_cli.py tests/test_torchrun.py tests/test_rank_stderr.py"
 
 notebooks() {
   "${MAKE:-make}" --no-print-directory test-notebooks PY="$PY" FIGURE_LOG="$FIGURE_LOG" &&
-  DPVIZ_FIGURE_LOG_DIR=$FIGURE_LOG "$PY" -m pytest $(marked notebooks) -m "notebooks and not serial"
+  DPVIZ_FIGURE_LOG_DIR=$FIGURE_LOG "$PY" -m pytest $(marked notebooks) -m "notebooks and not serial" &&
+  "$PY" -m pytest "$MOVED"
 }
 
 programs() {
   "$PY" -m pytest $(marked browser) -m "browser and not notebooks and not serial" --durations=5 &&
   "$PY" -m pytest $PROGRAMS -m "not browser and not notebooks and not serial" --durations=5 &&
-  PY=$PY bash scripts/test_kernels.sh &&
-  "$PY" -m pytest "$MOVED"
+  PY=$PY bash scripts/test_kernels.sh
 }
 
 tests() {
