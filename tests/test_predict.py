@@ -17,7 +17,9 @@ from dpviz.app.commands import predict as cli
 from dpviz.core.bucket_layout import assign_buckets, cap_limits
 from dpviz.core.link import REDUCTIONS, Link, as_reduction, preset
 from dpviz.core.record import RecordError, RunRecord
-from dpviz.lessons.what_if.learn import Linear, describe_fit, fit_linear, learn, measure, ring_factor, transfer_ms
+from dpviz.lessons.what_if.learn import (
+    AT_ONCE, Linear, describe_fit, fit_linear, lane_start, learn, measure, ring_factor, take_lane, transfer_ms,
+)
 from dpviz.lessons.what_if.live import CHECK_CONFIG, KEPT_GRID, check_predictions, recheck
 from dpviz.lessons.what_if.plots import plot_predicted, plot_replay, plot_scaling
 from dpviz.lessons.what_if.records import (
@@ -337,6 +339,32 @@ def test_live_record_is_learned_gradient_by_gradient(mlp_record):
     ready = [g.ready_ms for g in learned.gradients]
     assert ready == sorted(ready)
     assert learned.accum_steps == 1 and any("K = 1" in note for note in learned.notes)
+
+
+def _ends(workers: int, joins: list[float], cost: float) -> list[float]:
+    lanes, ends = [float("-inf")] * workers, []
+    for joined in joins:
+        ends.append(lane_start(lanes, joined) + cost)
+        take_lane(lanes, ends[-1])
+    return ends
+
+
+def test_gloo_runs_two_all_reduces_at_once_and_nccl_one(mlp_record, monkeypatch):
+    """gloo's two workers: three 1 ms all-reduces joined together end at 1, 1 and 2 ms; one
+    stream (NCCL) ends them at 1, 2 and 3. On a link fast enough that every bucket queues
+    behind the first all-reduce, this machine's replay exposes less communication with two
+    workers than it would with one; another cluster (NCCL) is not moved by gloo's count."""
+    assert AT_ONCE == {"cpu": 2, "gpu": 1}
+    assert _ends(AT_ONCE["cpu"], [0.0, 0.0, 0.0], 1.0) == [1.0, 1.0, 2.0]
+    assert _ends(AT_ONCE["gpu"], [0.0, 0.0, 0.0], 1.0) == [1.0, 2.0, 3.0]
+    assert _ends(2, [0.0, 5.0], 1.0) == [1.0, 6.0]   # an idle worker: no wait
+    learned = learn(mlp_record)
+    fast = dict(link=Link(100.0, 10.0), bucket_cap_mb=0.25)
+    two, cluster_two = predict(learned, **fast, reduction=RECORDED), predict(learned, **fast)
+    monkeypatch.setitem(AT_ONCE, "cpu", 1)
+    one, cluster_one = predict(learned, **fast, reduction=RECORDED), predict(learned, **fast)
+    assert len(two.buckets) > 2 and two.exposed_comm_ms < one.exposed_comm_ms
+    assert (cluster_two.step_ms, cluster_two.exposed_comm_ms) == (cluster_one.step_ms, cluster_one.exposed_comm_ms)
 
 
 def test_a_cluster_prediction_uses_no_cost_learned_from_gloo_unless_asked(mlp_record):

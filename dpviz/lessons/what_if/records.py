@@ -27,7 +27,7 @@ from dpviz.core.bucket_layout import assign_buckets, cap_limits
 from dpviz.core.link import Link, Reduction, as_link, as_reduction
 from dpviz.core.record import RunRecord, Span, record_kind
 from dpviz.lessons.what_if.learn import (
-    LearnedStep, MIB, StepSample, learn, ring_factor, transfer_ms,
+    AT_ONCE, LearnedStep, MIB, StepSample, lane_start, learn, ring_factor, take_lane, transfer_ms,
 )
 
 FACADE = ("predict",)   # what `dpviz.<name>` offers from here
@@ -280,16 +280,18 @@ class _Rank:
 def _replay_step(learned: LearnedStep, group: list[StepSample], s: _Settings, packed) -> list[_Rank]:
     """One recorded step's ranks re-assembled: each computes and hands its buckets to its own
     wire as recorded; a bucket's all-reduce ends its cost after the last rank joined it (or
-    after the previous bucket's, if that ended later: the process group runs them in order)."""
+    after one of the process group's workers freed up, if later: `AT_ONCE`)."""
     ranks = [_front(learned, _Rank(sample, []), s, packed) for sample in group]
     ratio = statistics.median(r.sample.reduction_ratio for r in ranks) if s.machine else 1.0
-    gpu, k, common = learned.device == "gpu", s.compute_scale, float("-inf")
+    gpu, k = learned.device == "gpu", s.compute_scale
+    # this machine replays its gloo workers; another cluster runs NCCL, one collective at a time
+    lanes = [float("-inf")] * (AT_ONCE[learned.device] if s.machine else AT_ONCE["gpu"])
     for index, members in enumerate(packed):
         size = sum(learned.gradients[m].bytes for m in members)
-        # on the common clock (a rank that started its step later joins later), one
-        # collective at a time
-        joined = max(max(r.sample.offset_ms + r.joins[index] for r in ranks), common)
+        # on the common clock (a rank that started its step later joins later)
+        joined = lane_start(lanes, max(r.sample.offset_ms + r.joins[index] for r in ranks))
         common = joined + _reduction_ms(learned, s, size) * ratio
+        take_lane(lanes, common)
         for r in ranks:
             wire = r.wire[index]
             start = r.joins[index]
