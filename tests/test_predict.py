@@ -353,12 +353,17 @@ def test_gloo_runs_two_all_reduces_at_once_and_nccl_one(mlp_record, monkeypatch)
     """gloo's two workers: three 1 ms all-reduces joined together end at 1, 1 and 2 ms; one
     stream (NCCL) ends them at 1, 2 and 3. On a link fast enough that every bucket queues
     behind the first all-reduce, this machine's replay exposes less communication with two
-    workers than it would with one; another cluster (NCCL) is not moved by gloo's count."""
+    workers than it would with one; another cluster (NCCL) is not moved by gloo's count.
+    The queueing holds by construction: each all-reduce is made to cost ten backwards (the
+    measured one could be shorter than the gaps between buckets on a fast machine)."""
     assert AT_ONCE == {"cpu": 2, "gpu": 1}
     assert _ends(AT_ONCE["cpu"], [0.0, 0.0, 0.0], 1.0) == [1.0, 1.0, 2.0]
     assert _ends(AT_ONCE["gpu"], [0.0, 0.0, 0.0], 1.0) == [1.0, 2.0, 3.0]
     assert _ends(2, [0.0, 5.0], 1.0) == [1.0, 6.0]   # an idle worker: no wait
     learned = learn(mlp_record)
+    slow_reduce = Linear(10.0 * max(x.backward_ms for x in learned.samples), 0.0, 1)
+    learned = dataclasses.replace(learned, reduction=slow_reduce, samples=tuple(
+        dataclasses.replace(x, reduction_ratio=1.0) for x in learned.samples))
     fast = dict(link=Link(100.0, 10.0), bucket_cap_mb=0.25)
     two, cluster_two = predict(learned, **fast, reduction=RECORDED), predict(learned, **fast)
     monkeypatch.setitem(AT_ONCE, "cpu", 1)
