@@ -23,8 +23,8 @@ from dpviz.lessons.what_if.learn import (
 from dpviz.lessons.what_if.live import CHECK_CONFIG, KEPT_GRID, check_predictions, recheck
 from dpviz.lessons.what_if.plots import plot_predicted, plot_replay, plot_scaling
 from dpviz.lessons.what_if.records import (
-    NOT_MODELLED, RECORDED, TABLE_COLUMNS, CheckRow, PredictedStep, PredictionCheck, Scaling, errors, format_check,
-    format_scaling, predict, scaling,
+    NOT_MODELLED, RECORDED, TABLE_COLUMNS, CheckRow, PredictedStep, PredictionCheck, Scaling, _advance, _uncontended,
+    contention, errors, format_check, format_scaling, predict, scaling,
 )
 from dpviz.lessons.what_if.widgets import move_seconds, what_if_panel
 from dpviz.plots.legibility import hidden_texts, texts_over_markers
@@ -370,6 +370,54 @@ def test_gloo_runs_two_all_reduces_at_once_and_nccl_one(mlp_record, monkeypatch)
     one, cluster_one = predict(learned, **fast, reduction=RECORDED), predict(learned, **fast)
     assert len(two.buckets) > 2 and two.exposed_comm_ms < one.exposed_comm_ms
     assert (cluster_two.step_ms, cluster_two.exposed_comm_ms) == (cluster_one.step_ms, cluster_one.exposed_comm_ms)
+
+
+def test_a_steps_first_forward_is_learned_apart_and_opens_every_predicted_step(cluster2):
+    """The first micro-step's forward follows the previous step's all-reduces; the model learns
+    it apart from the synchronising one's and starts each predicted step with it: at K = 1 it
+    is the only forward (the synchronising one's length does not count at all), at K = 2 both
+    count. Shifts are exact up to float rounding: every rank moves by the same amount."""
+    record = run(SMALL.replace(link=LINK, accum_steps=2), cluster=cluster2)
+    learned = learn(record)
+    for x in learned.samples:
+        first = min((sp for sp in record.spans_of(rank=x.rank, step=x.step) if sp.kind == "forward"),
+                    key=lambda sp: sp.start_us)
+        assert x.first_forward_ms == pytest.approx((first.end_us - first.start_us) / 1e3)
+    def moved(**change):
+        return dataclasses.replace(learned, samples=tuple(
+            dataclasses.replace(x, **{f: getattr(x, f) + ms for f, ms in change.items()}) for x in learned.samples))
+    for k, field, shift in ((1, "first_forward_ms", 7.0), (1, "forward_ms", 0.0), (2, "forward_ms", 7.0),
+                            (2, "first_forward_ms", 7.0)):
+        base, later = (predict(x, accum_steps=k) for x in (learned, moved(**{field: 7.0})))
+        assert later.step_ms - base.step_ms == pytest.approx(shift, abs=1e-9), (k, field)
+
+
+def test_contention_slows_backward_beside_gloo_and_learning_takes_it_out_again(mlp_record):
+    """Ranks' compute threads and gloo's workers share the cores: while an all-reduce is in
+    flight a rank computes at min(1, C/2N) / min(1, C/N) of its speed. Learning takes that
+    slowdown out of the recorded backward (`_uncontended`) and the replay puts it back
+    (`_advance`): through the same shared intervals, the round trip returns the recorded
+    time. A cluster prediction and an unknown core count are not touched by it."""
+    learned = learn(mlp_record)
+    assert [contention(learned, n, c) for n, c in ((2, 2), (3, 2), (2, 4), (3, 4), (2, None))] == \
+        pytest.approx([0.5, 0.5, 1.0, 2 / 3, 1.0])
+    assert _advance(0.0, 3.0, [(1.0, 2.0)], 0.5) == 3.5     # 1 ms alone, 0.5 in [1, 2], 1.5 after
+    assert _advance(0.0, 3.0, [(1.0, 2.0)], 1.0) == 3.0
+    shared = ((1.0, 2.5), (4.0, 5.0))
+    sample = dataclasses.replace(learned.samples[0], shared_ms=shared)
+    for t in (0.5, 2.0, 3.0, 4.5, 6.0):
+        u = _uncontended(sample, t, 0.5)
+        assert u <= t and _advance(0.0, u, list(shared), 0.5) == pytest.approx(t, abs=1e-12)
+    fast = dict(link=Link(100.0, 10.0), bucket_cap_mb=0.25)
+    assert predict(learned, **fast, cores=2) == predict(learned, **fast)   # another cluster
+    # all-reduces as long as ten backwards: the first one runs beside the rest of every backward
+    slow = dataclasses.replace(learned, reduction=Linear(10.0 * max(x.backward_ms for x in learned.samples), 0.0, 1),
+                               samples=tuple(dataclasses.replace(x, reduction_ratio=1.0, shared_ms=())
+                                             for x in learned.samples))
+    machine, alone = (predict(slow, **fast, reduction=RECORDED, cores=c) for c in (2, None))
+    assert machine.config["compute_scale"] == alone.config["compute_scale"] == 1.0
+    ends = [max(sp.end_us for sp in p.spans_of(rank=0, kind="backward")) for p in (machine, alone)]
+    assert ends[0] > ends[1]   # the same compute, slowed where an all-reduce ran beside it
 
 
 def test_a_cluster_prediction_uses_no_cost_learned_from_gloo_unless_asked(mlp_record):

@@ -120,11 +120,18 @@ class StepSample:
     rank: int
     offset_ms: float            # its step started this long after the step's first rank's
     pre_ms: float               # step start → the first micro-step's forward
-    nosync_ms: float            # one micro-step that all-reduces nothing (accumulation)
-    forward_ms: float
+    nosync_ms: float            # one micro-step that all-reduces nothing (accumulation), its
+    #                             forward taken out
+    forward_ms: float           # the synchronising micro-step's forward
+    first_forward_ms: float     # the step's first forward: it follows the previous step's
+    #                             all-reduces and optimizer, and with more ranks than cores it
+    #                             ran ~2× a later one (N = 3, 4 on 2 cores; not at N = 2). With
+    #                             K = 1 it is the synchronising one.
     gap_ms: float               # forward's end → backward's start (the loss)
     backward_ms: float          # backward's compute, the comm hooks taken out
     busy_ms: tuple[tuple[float, float], ...]   # when backward computes (its gaps are idle)
+    shared_ms: tuple[tuple[float, float], ...]   # when one of its all-reduces was in flight
+    #                             during backward (on a CPU, gloo's worker reduced beside it)
     ready_ms: tuple[float, ...]  # each unit's ready time after backward starts, hooks taken out
     hook_ratio: float           # its later comm hooks' time over the fitted hook cost's
     wire_ratio: float           # its transfers' time over the link's formula's (a busy machine
@@ -204,6 +211,7 @@ class _Sample:
     step_start: float
     step_end: float
     micro_starts: list
+    micro_forwards: list   # each micro-step's forward (µs), in order
     f0: float
     f1: float
     b0: float
@@ -243,9 +251,22 @@ def _sample(record: RunRecord, rank: int, step: int, sizes: dict[str, int]) -> _
                  for i in sorted(reduces)]
     f0, f1 = _iv([s for s in forward if s.start_us < min(s.start_us for s in backward)] or forward)
     b0, b1 = _iv(backward)
-    return _Sample(rank, window[0].start_us, window[0].end_us, [m.start_us for m in micros] or [f0],
+    starts = [m.start_us for m in micros] or [f0]
+    return _Sample(rank, window[0].start_us, window[0].end_us, starts, _micro_forwards(spans, starts, f1 - f0),
                    f0, f1, b0, b1, min(s.start_us for s in optimizer if s.start_us >= b0),
                    union([(s.start_us, s.end_us) for s in backward]), units, hooks, _by_bucket(spans, "link", synced_from), reduces, launches, bucket_bytes)
+
+
+def _micro_forwards(spans: list[Span], starts: list[float], synced_us: float) -> list[float]:
+    """Each micro-step's forward (µs): the forward spans from its start to its first backward;
+    the synchronising one's as measured for it (`synced_us`)."""
+    out = []
+    for lo, hi in zip(starts, starts[1:]):
+        inside = [s for s in spans if lo <= s.start_us < hi]
+        bwd = min((s.start_us for s in inside if s.kind in ("backward", "recompute")), default=hi)
+        fwd = [s for s in inside if s.kind == "forward" and s.start_us < bwd]
+        out.append(_iv(fwd)[1] - _iv(fwd)[0] if fwd else 0.0)
+    return out + [synced_us]
 
 
 def _bucket_ready(index: int, hooks, launches, reduces) -> float:
@@ -359,13 +380,16 @@ def _step_sample(s: _Sample, step: int, first_us: float, link: Link | None, worl
     if wire == "ring":   # a GPU's bucket is ready when its kernel starts (`_bucket_ready`)
         idle = busy = []
     comm_end = max(r.end_us for r in s.reduces.values())
-    nosync = [(b - a) / 1e3 for a, b in zip(s.micro_starts, s.micro_starts[1:])]
+    nosync = [(b - a - f) / 1e3 for a, b, f in zip(s.micro_starts, s.micro_starts[1:], s.micro_forwards)]
     return StepSample(
         step=step, rank=s.rank, offset_ms=(s.step_start - first_us) / 1e3, pre_ms=(s.micro_starts[0] - s.step_start) / 1e3,
-        nosync_ms=_median(nosync, default=(s.b1 - s.micro_starts[-1] - _hooks_before(s, s.b1)) / 1e3),
-        forward_ms=(s.f1 - s.f0) / 1e3, gap_ms=(s.b0 - s.f1) / 1e3,
+        nosync_ms=_median(nosync, default=(s.b1 - s.f1 - _hooks_before(s, s.b1)) / 1e3),
+        forward_ms=(s.f1 - s.f0) / 1e3, first_forward_ms=s.micro_forwards[0] / 1e3, gap_ms=(s.b0 - s.f1) / 1e3,
         backward_ms=max(rel(s.b1), max(ready, default=0.0)), ready_ms=ready,
         busy_ms=tuple((rel(a), rel(b)) for a, b in s.busy),
+        shared_ms=tuple((rel(a), rel(b)) for a, b in union(
+            [(max(x.start_us, s.b0), min(x.end_us, s.b1)) for x in s.reduces.values()
+             if min(x.end_us, s.b1) > max(x.start_us, s.b0)])),
         hook_ratio=_ratio([(h.dur_us / 1e3, hook.ms(s.bucket_bytes[i])) for i, h in _later_hooks(s)]),
         wire_ratio=_ratio(transfers),
         handoff_idle_ms=max(0.0, _mean(idle, handoffs[0])), handoff_busy_ms=max(0.0, _mean(busy, handoffs[1])),

@@ -151,13 +151,13 @@ def _check(points, cfg: RunConfig, world_sizes, links, caps, accum_steps, cores)
         n, link, cap, k = target.world_size, as_link(target.link), target.bucket_cap_mb, target.accum_steps
         learned = [learn(r) for r in sources]
         first = first or learned[0]
-        rows.append(_row("replay", sources[0].config, [predict(x) for x in learned], measure(sources),
-                         learned[0]))
+        rows.append(_row("replay", sources[0].config, [predict(x, cores=cores) for x in learned],
+                         measure(sources), learned[0]))
         if len(sources) > 1:   # the noise floor: one run of the source "predicting" the next
             rows.append(_repeat_row(sources, learned[0]))
         rows.append(_row("what-if", target.to_dict(),
-                         [predict(x, link=link, bucket_cap_mb=cap, accum_steps=k, reduction=RECORDED)
-                          for x in learned],
+                         [predict(x, link=link, bucket_cap_mb=cap, accum_steps=k, reduction=RECORDED,
+                                  cores=cores) for x in learned],
                          measure(lives), learned[0]))
         if cores is not None and first.world_size != n:
             rows.append(_row("cross-N", target.to_dict(), [predict(first, world_size=n, link=link,

@@ -22,7 +22,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 
-from dpviz.analysis.overlap import summarize_step
+from dpviz.analysis.overlap import summarize_step, union
 from dpviz.core.bucket_layout import assign_buckets, cap_limits
 from dpviz.core.link import Link, Reduction, as_link, as_reduction
 from dpviz.core.record import RunRecord, Span, record_kind
@@ -51,6 +51,9 @@ NOT_MODELLED = (   # each item says which way it moves the prediction
     "subtracts where 'none' leaves a real reduction out)",
     "DDP's first iteration (one bucket) and its bucket rebuild; memory (neither: outside the steady "
     "step)",
+    "on a CPU with more threads than cores, only backward is slowed beside gloo (with `cores`): gloo's "
+    "two all-reduces at once sharing the cores, and the link's thread waking late, are not (adds "
+    "time: they slow the communication of fast links and small caps)",
 )
 WORLD_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 SCALING_CAPS = (1.0, 5.0, 25.0, 100.0)
@@ -118,6 +121,7 @@ class _Settings:
     accum_steps: int
     wire: str
     compute_scale: float
+    contention: float     # backward's speed while one of its rank's all-reduces is in flight
     machine: bool         # this machine's measured costs: its all-reduce, hand-overs, wire's lateness
     target: Reduction | None   # a target cluster's reduction (None: this machine's, measured)
     as_recorded: bool     # keep the recorded buckets (a trace's: its cap is unknown)
@@ -154,7 +158,8 @@ def _settings(learned: LearnedStep, world_size, link, bucket_cap_mb, accum_steps
     sharing = core_sharing(learned, world_size, cores)
     costs = cost_sources(learned, link, replaying, target, compute, sharing)
     return _Settings(world_size, link, None if cap is None else float(cap), accum, wire,
-                     sharing * compute, machine, target, as_recorded, costs)
+                     sharing * compute, contention(learned, world_size, cores) if machine else 1.0,
+                     machine, target, as_recorded, costs)
 
 
 def cost_sources(learned: LearnedStep, link: Link | None, replaying: bool, target: Reduction | None,
@@ -191,6 +196,40 @@ def core_sharing(learned: LearnedStep, world_size: int, cores: int | None) -> fl
     return max(1.0, world_size / cores) / max(1.0, learned.world_size / cores)
 
 
+def contention(learned: LearnedStep, world_size: int, cores: int | None) -> float:
+    """How fast a rank's backward computes while one of its all-reduces is in flight, against
+    alone. On a CPU record gloo's worker reduces on the same cores: N compute threads and N
+    workers share `cores`, so compute runs at min(1, C/2N) / min(1, C/N) of its speed alone
+    (half once N ≥ C; measured against live runs in benchmarks/README.md, "predict_vs_live").
+    1 for a GPU (NCCL's kernels have their own SMs), or with `cores` unknown (None)."""
+    if cores is None or learned.device != "cpu":
+        return 1.0
+    return min(1.0, cores / (2 * world_size)) / min(1.0, cores / world_size)
+
+
+def _uncontended(sample: StepSample, t: float, rho: float) -> float:
+    """Backward time `t` (ms, hooks out) as compute alone would take it: the part of it that
+    ran beside one of the rank's all-reduces ran at `rho`."""
+    if rho == 1.0:
+        return t
+    return t - (1.0 - rho) * sum(max(0.0, min(b, t) - a) for a, b in sample.shared_ms)
+
+
+def _advance(t: float, work: float, shared: list[tuple[float, float]], rho: float) -> float:
+    """When `work` ms of compute started at `t` ends, if it runs at `rho` inside `shared`."""
+    for a, b in union(shared) if rho != 1.0 else ():
+        if b <= t:
+            continue
+        if a > t:
+            if work <= a - t:
+                return t + work
+            work, t = work - (a - t), a
+        if work <= (b - t) * rho:
+            return t + work / rho
+        work, t = work - (b - t) * rho, b
+    return t + work
+
+
 def predict(record: RunRecord | LearnedStep, *, world_size: int | None = None, link=RECORDED,
             bucket_cap_mb=RECORDED, accum_steps: int | None = None, wire: str | None = None,
             cores: int | None = None, reduction=None, compute: float = 1.0) -> PredictedStep:
@@ -201,7 +240,8 @@ def predict(record: RunRecord | LearnedStep, *, world_size: int | None = None, l
     cost). `wire`: "transfer" (α once per bucket, dpviz's emulated link: what live checks
     run on) or "ring" (α for each of the ring's 2(N−1) messages: a cluster); default: the
     recorded step's. `cores`: ranks share this many CPU cores (a CPU record's compute slows
-    by max(1, N/cores) against the recorded world size's). `compute`: a stated factor on the
+    by max(1, N/cores) against the recorded world size's, and with this machine's costs its
+    backward slows while gloo reduces beside it: `contention`). `compute`: a stated factor on the
     recorded compute (0.1: a device ten times faster).
 
     `reduction` says whose costs beyond the link's formula count. RECORDED: this machine's,
@@ -252,9 +292,10 @@ class _Rank:
     sample: StepSample
     spans: list
     b0: float = 0.0
-    hooks_ms: float = 0.0
+    marks: list = field(default_factory=list)        # (backward's compute ms, step clock): after each hook
+    shared: list = field(default_factory=list)       # (start, end): one of its all-reduces in flight
+    wire_free: float | None = None                   # its wire's last transfer ends
     ready: list = field(default_factory=list)        # per bucket: its hook starts
-    hooks: list = field(default_factory=list)        # (backward time it starts at, hooks taken out; ms)
     wire: list = field(default_factory=list)         # per bucket: (start, end) on the link, or None
     joins: list = field(default_factory=list)        # per bucket: this rank joins the all-reduce
     end_ms: float = 0.0
@@ -268,9 +309,11 @@ class _Rank:
     def step(self) -> int:
         return self.sample.step
 
-    def at(self, t: float, k: float) -> float:
-        """Backward's time `t` (ms after it starts, hooks taken out) on this step's clock."""
-        return self.b0 + t * k + sum(ms for start, ms in self.hooks if start <= t)
+    def at(self, u: float, k: float, rho: float) -> float:
+        """Backward's compute `u` (ms of compute alone after it starts) on this step's clock:
+        from the last hook before it, at `rho` while an all-reduce was in flight."""
+        mark_u, mark_t = [m for m in self.marks if m[0] <= u][-1]
+        return _advance(mark_t, (u - mark_u) * k, self.shared, rho)
 
     def add(self, kind: str, tid: str, start: float, end: float, name: str, **extra) -> None:
         self.spans.append(Span(rank=self.rank, tid=tid, name=name, kind=kind, start_us=start * 1e3,
@@ -281,13 +324,15 @@ def _replay_step(learned: LearnedStep, group: list[StepSample], s: _Settings, pa
     """One recorded step's ranks re-assembled: each computes and hands its buckets to its own
     wire as recorded; a bucket's all-reduce ends its cost after the last rank joined it (or
     after one of the process group's workers freed up, if later: `AT_ONCE`)."""
-    ranks = [_front(learned, _Rank(sample, []), s, packed) for sample in group]
+    ranks = [_forwards(_Rank(sample, []), s) for sample in group]
     ratio = statistics.median(r.sample.reduction_ratio for r in ranks) if s.machine else 1.0
     gpu, k = learned.device == "gpu", s.compute_scale
     # this machine replays its gloo workers; another cluster runs NCCL, one collective at a time
     lanes = [float("-inf")] * (AT_ONCE[learned.device] if s.machine else AT_ONCE["gpu"])
     for index, members in enumerate(packed):
         size = sum(learned.gradients[m].bytes for m in members)
+        for r in ranks:   # its backward up to this bucket ran beside the earlier all-reduces
+            _hand_over(learned, r, s, index, members)
         # on the common clock (a rank that started its step later joins later)
         joined = lane_start(lanes, max(r.sample.offset_ms + r.joins[index] for r in ranks))
         common = joined + _reduction_ms(learned, s, size) * ratio
@@ -303,14 +348,17 @@ def _replay_step(learned: LearnedStep, group: list[StepSample], s: _Settings, pa
             if done > start and s.world_size > 1:
                 r.add("allreduce", "all-reduce", start, done, f"model:allreduce#{index}",
                       bucket=index, bytes=size, op="all_reduce")
+                r.shared.append((start, done))
             drawn = wire if wire and start != wire[0] else (None, None)
             r.buckets.append(PredictedBucket(index, size, tuple(learned.gradients[m].name for m in members),
                                              r.ready[index], *drawn, start, max(start, done)))
+    rho = s.contention
     for r in ranks:
         sample = r.sample
-        b1 = r.b0 + sample.backward_ms * k + r.hooks_ms
+        b1 = r.at(_uncontended(sample, sample.backward_ms, rho), k, rho)
         for start, end in sample.busy_ms:   # compute as recorded, moved by the new hooks before it
-            r.add("backward", "main", r.at(start, k), r.at(end, k), "backward")
+            r.add("backward", "main", r.at(_uncontended(sample, start, rho), k, rho),
+                  r.at(_uncontended(sample, end, rho), k, rho), "backward")
         comm_end = max((b.reduce_end_ms for b in r.buckets), default=b1)
         opt0 = max(b1, comm_end) + sample.finish_ms * k
         r.end_ms = opt0 + sample.optimizer_ms * k
@@ -320,40 +368,46 @@ def _replay_step(learned: LearnedStep, group: list[StepSample], s: _Settings, pa
     return ranks
 
 
-def _front(learned: LearnedStep, r: _Rank, s: _Settings, packed) -> _Rank:
-    """A rank's forward(s), its backward's comm hooks at the new buckets (each pushes later
-    gradients back) and its wire: everything before the all-reduces need the other ranks."""
+def _forwards(r: _Rank, s: _Settings) -> _Rank:
+    """A rank's forward(s) and no-sync micro-steps, up to its synchronising backward."""
     sample, k = r.sample, s.compute_scale
     t = sample.pre_ms * k
-    for micro in range(s.accum_steps - 1):        # accumulation: no all-reduce
-        bwd_start = t + (sample.forward_ms + sample.gap_ms) * k
-        r.add("forward", "main", t, t + sample.forward_ms * k, f"forward (micro-step {micro})")
-        r.add("backward", "main", bwd_start, max(bwd_start, t + sample.nosync_ms * k), f"backward (micro-step {micro})")
-        t += sample.nosync_ms * k
-    r.add("forward", "main", t, t + sample.forward_ms * k, "forward")
-    r.b0 = t + (sample.forward_ms + sample.gap_ms) * k
-    wire_free = None
-    for index, members in enumerate(packed):
-        size = sum(learned.gradients[m].bytes for m in members)
-        ready = r.b0 + sample.ready_ms[members[-1]] * k + r.hooks_ms
-        first = index == 0 and sample.first_hook_ms is not None   # the first hook as it ran
-        hook_end = ready + (sample.first_hook_ms if first else learned.hook.ms(size) * sample.hook_ratio) * k
-        r.hooks_ms += hook_end - ready
-        r.hooks.append((sample.ready_ms[members[-1]], hook_end - ready))
-        if learned.hook.samples:
-            r.add("bucket_hook", "main", ready, hook_end, f"model:bucket#{index}", bucket=index)
-        idle, busy, late = ((sample.handoff_idle_ms, sample.handoff_busy_ms, sample.wire_ratio) if s.machine
-                            else (0.0, 0.0, 1.0))
-        start, wire = hook_end + idle, None
-        if s.link is not None and s.world_size > 1:
-            if wire_free is not None:
-                start = max(start, wire_free + busy)
-            wire = (start, start + transfer_ms(s.link, size, s.world_size, s.wire) * late)
-            wire_free = start = wire[1]
-        r.ready.append(ready)
-        r.wire.append(wire)
-        r.joins.append(start)
+    forwards = [sample.first_forward_ms] + [sample.forward_ms] * (s.accum_steps - 1)   # the first follows a step
+    for micro, forward in enumerate(forwards[:-1]):        # accumulation: no all-reduce
+        bwd_start = t + (forward + sample.gap_ms) * k
+        r.add("forward", "main", t, t + forward * k, f"forward (micro-step {micro})")
+        r.add("backward", "main", bwd_start, max(bwd_start, t + (forward + sample.nosync_ms) * k),
+              f"backward (micro-step {micro})")
+        t += (forward + sample.nosync_ms) * k
+    r.add("forward", "main", t, t + forwards[-1] * k, "forward")
+    r.b0 = t + (forwards[-1] + sample.gap_ms) * k
+    r.marks.append((0.0, r.b0))
     return r
+
+
+def _hand_over(learned: LearnedStep, r: _Rank, s: _Settings, index: int, members: list[int]) -> None:
+    """A rank's backward up to bucket `index`, its comm hook (which pushes later gradients
+    back) and its wire: everything before its all-reduce needs the other ranks."""
+    sample, k = r.sample, s.compute_scale
+    size = sum(learned.gradients[m].bytes for m in members)
+    u = _uncontended(sample, sample.ready_ms[members[-1]], s.contention)
+    ready = r.at(u, k, s.contention)
+    first = index == 0 and sample.first_hook_ms is not None   # the first hook as it ran
+    hook_end = ready + (sample.first_hook_ms if first else learned.hook.ms(size) * sample.hook_ratio) * k
+    r.marks.append((u, hook_end))
+    if learned.hook.samples:
+        r.add("bucket_hook", "main", ready, hook_end, f"model:bucket#{index}", bucket=index)
+    idle, busy, late = ((sample.handoff_idle_ms, sample.handoff_busy_ms, sample.wire_ratio) if s.machine
+                        else (0.0, 0.0, 1.0))
+    start, wire = hook_end + idle, None
+    if s.link is not None and s.world_size > 1:
+        if r.wire_free is not None:
+            start = max(start, r.wire_free + busy)
+        wire = (start, start + transfer_ms(s.link, size, s.world_size, s.wire) * late)
+        r.wire_free = start = wire[1]
+    r.ready.append(ready)
+    r.wire.append(wire)
+    r.joins.append(start)
 
 
 def _reduction_ms(learned: LearnedStep, s: _Settings, nbytes: int) -> float:
