@@ -410,10 +410,12 @@ def test_contention_slows_backward_beside_gloo_and_learning_takes_it_out_again(m
         assert u <= t and _advance(0.0, u, list(shared), 0.5) == pytest.approx(t, abs=1e-12)
     fast = dict(link=Link(100.0, 10.0), bucket_cap_mb=0.25)
     assert predict(learned, **fast, cores=2) == predict(learned, **fast)   # another cluster
-    # all-reduces as long as ten backwards: the first one runs beside the rest of every backward
-    slow = dataclasses.replace(learned, reduction=Linear(10.0 * max(x.backward_ms for x in learned.samples), 0.0, 1),
-                               samples=tuple(dataclasses.replace(x, reduction_ratio=1.0, shared_ms=())
-                                             for x in learned.samples))
+    # one rank-step twice (ranks alike, starting together, no hand-over delay) and all-reduces
+    # as long as ten backwards: the first one runs beside the rest of the backward
+    alike = dataclasses.replace(learned.samples[0], offset_ms=0.0, handoff_idle_ms=0.0, handoff_busy_ms=0.0,
+                                wire_ratio=1.0, reduction_ratio=1.0, shared_ms=())
+    slow = dataclasses.replace(learned, reduction=Linear(10.0 * alike.backward_ms, 0.0, 1),
+                               samples=(alike, dataclasses.replace(alike, rank=1)))
     machine, alone = (predict(slow, **fast, reduction=RECORDED, cores=c) for c in (2, None))
     assert machine.config["compute_scale"] == alone.config["compute_scale"] == 1.0
     ends = [max(sp.end_us for sp in p.spans_of(rank=0, kind="backward")) for p in (machine, alone)]
