@@ -23,8 +23,8 @@ from dpviz.lessons.what_if.learn import (
 from dpviz.lessons.what_if.live import CHECK_CONFIG, KEPT_GRID, check_predictions, recheck
 from dpviz.lessons.what_if.plots import plot_predicted, plot_replay, plot_scaling
 from dpviz.lessons.what_if.records import (
-    NOT_MODELLED, RECORDED, TABLE_COLUMNS, CheckRow, PredictedStep, PredictionCheck, Scaling, _advance, _uncontended,
-    contention, errors, format_check, format_scaling, predict, scaling,
+    NOT_MODELLED, RECORDED, TABLE_COLUMNS, CheckRow, PredictedStep, PredictionCheck, Scaling, _advance, _Rank,
+    _uncontended, contention, errors, format_check, format_scaling, predict, scaling,
 )
 from dpviz.lessons.what_if.widgets import move_seconds, what_if_panel
 from dpviz.plots.legibility import hidden_texts, texts_over_markers
@@ -403,6 +403,8 @@ def test_contention_slows_backward_beside_gloo_and_learning_takes_it_out_again(m
         pytest.approx([0.5, 0.5, 1.0, 2 / 3, 1.0])
     assert _advance(0.0, 3.0, [(1.0, 2.0)], 0.5) == 3.5     # 1 ms alone, 0.5 in [1, 2], 1.5 after
     assert _advance(0.0, 3.0, [(1.0, 2.0)], 1.0) == 3.0
+    clock = _Rank(learned.samples[0], [], marks=[(0.0, 10.0)])   # backward starts at 10 ms
+    assert clock.at(2.0, 1.0, 0.5) == 12.0 and clock.at(-1.0, 1.0, 0.5) == 9.0   # a unit ready before it
     shared = ((1.0, 2.5), (4.0, 5.0))
     sample = dataclasses.replace(learned.samples[0], shared_ms=shared)
     for t in (0.5, 2.0, 3.0, 4.5, 6.0):

@@ -312,7 +312,8 @@ class _Rank:
     def at(self, u: float, k: float, rho: float) -> float:
         """Backward's compute `u` (ms of compute alone after it starts) on this step's clock:
         from the last hook before it, at `rho` while an all-reduce was in flight."""
-        mark_u, mark_t = [m for m in self.marks if m[0] <= u][-1]
+        before = [m for m in self.marks if m[0] <= u]
+        mark_u, mark_t = before[-1] if before else self.marks[0]   # a time before backward: from its start
         return _advance(mark_t, (u - mark_u) * k, self.shared, rho)
 
     def add(self, kind: str, tid: str, start: float, end: float, name: str, **extra) -> None:
