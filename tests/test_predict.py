@@ -18,7 +18,7 @@ from dpviz.core.bucket_layout import assign_buckets, cap_limits
 from dpviz.core.link import REDUCTIONS, Link, as_reduction, preset
 from dpviz.core.record import RecordError, RunRecord
 from dpviz.lessons.what_if.learn import (
-    AT_ONCE, Linear, describe_fit, fit_linear, lane_start, learn, measure, ring_factor, take_lane, transfer_ms,
+    AT_ONCE, Linear, Workers, describe_fit, fit_linear, learn, measure, ring_factor, transfer_ms,
 )
 from dpviz.lessons.what_if.live import CHECK_CONFIG, KEPT_GRID, check_predictions, recheck
 from dpviz.lessons.what_if.plots import plot_predicted, plot_replay, plot_scaling
@@ -342,10 +342,10 @@ def test_live_record_is_learned_gradient_by_gradient(mlp_record):
 
 
 def _ends(workers: int, joins: list[float], cost: float) -> list[float]:
-    lanes, ends = [float("-inf")] * workers, []
+    group, ends = Workers(workers), []
     for joined in joins:
-        ends.append(lane_start(lanes, joined) + cost)
-        take_lane(lanes, ends[-1])
+        ends.append(group.start(joined) + cost)
+        group.take(ends[-1])
     return ends
 
 

@@ -30,21 +30,25 @@ MIB = 1 << 20
 
 # How many all-reduces a process group runs at once. gloo: its worker threads, 2 unless the
 # group's options say otherwise (torch's ProcessGroupGloo default): a bucket handed over while
-# one all-reduce runs starts beside it, not after it (measured on live link runs: at 4 Gb/s
-# and 1 MiB buckets, bucket 4's all-reduce starts and ends inside bucket 3's). NCCL: one
-# communication stream per group, one kernel after the other.
+# one all-reduce runs starts beside it, not after it (benchmarks/README.md, "predict_vs_live").
+# NCCL: one communication stream per group, one kernel after the other.
 AT_ONCE = {"cpu": 2, "gpu": 1}
 
 
-def lane_start(lanes: list[float], joined: float) -> float:
-    """When an all-reduce joined at `joined` starts: then, or when the earliest of the
-    process group's workers (`lanes`: when each is free) frees up, if later."""
-    return max(joined, min(lanes))
+class Workers:
+    """A process group's workers (`AT_ONCE`), each known by when it is free."""
 
+    def __init__(self, count: int) -> None:
+        self.free = [float("-inf")] * count
 
-def take_lane(lanes: list[float], end: float) -> None:
-    """The earliest-free worker runs the all-reduce now starting: it is busy until `end`."""
-    lanes[lanes.index(min(lanes))] = end
+    def start(self, joined: float) -> float:
+        """When an all-reduce joined at `joined` starts: then, or when the earliest-free
+        worker frees up, if later."""
+        return max(joined, min(self.free))
+
+    def take(self, end: float) -> None:
+        """The earliest-free worker runs the all-reduce now starting: it is busy until `end`."""
+        self.free[self.free.index(min(self.free))] = end
 
 
 def ring_factor(world_size: int) -> float:
@@ -125,8 +129,8 @@ class StepSample:
     forward_ms: float           # the synchronising micro-step's forward
     first_forward_ms: float     # the step's first forward: it follows the previous step's
     #                             all-reduces and optimizer, and with more ranks than cores it
-    #                             ran ~2× a later one (N = 3, 4 on 2 cores; not at N = 2). With
-    #                             K = 1 it is the synchronising one.
+    #                             runs longer than a later one (benchmarks/README.md,
+    #                             "predict_vs_live"). With K = 1 it is the synchronising one.
     gap_ms: float               # forward's end → backward's start (the loss)
     backward_ms: float          # backward's compute, the comm hooks taken out
     busy_ms: tuple[tuple[float, float], ...]   # when backward computes (its gaps are idle)
@@ -265,7 +269,8 @@ def _micro_forwards(spans: list[Span], starts: list[float], synced_us: float) ->
         inside = [s for s in spans if lo <= s.start_us < hi]
         bwd = min((s.start_us for s in inside if s.kind in ("backward", "recompute")), default=hi)
         fwd = [s for s in inside if s.kind == "forward" and s.start_us < bwd]
-        out.append(_iv(fwd)[1] - _iv(fwd)[0] if fwd else 0.0)
+        start, end = _iv(fwd) if fwd else (0.0, 0.0)
+        out.append(end - start)
     return out + [synced_us]
 
 
@@ -465,15 +470,15 @@ def _reduce_costs(samples: dict[int, list[_Sample]], linked: bool) -> list[tuple
     reduction's own cost, without waiting for a late rank or the earlier buckets."""
     out = []
     for group in samples.values():
-        lanes = {id(s): [float("-inf")] * AT_ONCE["cpu"] for s in group}
+        workers = {id(s): Workers(AT_ONCE["cpu"]) for s in group}
         for i in sorted(group[0].reduces):
             if not all(i in s.reduces for s in group):
                 continue
             joined = max(s.links[i].end_us if linked and i in s.links else s.reduces[i].start_us for s in group)
             for s in group:
-                start = lane_start(lanes[id(s)], joined)
+                start = workers[id(s)].start(joined)
                 out.append((s.bucket_bytes[i], (s.reduces[i].end_us - start) / 1e3, id(s)))
-                take_lane(lanes[id(s)], s.reduces[i].end_us)
+                workers[id(s)].take(s.reduces[i].end_us)
     return out
 
 

@@ -22,12 +22,12 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field, replace
 
-from dpviz.analysis.overlap import summarize_step, union
+from dpviz.analysis.overlap import intersection, summarize_step, union
 from dpviz.core.bucket_layout import assign_buckets, cap_limits
 from dpviz.core.link import Link, Reduction, as_link, as_reduction
 from dpviz.core.record import RunRecord, Span, record_kind
 from dpviz.lessons.what_if.learn import (
-    AT_ONCE, LearnedStep, MIB, StepSample, lane_start, learn, ring_factor, take_lane, transfer_ms,
+    AT_ONCE, LearnedStep, MIB, StepSample, Workers, learn, ring_factor, transfer_ms,
 )
 
 FACADE = ("predict",)   # what `dpviz.<name>` offers from here
@@ -212,7 +212,7 @@ def _uncontended(sample: StepSample, t: float, rho: float) -> float:
     ran beside one of the rank's all-reduces ran at `rho`."""
     if rho == 1.0:
         return t
-    return t - (1.0 - rho) * sum(max(0.0, min(b, t) - a) for a, b in sample.shared_ms)
+    return t - (1.0 - rho) * intersection(list(sample.shared_ms), [(0.0, t)])
 
 
 def _advance(t: float, work: float, shared: list[tuple[float, float]], rho: float) -> float:
@@ -329,15 +329,15 @@ def _replay_step(learned: LearnedStep, group: list[StepSample], s: _Settings, pa
     ratio = statistics.median(r.sample.reduction_ratio for r in ranks) if s.machine else 1.0
     gpu, k = learned.device == "gpu", s.compute_scale
     # this machine replays its gloo workers; another cluster runs NCCL, one collective at a time
-    lanes = [float("-inf")] * (AT_ONCE[learned.device] if s.machine else AT_ONCE["gpu"])
+    workers = Workers(AT_ONCE[learned.device] if s.machine else AT_ONCE["gpu"])
     for index, members in enumerate(packed):
         size = sum(learned.gradients[m].bytes for m in members)
         for r in ranks:   # its backward up to this bucket ran beside the earlier all-reduces
             _hand_over(learned, r, s, index, members)
         # on the common clock (a rank that started its step later joins later)
-        joined = lane_start(lanes, max(r.sample.offset_ms + r.joins[index] for r in ranks))
+        joined = workers.start(max(r.sample.offset_ms + r.joins[index] for r in ranks))
         common = joined + _reduction_ms(learned, s, size) * ratio
-        take_lane(lanes, common)
+        workers.take(common)
         for r in ranks:
             wire = r.wire[index]
             start = r.joins[index]
