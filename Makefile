@@ -35,9 +35,9 @@ test: $(STAMP) $(NODE_STAMP)  ## every test: every notebook, unit + live ranks +
 
 FIGURE_LOG := out/notebook-figures
 NOTEBOOKS ?= notebooks
-test-notebooks: $(STAMP)  ## nbval over $(NOTEBOOKS), logging the figures to $(FIGURE_LOG)/ for tests/test_notebook_legibility.py
+test-notebooks: $(STAMP)  ## nbval over $(NOTEBOOKS), logging the figures to $(FIGURE_LOG)/ for tests/test_notebook_legibility.py; a kernel that dies at start is started again (tests/nbval_kernel_retry.py)
 	ipython_dir=$$($(PY) tests/notebook_figures.py $(FIGURE_LOG)) && \
-	IPYTHONDIR=$$ipython_dir $(PY) -m pytest --nbval-lax -p no:cacheprovider $(NOTEBOOKS)
+	IPYTHONDIR=$$ipython_dir $(PY) -m pytest --nbval-lax -p no:cacheprovider -p tests.nbval_kernel_retry $(NOTEBOOKS)
 
 # ATen sums in another order on each CPU kernel path (default, AVX2, AVX-512), so the tests
 # that compare results with one process (`-m numeric`) run again under every other path the

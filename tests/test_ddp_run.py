@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import statistics
 
 import pytest
 
@@ -101,13 +100,17 @@ def test_overlap_is_measured_and_ddp_agrees_it_is_a_fraction(record4):
 
 
 def test_spans_reproduce_ddps_own_overlap_figure(record4):
-    """DDP's timers and the profiler's spans are two clocks on the same events. They agree
-    closely on most ranks; a rank descheduled between waking and writing a timestamp (more
-    ranks than cores) can differ by far more, so the median over ranks is checked."""
+    """DDP's timers and the profiler's spans are two clocks on the same events, read
+    microseconds apart on a step of milliseconds: on a rank that kept its core they agree to
+    a few thousandths. A rank descheduled between waking and writing a timestamp (4 ranks on 2
+    cores) differs by far more, and under load that is most ranks (measured beside two busy
+    processes: 0.125, 0.003, 0.092, 0.198; on a loaded CI machine 0.007, 0.110, 0.118, 0.175).
+    So the rank whose clocks agree best is checked; a formula that differs from DDP's is off on
+    every rank (overlap counted to communication's end instead of backward's: 0.82 to 0.97)."""
     record, _ = record4
     diffs = [abs(ddp_style_overlap(record, r) - ddp_overlap_fraction(record, r))
              for r in range(record.world_size)]
-    assert statistics.median(diffs) <= 0.1, diffs
+    assert min(diffs) <= 0.05, diffs
 
 
 def test_record_files_round_trip_and_traces_open_as_chrome_json(record4):

@@ -460,13 +460,15 @@ def test_the_replay_sits_under_its_live_step_on_one_time_scale_each_titled(mlp_r
     assert [t.split(" ·")[0] for t in (*tags_of(live), *tags_of(model))] == ["live", "model"]
 
 
+@pytest.mark.serial
 @pytest.mark.parametrize("model", ["mlp", "gpt", "cnn"])
 def test_replay_of_a_live_record_comes_back_close(model, cluster2):
     """Replay re-assembles each recorded rank-step from its own parts: only the fitted hook,
     wire and all-reduce costs (times each step's own ratio) and the median stand between it and
-    the record. 35 %: a loaded CI machine's 4-step runs (the benchmark's 5 % goal is for the
-    median on a quiet machine; load stretches single rank-steps far past it: benchmarks/README.md,
-    predict_vs_live.py)."""
+    the record. Serial: a run recorded beside the other test streams came back 36 % long (22.0
+    vs 16.2 ms, CI), since load stretches single all-reduces far past the fit. 35 % on 4 steps
+    with the cores to itself (the benchmark's 5 % goal is for the median over a grid:
+    benchmarks/README.md, predict_vs_live.py)."""
     cfg = RunConfig(model=model, steps=4, checks=False, link=LINK, bucket_cap_mb=None)
     record = run(cfg, cluster=cluster2)
     replay = predict(record)
