@@ -63,7 +63,9 @@ def test_torchrun_listens_on_loopback_only(torchrun_run):
     assert beyond_loopback(sockets) == set(), sockets
 
 
-@pytest.mark.numeric
+# Not `numeric`: torchrun's ranks train RunConfig(model="mlp") at world size 2, the very config
+# tests/test_workloads.py's numeric mlp check runs on every kernel path; a third fresh torchrun
+# per path (18 CPU-seconds each) would repeat that arithmetic.
 def test_ranks_end_with_equal_parameters(torchrun_out):
     out, done = torchrun_out
     record = load(out / "record.json", RunRecord)
@@ -74,6 +76,12 @@ def test_ranks_end_with_equal_parameters(torchrun_out):
         assert check.max_diff_vs_single_process <= reference_sgd_bound(RunConfig.from_dict(record.config))
     assert "params across ranks, max |diff|: 0.0e+00 (exact by construction" in done.stdout
     assert "USDT" not in done.stderr and "profiler_st" not in done.stderr   # dropped by the ranks
+
+
+def test_the_torchrun_config_is_the_one_checked_on_every_kernel_path():
+    """Why the test above is not `numeric`: it trains what test_workloads' numeric mlp check does."""
+    args = parse_args(["--backend", "gloo", "--steps", "3", "--out", "unused"])
+    assert config_for(args, 2, 2) == RunConfig(model="mlp", world_size=2)
 
 
 def test_per_rank_traces_parse(torchrun_out):
