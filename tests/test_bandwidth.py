@@ -138,8 +138,8 @@ def test_fit_over_the_link_recovers_its_alpha_and_beta(tmp_path):
     what is left is the link thread's late wake-up from its sleep and the hand-offs between
     threads, later under load, hence the best repeat rather than the median. The noise is the
     range of the raw medians at 1 to 64 KiB: their bandwidth terms differ by under 0.1 ms on
-    loopback (4 MiB takes 4 to 6 ms), so the rest is the machine (0.2 to 3.5 ms measured on a
-    quiet 2-core VM, where the bound without it failed 2 runs of 5)."""
+    loopback (4 MiB takes 4 to 6 ms), so the rest is the machine (up to 3.5 ms within one repeat
+    measured on a quiet 2-core VM, where the bound without it failed 2 runs of 5)."""
     from statistics import median
 
     from dpviz import Cluster

@@ -101,8 +101,8 @@ def test_overlap_is_measured_and_ddp_agrees_it_is_a_fraction(record4):
 
 def test_spans_reproduce_ddps_own_overlap_figure(record4):
     """DDP's timers and the profiler's spans are two clocks on the same events, read
-    microseconds apart on a step of milliseconds: on a rank that kept its core they agree to
-    a few thousandths. A rank descheduled between waking and writing a timestamp (4 ranks on 2
+    microseconds apart on a step of milliseconds: on a quiet machine most ranks agree within
+    0.01 (the worst rank seen: 0.09). A rank descheduled between waking and writing a timestamp (4 ranks on 2
     cores) differs by far more, and under load that is most ranks (measured beside two busy
     processes: 0.125, 0.003, 0.092, 0.198; on a loaded CI machine 0.007, 0.110, 0.118, 0.175).
     So the rank whose clocks agree best is checked; a formula that differs from DDP's is off on

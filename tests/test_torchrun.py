@@ -22,11 +22,14 @@ from dpviz.engine.workloads import reference_sgd_bound
 from listening import beyond_loopback, listening
 
 
+RANK_ARGS = ["--backend", "gloo", "--steps", "3"]   # what each torchrun rank is given, --out aside
+
+
 def _torchrun(out, timeout_s: float = 240) -> tuple[subprocess.CompletedProcess, set]:
     """`dpviz torchrun` (torchrun on loopback) and every TCP socket its processes listened on,
     sampled every 50 ms while it ran."""
     cmd = [sys.executable, "-m", "dpviz", "torchrun", "--nproc-per-node", "2", "--",
-           "--backend", "gloo", "--steps", "3", "--out", str(out)]
+           *RANK_ARGS, "--out", str(out)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)   # its own group: a hang is killed whole
     seen, deadline = set(), time.monotonic() + timeout_s
@@ -64,8 +67,8 @@ def test_torchrun_listens_on_loopback_only(torchrun_run):
 
 
 # Not `numeric`: torchrun's ranks train RunConfig(model="mlp") at world size 2, the very config
-# tests/test_workloads.py's numeric mlp check runs on every kernel path; a third fresh torchrun
-# per path (18 CPU-seconds each) would repeat that arithmetic.
+# tests/test_workloads.py's numeric mlp check runs on every kernel path; a fresh torchrun per
+# extra path (18 CPU-seconds each, measured per test) would repeat that arithmetic.
 def test_ranks_end_with_equal_parameters(torchrun_out):
     out, done = torchrun_out
     record = load(out / "record.json", RunRecord)
@@ -80,7 +83,7 @@ def test_ranks_end_with_equal_parameters(torchrun_out):
 
 def test_the_torchrun_config_is_the_one_checked_on_every_kernel_path():
     """Why the test above is not `numeric`: it trains what test_workloads' numeric mlp check does."""
-    args = parse_args(["--backend", "gloo", "--steps", "3", "--out", "unused"])
+    args = parse_args([*RANK_ARGS, "--out", "unused"])
     assert config_for(args, 2, 2) == RunConfig(model="mlp", world_size=2)
 
 
