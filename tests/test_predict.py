@@ -424,6 +424,29 @@ def test_contention_slows_backward_beside_gloo_and_learning_takes_it_out_again(m
     assert ends[0] > ends[1]   # the same compute, slowed where an all-reduce ran beside it
 
 
+def test_runs_of_one_setting_are_pooled_rank_step_by_rank_step(mlp_record):
+    """Several runs of one setting are predicted from together: every rank-step of every run
+    is replayed and the medians are taken over all (as `measure` pools live runs). A run
+    pooled with itself is each rank-step twice, which moves no median: equal to the bit. A
+    second run whose optimizer took 10 s longer (far beyond any spread of steps) puts the
+    pooled step strictly between the two runs' own. Runs of different settings are refused,
+    naming what differs."""
+    learned = learn(mlp_record)
+    for kwargs in ({}, dict(link=Link(4.0, 250.0), bucket_cap_mb=0.5, accum_steps=2, reduction=RECORDED, cores=2)):
+        one, twice = predict(learned, **kwargs), predict([learned, mlp_record], **kwargs)
+        assert (twice.step_ms, twice.exposed_comm_ms, twice.comm_ms) == (one.step_ms, one.exposed_comm_ms, one.comm_ms)
+        assert twice.config["replayed"] == 2 * one.config["replayed"]
+        assert twice.config["learned_from"].endswith("2 runs pooled")
+    slower = dataclasses.replace(learned, samples=tuple(
+        dataclasses.replace(s, optimizer_ms=s.optimizer_ms + 10_000.0) for s in learned.samples))
+    steps = [predict(x).step_ms for x in ([learned], [learned, slower], [slower])]
+    assert steps[0] < steps[1] < steps[2]
+    with pytest.raises(ValueError, match="differs from run 0 in accum_steps"):
+        predict([learned, dataclasses.replace(learned, accum_steps=learned.accum_steps + 1)])
+    with pytest.raises(ValueError, match="needs a record"):
+        predict([])
+
+
 def test_a_cluster_prediction_uses_no_cost_learned_from_gloo_unless_asked(mlp_record):
     """Another link is another cluster: the measured all-reduce, hand-overs and wire lateness
     of this machine must not move its prediction (made absurd here, the prediction is the

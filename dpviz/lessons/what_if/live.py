@@ -14,7 +14,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import statistics
 from dataclasses import asdict
 from pathlib import Path
 
@@ -47,8 +46,9 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
     """Every point of world_sizes × links × caps × accum_steps run live on `cfg`'s workload,
     each beside a prediction from the grid's first link and cap at its largest K at the same
     world size, recorded right before it ("what-if"; on a shared machine the load drifts, so
-    source and target run side by side, `repeats` times in turn: the row compares the median
-    prediction with the pooled live steps); each source step is also replayed ("replay"), and
+    source and target run side by side, `repeats` times in turn: the row compares one
+    prediction from the source runs pooled with the live runs pooled); the source runs are
+    also replayed ("replay"), and
     its first run set beside its later ones ("repeat": the machine's run-to-run noise). With
     `cores`, every world size but the first is also predicted from the first world size's
     source, compute scaled by core sharing ("cross-N"). A warm `cluster` serves the world
@@ -150,19 +150,17 @@ def _check(points, cfg: RunConfig, world_sizes, links, caps, accum_steps, cores)
     for target, sources, lives in points:
         n, link, cap, k = target.world_size, as_link(target.link), target.bucket_cap_mb, target.accum_steps
         learned = [learn(r) for r in sources]
-        first = first or learned[0]
-        rows.append(_row("replay", sources[0].config, [predict(x, cores=cores) for x in learned],
-                         measure(sources), learned[0]))
+        first = first or learned   # the first world size's source runs, for cross-N
+        rows.append(_row("replay", sources[0].config, predict(learned, cores=cores), measure(sources), learned[0]))
         if len(sources) > 1:   # the noise floor: one run of the source "predicting" the next
             rows.append(_repeat_row(sources, learned[0]))
         rows.append(_row("what-if", target.to_dict(),
-                         [predict(x, link=link, bucket_cap_mb=cap, accum_steps=k, reduction=RECORDED,
-                                  cores=cores) for x in learned],
+                         predict(learned, link=link, bucket_cap_mb=cap, accum_steps=k, reduction=RECORDED, cores=cores),
                          measure(lives), learned[0]))
-        if cores is not None and first.world_size != n:
-            rows.append(_row("cross-N", target.to_dict(), [predict(first, world_size=n, link=link,
-                             bucket_cap_mb=cap, accum_steps=k, cores=cores, reduction=RECORDED)],
-                             measure(lives), first))
+        if cores is not None and first[0].world_size != n:
+            rows.append(_row("cross-N", target.to_dict(), predict(first, world_size=n, link=link,
+                             bucket_cap_mb=cap, accum_steps=k, cores=cores, reduction=RECORDED),
+                             measure(lives), first[0]))
     return PredictionCheck({"source": "live + model", "workload": cfg.to_dict(), "cores": cores,
                             "world_sizes": list(world_sizes), "links": [link_label(x) for x in links],
                             "caps": list(caps), "accum_steps": list(accum_steps)}, tuple(rows))
@@ -184,12 +182,12 @@ def _repeat_row(sources: list[RunRecord], learned) -> CheckRow:
                     later.step_ms_quartiles, first.exposed_comm_ms, later.exposed_comm_ms)
 
 
-def _row(check: str, config: dict, predicted: list, live, learned) -> CheckRow:
-    """A row: the median of the predictions (one per source run) beside the pooled live steps."""
+def _row(check: str, config: dict, predicted, live, learned) -> CheckRow:
+    """A row: the prediction (from the source runs pooled) beside the pooled live steps."""
     cap = learned.bucket_cap_mb
     source = (f"N={learned.world_size} {link_label(learned.link)} cap {'default' if cap is None else f'{cap:g}'} "
               f"K={learned.accum_steps}")
     return CheckRow(check, config["world_size"], link_label(as_link(config["link"])), config["bucket_cap_mb"],
-                    config["accum_steps"], source, statistics.median(p.step_ms for p in predicted), live.step_ms,
-                    live.step_ms_quartiles, statistics.median(p.exposed_comm_ms for p in predicted),
-                    live.exposed_comm_ms, predicted[0].config["compute_scale"])
+                    config["accum_steps"], source, predicted.step_ms, live.step_ms,
+                    live.step_ms_quartiles, predicted.exposed_comm_ms,
+                    live.exposed_comm_ms, predicted.config["compute_scale"])

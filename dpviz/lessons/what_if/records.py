@@ -20,6 +20,7 @@ No torch here: a saved record is predicted from and drawn on any machine.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 from dpviz.analysis.overlap import intersection, summarize_step, union
@@ -230,19 +231,23 @@ def _advance(t: float, work: float, shared: list[tuple[float, float]], rho: floa
     return t + work
 
 
-def predict(record: RunRecord | LearnedStep, *, world_size: int | None = None, link=RECORDED,
-            bucket_cap_mb=RECORDED, accum_steps: int | None = None, wire: str | None = None,
-            cores: int | None = None, reduction=None, compute: float = 1.0) -> PredictedStep:
+def predict(record: RunRecord | LearnedStep | Sequence[RunRecord | LearnedStep], *,
+            world_size: int | None = None, link=RECORDED, bucket_cap_mb=RECORDED,
+            accum_steps: int | None = None, wire: str | None = None, cores: int | None = None,
+            reduction=None, compute: float = 1.0) -> PredictedStep:
     """The step `record` would take at another world size, link, cap and accumulation.
 
     Every setting left out keeps the recorded one, so `predict(record)` replays the step.
+    Several records (runs of one setting) are pooled: every rank-step of every run is
+    replayed and the medians are taken over all, as `measure` pools live runs (one run's
+    draw of rank skew on a busy machine then weighs as one run among them).
     `link`: a preset name, a `Link`, or None/'off' (no wire: only the recorded all-reduce
     cost). `wire`: "transfer" (α once per bucket, dpviz's emulated link: what live checks
     run on) or "ring" (α for each of the ring's 2(N−1) messages: a cluster); default: the
     recorded step's. `cores`: ranks share this many CPU cores (a CPU record's compute slows
     by max(1, N/cores) against the recorded world size's, and with this machine's costs its
-    backward slows while gloo reduces beside it: `contention`). `compute`: a stated factor on the
-    recorded compute (0.1: a device ten times faster).
+    backward slows while gloo reduces beside it: `contention`). `compute`: a stated factor on
+    the recorded compute (0.1: a device ten times faster).
 
     `reduction` says whose costs beyond the link's formula count. RECORDED: this machine's,
     measured (on a CPU record gloo's all-reduce on these cores, the hand-over to the wire and
@@ -252,35 +257,57 @@ def predict(record: RunRecord | LearnedStep, *, world_size: int | None = None, l
     formula alone. Default: RECORDED when the link is the recorded one, else 'none': a
     prediction for another link never carries this machine's gloo costs unless asked.
     """
-    learned = record if isinstance(record, LearnedStep) else learn(record)
-    return _assemble(learned, _settings(learned, world_size, link, bucket_cap_mb, accum_steps, wire,
-                                        cores, reduction, compute))
+    runs = [x if isinstance(x, LearnedStep) else learn(x)
+            for x in (record if isinstance(record, (list, tuple)) else [record])]
+    if not runs:
+        raise ValueError("predict needs a record: give a RunRecord, a LearnedStep or a list of them")
+    _one_setting(runs)
+    return _assemble(runs, _settings(runs[0], world_size, link, bucket_cap_mb, accum_steps, wire,
+                                     cores, reduction, compute))
 
 
-def _assemble(learned: LearnedStep, s: _Settings) -> PredictedStep:
-    """Replay every recorded step, every recorded rank in it, under the new settings; the
-    numbers are the medians over all rank-steps (delays on a busy machine are skewed: the sum
-    of typical parts is not a typical sum), the timeline the median rank-step's step, every
-    replayed rank drawn."""
-    steps: dict[int, list[StepSample]] = {}
-    for sample in learned.samples:
-        steps.setdefault(sample.step, []).append(sample)
-    packed = ([[i] for i in range(len(learned.gradients))] if s.as_recorded else
-              assign_buckets([g.bytes for g in learned.gradients], cap_limits(s.bucket_cap_mb)))
-    replays = [r for group in steps.values() for r in _replay_step(learned, group, s, packed)]
-    ordered = sorted(replays, key=lambda r: r.end_ms)
-    middle = ordered[len(ordered) // 2]
-    rows = [summarize_step(r.spans, r.rank, r.step) for r in replays]
-    drawn = sorted((r for r in replays if r.step == middle.step), key=lambda r: r.rank)
+def _one_setting(runs: list[LearnedStep]) -> None:
+    """Pooled runs must be runs of one setting: a clear ValueError naming what differs."""
+    def setting(x: LearnedStep) -> dict:
+        return {"device": x.device, "world size": x.world_size, "link": x.link, "bucket cap": x.bucket_cap_mb,
+                "accum_steps": x.accum_steps, "model": x.model,
+                "gradients": sorted((g.name, g.bytes) for g in x.gradients)}
+    first = setting(runs[0])
+    for i, run in enumerate(runs[1:], 1):
+        differ = [key for key, value in setting(run).items() if value != first[key]]
+        if differ:
+            raise ValueError(f"pooled runs must be runs of one setting: run {i} differs from run 0 in "
+                             f"{', '.join(differ)}")
+
+
+def _assemble(runs: list[LearnedStep], s: _Settings) -> PredictedStep:
+    """Replay every recorded step of every run, every recorded rank in it, under the new
+    settings; the numbers are the medians over all rank-steps (delays on a busy machine are
+    skewed: the sum of typical parts is not a typical sum), the timeline the median
+    rank-step's step, every replayed rank drawn."""
+    replays: list[tuple[int, _Rank]] = []
+    for i, learned in enumerate(runs):
+        steps: dict[int, list[StepSample]] = {}
+        for sample in learned.samples:
+            steps.setdefault(sample.step, []).append(sample)
+        packed = ([[g] for g in range(len(learned.gradients))] if s.as_recorded else
+                  assign_buckets([g.bytes for g in learned.gradients], cap_limits(s.bucket_cap_mb)))
+        replays += [(i, r) for group in steps.values() for r in _replay_step(learned, group, s, packed)]
+    run, middle = sorted(replays, key=lambda x: x[1].end_ms)[len(replays) // 2]
+    rows = [summarize_step(r.spans, r.rank, r.step) for _, r in replays]
+    drawn = sorted((r for i, r in replays if i == run and r.step == middle.step), key=lambda r: r.rank)
+    learned = runs[0]
     config = {"source": "model", "world_size": s.world_size,
               "predicted_link": None if s.link is None else asdict(s.link),
               "bucket_cap_mb": s.bucket_cap_mb, "buckets": "as recorded" if s.as_recorded else "re-packed",
               "accum_steps": s.accum_steps, "wire": s.wire, "compute_scale": s.compute_scale,
               "reduction": RECORDED if s.machine else asdict(s.target), "costs": s.costs,
-              "learned_from": f"{learned.source} {learned.model}, {learned.world_size} ranks",
+              "learned_from": f"{learned.source} {learned.model}, {learned.world_size} ranks"
+                              + (f", {len(runs)} runs pooled" if len(runs) > 1 else ""),
               "replayed": len(replays)}
     spans = tuple(replace(sp, step=0) for r in drawn for sp in r.spans)
-    return PredictedStep(config, learned, spans, tuple(middle.buckets), statistics.median(r.end_ms for r in replays),
+    return PredictedStep(config, runs[run], spans, tuple(middle.buckets),
+                         statistics.median(r.end_ms for _, r in replays),
                          statistics.median(r.comm_ms for r in rows),
                          statistics.median(r.exposed_comm_ms for r in rows))
 
