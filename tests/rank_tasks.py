@@ -339,10 +339,11 @@ def all_reduces_profiled_per_step(ctx, steps: int) -> dict:
     return {"counts": counts, "in_flight": len(log.in_flight)}
 
 
-def link_start_while_its_thread_is_held(ctx, held_ms: float) -> tuple[float, float]:
-    """Hand one bucket to the emulated wire, then keep the GIL for `held_ms` (a long switch
+def link_transfers_while_its_thread_is_held(ctx, held_ms: float) -> tuple[list, float, list]:
+    """Hand two buckets to the emulated wire, then keep the GIL for `held_ms` (a long switch
     interval and pure-Python work: the wire's thread cannot run), as a busy core keeps it
-    from waking. Returns (ms from hand-over to the transfer's recorded start, held ms)."""
+    from waking. Returns each transfer's (start, end) and each all-reduce's issue, ms from
+    the first hand-over, and the held ms."""
     import sys
 
     import torch
@@ -350,21 +351,22 @@ def link_start_while_its_thread_is_held(ctx, held_ms: float) -> tuple[float, flo
     from dpviz.core.link import Link
     from dpviz.engine.link_thread import LinkThread
 
-    wire = LinkThread(Link(gbps=10.0, latency_us=1000.0), ctx.world_size)
+    wire = LinkThread(Link(gbps=10.0, latency_us=10_000.0), ctx.world_size)
     interval = sys.getswitchinterval()
     sys.setswitchinterval(10.0)
     try:
         handed = time.perf_counter()
-        future = wire.send(0, torch.ones(256))
+        futures = [wire.send(i, torch.ones(256)) for i in range(2)]
         while time.perf_counter() - handed < held_ms / 1e3:
             pass
         held = (time.perf_counter() - handed) * 1e3
     finally:
         sys.setswitchinterval(interval)
-    future.wait()
+    for future in futures:
+        future.wait()
     wire.close()
-    (_, start, _), = wire.spans
-    return (start - handed) * 1e3, held
+    transfers = [((start - handed) * 1e3, (end - handed) * 1e3) for _, start, end in wire.spans]
+    return transfers, held, [(issued - handed) * 1e3 for _, _, issued, _ in wire.reduces]
 
 
 def fsdp_kept_against_fresh(ctx, cfg, knobs) -> dict:

@@ -259,13 +259,23 @@ def test_a_section_checks_its_backward_against_the_one_the_link_was_sized_to():
 
 def test_a_transfer_starts_at_hand_over_even_when_the_wires_thread_wakes_late(cluster2):
     """A real wire does not wait for a core: while the rank keeps the GIL for 50 ms after
-    handing a bucket over, the transfer still starts at the hand-over. Before, it started when
-    the thread woke, >= 50 ms late, which on a busy machine moved transfers past the end of a
-    short backward (notebook 01 showed overlap in 8-13 of 16 rank-steps beside a busy loop).
-    Bound: the hand-over's time is taken in `send`, one call after the rank's own clock read,
-    so well under half the held time even if the rank loses its core in between."""
-    from rank_tasks import link_start_while_its_thread_is_held
+    handing two buckets over, the first transfer still starts at the hand-over, and the second
+    when the first leaves the wire by the link's formula, not when the thread woke (before, a
+    late thread pushed every later transfer back: 1.21× the formula along a 6-bucket step).
+    The all-reduces are issued when the thread runs again, after the held time, where a trace
+    shows the thread's lateness. Bounds: the hand-over's time is taken in `send`, one call
+    after the rank's own clock read, so well under half the held time even if the rank loses
+    its core in between; each transfer takes 10 ms (α), so the second bucket is handed over
+    long before the first leaves the wire, and both are done within 20 ms of 100 held."""
+    from rank_tasks import link_transfers_while_its_thread_is_held
 
-    for start_ms, held_ms in cluster2.run_task(link_start_while_its_thread_is_held, 50.0):
-        assert held_ms >= 50.0
-        assert 0.0 <= start_ms < held_ms / 2
+    link = Link(gbps=10.0, latency_us=10_000.0)
+    for transfers, held_ms, issued in cluster2.run_task(link_transfers_while_its_thread_is_held, 100.0):
+        (start0, end0), (start1, end1) = transfers
+        assert held_ms >= 100.0
+        assert 0.0 <= start0 < held_ms / 2
+        assert start1 == end0                  # the wire's own clock: exact by construction
+        formula = link.transfer_ms(256 * 4, 2)
+        # both ends are start + formula in seconds, read back in ms: equal to float rounding
+        assert end0 - start0 == pytest.approx(formula, abs=1e-6) and end1 - start1 == pytest.approx(formula, abs=1e-6)
+        assert end1 < held_ms / 2 and min(issued) >= held_ms - 1e-6

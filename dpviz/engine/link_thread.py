@@ -19,7 +19,12 @@ class LinkThread:
     A transfer starts when the bucket is handed over (or when the one before it leaves the
     wire), not when the thread next gets a core: a real wire does not wait for a CPU, and on
     a busy machine the thread can wake milliseconds late, which moved transfers past the end
-    of a short backward and hid the overlap DDP's hand-over makes possible.
+    of a short backward and hid the overlap DDP's hand-over makes possible. For the same
+    reason a transfer leaves the wire at its formula's end, however late the thread wakes:
+    the next one starts then (before, each waited for the thread's wake-up, so lateness added
+    up along a queue of buckets: 1.21× the formula in a 6-bucket step at 4 Gb/s, benchmarks/
+    README.md, "predict_vs_live"). The thread's lateness shows where it is: the real
+    all-reduce is issued when the thread woke, after the transfer's end.
 
     Buckets leave in the order they were handed over, on every rank the same (DDP hands
     them in index order), so the collectives keep the same order on every rank.
@@ -77,10 +82,11 @@ class LinkThread:
                                                     self.world_size) / 1e3
                 while (left := end - time.perf_counter()) > 0:
                     time.sleep(left)
-                free_at = time.perf_counter()
-                self.spans.append((index, start, free_at))
+                free_at = end
+                self.spans.append((index, start, end))
+                issued = time.perf_counter()
                 dist.all_reduce(buf, async_op=True).get_future().then(
-                    lambda f, i=index, n=buf.numel(), t=free_at, done=done: self._complete(i, n, t, done, f))
+                    lambda f, i=index, n=buf.numel(), t=issued, done=done: self._complete(i, n, t, done, f))
             except Exception as err:  # surfaces in DDP's backward, naming the cause
                 done.set_exception(err)
 

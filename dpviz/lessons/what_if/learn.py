@@ -138,8 +138,9 @@ class StepSample:
     #                             during backward (on a CPU, gloo's worker reduced beside it)
     ready_ms: tuple[float, ...]  # each unit's ready time after backward starts, hooks taken out
     hook_ratio: float           # its later comm hooks' time over the fitted hook cost's
-    wire_ratio: float           # its transfers' time over the link's formula's (a busy machine
-    #                             wakes a sleeping thread late; a GPU kernel waits for its peers)
+    wire_ratio: float           # its transfers' time over the link's formula's (a GPU kernel
+    #                             waits for its peers; 1 on dpviz's link, whose wire keeps the
+    #                             formula's time, in records before 12-03 a late thread's wake-up)
     handoff_idle_ms: float      # hook's end → its transfer starts, the wire idle (mean)
     handoff_busy_ms: float      # previous transfer's end → the next starts, the wire busy (mean)
     reduction_ratio: float      # its all-reduces' time over the fitted cost's
