@@ -27,7 +27,7 @@ from dpviz.lessons.what_if.records import errors, format_check
 GOALS = {"replay": (0.05, None, None), "what-if": (0.05, 0.10, 0.25)}
 # Steps per run: more steady rank-steps in each run's medians, on both sides of a row. With 6
 # (CHECK_CONFIG's, the notebook's speed) two kept grids' worst rows were 28-30 %; with 10 the
-# third's was 19 % (benchmarks/README.md, "predict_vs_live"); a run of the grid takes ~9 min.
+# third's was 19 % (benchmarks/README.md, "predict_vs_live"); a run of the grid took 549-615 s.
 STEPS = 10
 
 

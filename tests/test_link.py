@@ -258,7 +258,7 @@ def test_a_section_checks_its_backward_against_the_one_the_link_was_sized_to():
 
 
 def test_a_transfer_starts_at_hand_over_even_when_the_wires_thread_wakes_late(cluster2):
-    """A real wire does not wait for a core: while the rank keeps the GIL for 50 ms after
+    """A real wire does not wait for a core: while the rank keeps the GIL for 100 ms after
     handing two buckets over, the first transfer still starts at the hand-over, and the second
     when the first leaves the wire by the link's formula, not when the thread woke (before, a
     late thread pushed every later transfer back: 1.21× the formula along a 6-bucket step).

@@ -48,8 +48,8 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
     world size, recorded right before it ("what-if"; on a shared machine the load drifts, so
     source and target run side by side, `repeats` times in turn: the row compares one
     prediction from the source runs pooled with the live runs pooled); the source runs are
-    also replayed ("replay"), and
-    its first run set beside its later ones ("repeat": the machine's run-to-run noise). With
+    also replayed ("replay"), and the first set beside the later ones ("repeat": the
+    machine's run-to-run noise). With
     `cores`, every world size but the first is also predicted from the first world size's
     source, compute scaled by core sharing ("cross-N"). A warm `cluster` serves the world
     size it has; the others get ranks of their own. `keep`: a folder to save every run in
