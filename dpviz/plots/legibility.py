@@ -5,6 +5,7 @@ the drawn figure (matplotlib's own text extents) catches collisions no fixed lay
 """
 from __future__ import annotations
 
+import functools
 from weakref import WeakKeyDictionary
 
 import numpy as np
@@ -16,6 +17,39 @@ from dpviz.plots import mpl_gate
 from dpviz.plots.style import COLUMN_IN
 
 
+_drawn_on: WeakKeyDictionary = WeakKeyDictionary()   # figure → the canvas it was last drawn on here
+_asked: WeakKeyDictionary = WeakKeyDictionary()      # figure → how often `drawn_renderer` served it
+
+
+def drawn_renderer(fig: Figure):
+    """The renderer of `fig` after a draw of the figure as it is now. Each check below measures
+    a drawn figure; when nothing changed since this last drew it on the same canvas (matplotlib
+    marks a figure `stale` as soon as any of its artists changes) it is not drawn again, so the
+    checks run one after another over one figure draw it once, not once each."""
+    if fig.stale or _drawn_on.get(fig) is not fig.canvas:
+        fig.canvas.draw()
+        _drawn_on[fig] = fig.canvas
+    _asked[fig] = _asked.get(fig, 0) + 1
+    return fig.canvas.get_renderer()
+
+
+def _measures(check):
+    """A check that reads a drawn figure and changes nothing leaves it as fresh as it found it,
+    or as its own `drawn_renderer` left it. Measuring recomputes what a draw computed (tick
+    labels placed again, an annotation's position) and matplotlib marks the figure stale at
+    each such set, though each value is the one the draw set."""
+    @functools.wraps(check)
+    def measured(fig: Figure, *args, **kwargs):
+        fresh = not fig.stale and _drawn_on.get(fig) is fig.canvas
+        asked = _asked.get(fig, 0)
+        out = check(fig, *args, **kwargs)
+        if fresh or _asked.get(fig, 0) > asked:
+            fig.stale = False
+        return out
+    return measured
+
+
+@_measures
 def visible_texts(fig: Figure) -> list[Text]:
     """Every non-empty text the figure draws: titles, axis and tick labels, legends,
     annotations, texts placed in axes. Call after a draw: tick labels count only for the
@@ -41,11 +75,11 @@ def _undrawn_axis_texts(fig: Figure) -> set[int]:
     return skip
 
 
+@_measures
 def overlapping_texts(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, str]]:
     """Pairs of labels whose rendered boxes overlap by more than `pad_px` pixels each way
-    (touching edges are fine). Draws the figure once to measure."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    (touching edges are fine). Draws the figure if it changed since it was last drawn."""
+    renderer = drawn_renderer(fig)
     boxes = []
     for text in visible_texts(fig):
         box = text.get_window_extent(renderer)
@@ -269,6 +303,7 @@ def readable_on(face, dark: str = "#222222", light: str = "white") -> str:
     return max((dark, light), key=lambda c: contrast(to_rgba(c), to_rgba(face)))
 
 
+@_measures
 def texts_over_bars(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, str]]:
     """(label, why) for each label placed in an axes that sits on bars it cannot be read on:
     one partly on bars and partly off them (it crosses a bar's outer edge), or one on a bar
@@ -277,8 +312,7 @@ def texts_over_bars(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, str]]:
     one on an opaque box of its own. Tick labels, titles and legends live outside the bars."""
     from matplotlib.colors import to_rgba
 
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    renderer = drawn_renderer(fig)
     out = []
     for ax in fig.axes:
         bars = bar_boxes(ax)   # in drawing order: a later bar lies on an earlier one
@@ -315,6 +349,7 @@ def small_texts(fig: Figure, min_pt: float = MIN_FONT_PT) -> list[tuple[str, flo
     return [(text, round(pt, 1)) for text, pt in shown_sizes(fig) if pt < min_pt - 1e-9]
 
 
+@_measures
 def shown_sizes(fig: Figure) -> list[tuple[str, float]]:
     """(label, size in pt as the notebook shows it) of every drawn label: the figure is scaled
     down to COLUMN_IN if wider, its type with it. Call after a draw."""
@@ -322,6 +357,7 @@ def shown_sizes(fig: Figure) -> list[tuple[str, float]]:
     return [(t.get_text(), t.get_fontsize() * shown) for t in visible_texts(fig)]
 
 
+@_measures
 def title_missing_models(fig: Figure, models: tuple[str, ...] | None = None) -> list[tuple[str, list[str]]]:
     """(title, models it leaves out) for each axes whose tick labels or legend name two or more
     built-in models while its title names fewer of them: a title that says "mlp" over bars of
@@ -332,7 +368,7 @@ def title_missing_models(fig: Figure, models: tuple[str, ...] | None = None) -> 
 
     models = tuple(MODEL_DEFAULTS) if models is None else models
     named = lambda text: {m for m in models if re.search(rf"\b{re.escape(m)}\b", text)}
-    fig.canvas.draw()
+    drawn_renderer(fig)
     out = []
     for ax in fig.axes:
         legend = ax.get_legend()
@@ -349,14 +385,14 @@ def title_missing_models(fig: Figure, models: tuple[str, ...] | None = None) -> 
 
 def _drawn_legends(fig: Figure):
     """(axes, its visible legend, the renderer) for each axes with one, after a draw."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    renderer = drawn_renderer(fig)
     for ax in fig.axes:
         legend = ax.get_legend()
         if legend is not None and legend.get_visible():
             yield ax, legend, renderer
 
 
+@_measures
 def legends_over_bars(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, int]]:
     """(legend's first entry, how many bars) for each legend drawn over filled bars of its axes:
     a legend placed inside the axes (06's GPT legend on the head's backward bar) hides the data
@@ -373,6 +409,7 @@ def legends_over_bars(fig: Figure, pad_px: float = 0.5) -> list[tuple[str, int]]
     return out
 
 
+@_measures
 def legends_across_axes(fig: Figure, pad_px: float = 1.0) -> list[str]:
     """The first entry of each legend that straddles its axes' edge: partly inside, partly out,
     so a sample line crosses the spine (05's legend). Inside or wholly outside reads."""
@@ -388,12 +425,13 @@ def legends_across_axes(fig: Figure, pad_px: float = 1.0) -> list[str]:
     return out
 
 
+@_measures
 def fractional_ticks(fig: Figure) -> list[tuple[str, list[str]]]:
     """(axis, its fractional tick labels) where every point the axes' lines and markers put on
     that axis is a whole number (K, k, a rank, a count) and a tick label is not: "k = 2.5" is
     no value the learner can pick (05's k axis read 2.5, 7.5). Log axes and axes without lines
     are left alone. Call after a draw."""
-    fig.canvas.draw()
+    drawn_renderer(fig)
     out = []
     for ax in fig.axes:
         for name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
@@ -430,13 +468,14 @@ def _line_values(ax, name: str) -> np.ndarray:
     return values[np.isfinite(values)]
 
 
+@_measures
 def overdrawn_bars(fig: Figure, pad_px: float = 1.0) -> list[tuple[str, int]]:
     """(axes' title, how many pairs) where an opaque bar of a lane (the same top and bottom, to a
     pixel) is drawn over part of an earlier one's end, or over all of it: the earlier bar's
     extent can no longer be read (03's all-reduces of one lane, bucket 2 drawn over bucket 3).
     A bar drawn inside an earlier one is layering (work over a lane's background) and reads;
     bars stacked on purpose sit in lanes of their own height. Call after a draw."""
-    fig.canvas.draw()
+    drawn_renderer(fig)
     out = []
     for ax in fig.axes:
         extents, faces = bar_extents(ax)   # in drawing order
@@ -471,11 +510,11 @@ def marker_extents(ax) -> np.ndarray:
     return np.vstack(rows)
 
 
+@_measures
 def texts_over_markers(fig: Figure, pad_px: float = 0.5) -> list[str]:
     """Labels placed in an axes (not titles, ticks or legends) whose box overlaps a line's
     marker by more than `pad_px` each way: a value written on its own point hides both."""
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    renderer = drawn_renderer(fig)
     out = []
     for ax in fig.axes:
         markers = marker_extents(ax)
@@ -493,6 +532,7 @@ def texts_over_markers(fig: Figure, pad_px: float = 0.5) -> list[str]:
 FLOAT_HEIGHTS = 3.0   # a label more than this many of its font heights from its bar reads as no bar's
 
 
+@_measures
 def floating_labels(fig: Figure, heights: float = FLOAT_HEIGHTS) -> list[tuple[str, float]]:
     """(label, its gap in font heights) for each label put on a bar (its anchor, the data point
     it was placed at, lies on a filled bar or its edge: a name or value at a bar's top) that is
@@ -501,8 +541,7 @@ def floating_labels(fig: Figure, heights: float = FLOAT_HEIGHTS) -> list[tuple[s
     parameter names stacked far above their gradients). Call after a draw."""
     from matplotlib.text import Annotation
 
-    fig.canvas.draw()
-    renderer = fig.canvas.get_renderer()
+    renderer = drawn_renderer(fig)
     out = []
     for ax in fig.axes:
         bars = bar_extents(ax)[0]
@@ -544,6 +583,7 @@ def _data_anchor(ax, text: Text, annotation: type) -> tuple[float, float] | None
 DRAWN_THINGS = ("micro-step", "all-reduce", "bucket", "forward", "backward", "optimizer", "recompute", "link")
 
 
+@_measures
 def names_not_drawn(fig: Figure) -> list[tuple[str, str]]:
     """(tag or legend entry, what it names that the figure does not draw) for:
     a source stamp's note (`style.tag`) naming one of DRAWN_THINGS that no other text of the
@@ -554,7 +594,7 @@ def names_not_drawn(fig: Figure) -> list[tuple[str, str]]:
 
     from dpviz.plots.style import SOURCE_GID
 
-    fig.canvas.draw()
+    drawn_renderer(fig)
     said = lambda text: text.lower().replace("_", "-")
     texts = visible_texts(fig)
     out = []
