@@ -43,8 +43,12 @@ def test_a_kernel_that_dies_at_start_is_started_again_and_runs(tmp_path, monkeyp
         warnings.simplefilter("always")
         kernel = RetryingKernel("dies-at-start", cwd=str(tmp_path), startup_timeout=60)
     try:
-        assert starts.read_text().count("start") == 2
-        assert [str(w.message).split(" (")[0] for w in caught] == [f"kernel start 1 of {TRIES} failed"]
+        # the first start dies by design; under load a later one can die too, of the race the
+        # plugin is for (a kernel port taken by another process before the kernel binds it)
+        starts_made = starts.read_text().count("start")
+        assert 2 <= starts_made <= TRIES
+        assert [str(w.message).split(" (")[0] for w in caught] == \
+            [f"kernel start {n} of {TRIES} failed" for n in range(1, starts_made)]
         assert kernel.kc.is_alive()
     finally:
         kernel.stop()
