@@ -91,14 +91,17 @@ def chromium():
             browser.close()
 
 
-# the timing sections photographed (notebook, code cell id); DPVIZ_SCREENSHOT_TAG names the
-# shots `<section>-<tag>.png` (run this file in an older checkout with "before" to compare)
-SECTIONS = {"03-s3": ("03_buckets_and_overlap.ipynb", "7c7e8d76"),
-            "04-s2": ("04_gradient_accumulation.ipynb", "6377ee5f")}
+# the timing sections photographed: (notebook, ids of the code cells run: the set-up cells the
+# section reads, then the section's own cell, photographed). The sections between are not run
+# here: nbval runs every cell. DPVIZ_SCREENSHOT_TAG names the shots `<section>-<tag>.png` (run
+# this file in an older checkout with "before" to compare)
+SECTIONS = {"03-s3": ("03_buckets_and_overlap.ipynb", ("aac452d0", "7c7e8d76")),
+            "04-s2": ("04_gradient_accumulation.ipynb", ("2b9c2c5f", "6377ee5f"))}
 SCREENSHOT_TAG = os.environ.get("DPVIZ_SCREENSHOT_TAG", "now")
 
 
-KNOBS_NOTEBOOK, KNOBS_CELL = "09b_zero3_in_time.ipynb", "6d6e69b7"   # 09b's FSDP knob panel
+# 09b's FSDP knob panel: its imports and cluster, the cell that sets `cfg`, the panel
+KNOBS_NOTEBOOK, KNOBS_CELLS = "09b_zero3_in_time.ipynb", ("2996abad", "7bc7e86d", "6d6e69b7")
 OPENED_NOTEBOOK = "00_tour.ipynb"   # opened and closed unrun: it must not read as modified
 STALE_NOTEBOOK = "stale_metadata.ipynb"   # the same, stored as before normalizing: it must
 
@@ -191,16 +194,25 @@ def _run_all(page, url: str, token: str, notebook: str, timeout_ms: int = 600_00
     _wait_until_ran(page, page.locator(".jp-CodeCell").last, timeout_ms)
 
 
-def _run_through(page, url: str, token: str, notebook: str, index: int,
-                 timeout_ms: int = 600_000) -> None:
-    """Open `notebook` in JupyterLab and run its cells up to and including cell `index` (the
-    cell after it selected, then Run All Above Selected Cell): what a learner runs to reach
-    that section, and not the sections after it, which nbval runs."""
+def _cell_indices(notebook: str, cell_ids: tuple[str, ...]) -> list[int]:
+    """The positions of `cell_ids` among all of `notebook`'s cells (markdown too, as the page
+    lists them), in the given order."""
+    cells = json.loads((ROOT / "notebooks" / notebook).read_text())["cells"]
+    where = {c.get("id"): i for i, c in enumerate(cells)}
+    return [where[cell_id] for cell_id in cell_ids]
+
+
+def _run_cells(page, url: str, token: str, notebook: str, indices: list[int],
+               timeout_ms: int = 600_000) -> None:
+    """Open `notebook` in JupyterLab and run the cells at `indices`, in order, through the Run
+    menu (each selected, then Run Selected Cell and Do not Advance); wait until the last ran.
+    A learner who jumps to a section runs its set-up cells and the section, as here."""
     _open(page, url, token, notebook)
-    page.locator(".jp-Cell").nth(index + 1).locator(".jp-InputPrompt").click()
-    page.get_by_role("menuitem", name="Run", exact=True).click()
-    page.get_by_text("Run All Above Selected Cell", exact=True).click()
-    _wait_until_ran(page, page.locator(".jp-Cell").nth(index), timeout_ms)
+    for index in indices:
+        page.locator(".jp-Cell").nth(index).locator(".jp-InputPrompt").click()
+        page.get_by_role("menuitem", name="Run", exact=True).click()
+        page.get_by_text("Run Selected Cell and Do not Advance", exact=True).click()
+    _wait_until_ran(page, page.locator(".jp-Cell").nth(indices[-1]), timeout_ms)
 
 
 # A run stops at a cell that raised and leaves the kernel idle: an idle kernel this long
@@ -344,15 +356,15 @@ def test_cap_slider_key_press_to_new_figure_is_measured(lab, chromium):
 
 @pytest.mark.parametrize("section", sorted(SECTIONS))
 def test_timing_sections_run_in_jupyterlab_and_are_photographed(lab, chromium, section):
-    name, cell_id = SECTIONS[section]
-    cells = json.loads((ROOT / "notebooks" / name).read_text())["cells"]
-    index = next(i for i, c in enumerate(cells) if c.get("id") == cell_id)
+    name, cell_ids = SECTIONS[section]
+    indices = _cell_indices(name, cell_ids)
+    index = indices[-1]
     url, token, _ = lab
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / f"{section}-{SCREENSHOT_TAG}.png"
     page = chromium.new_page(viewport={"width": 1400, "height": 1000})
     try:
-        _run_through(page, url, token, name, index, timeout_ms=900_000)
+        _run_cells(page, url, token, name, indices, timeout_ms=900_000)
         cell = page.locator(".jp-Cell").nth(index)
         cell.scroll_into_view_if_needed()
         cell.locator(".jp-OutputArea-output img").first.wait_for(timeout=60_000)
@@ -394,14 +406,14 @@ def test_09b_knobs_read_whole_and_every_move_is_measured(lab, chromium):
     off (before and after the moves: status lines grow with a run's notes), and each toggle's
     click -> new figure image is logged per knob with its median to
     tests/artifacts/browser-09b-latency.txt beside the kernel's own split (run, draw)."""
-    cells = json.loads((ROOT / "notebooks" / KNOBS_NOTEBOOK).read_text())["cells"]
-    index = next(i for i, c in enumerate(cells) if c.get("id") == KNOBS_CELL)
+    indices = _cell_indices(KNOBS_NOTEBOOK, KNOBS_CELLS)
+    index = indices[-1]
     url, token, _ = lab
     ARTIFACTS.mkdir(exist_ok=True)
     lines, times = [], {}
     page = chromium.new_page(viewport={"width": 1400, "height": 900})
     try:
-        _run_through(page, url, token, KNOBS_NOTEBOOK, index, timeout_ms=900_000)
+        _run_cells(page, url, token, KNOBS_NOTEBOOK, indices, timeout_ms=900_000)
         cell = page.locator(".jp-Cell").nth(index)
         figure = cell.locator(FIGURE).first
         figure.wait_for(timeout=120_000)
