@@ -135,7 +135,7 @@ def test_sweep_round_trips(sweep, tmp_path):
 
 def test_count_collectives_rejects_missing_step():
     with pytest.raises(ValueError, match="dpviz steps"):
-        count_collectives({"traceEvents": []}, 0, step=0)
+        count_collectives({"traceEvents": []}, 0, steps=1)
 
 
 def test_calculator_widget_redraws_on_slider_moves():

@@ -161,8 +161,9 @@ def shard_rank(ctx: RankContext, cfg: RunConfig, strategy: str, paths: list[str]
     prof.export_chrome_trace(str(path))
     trace = read_trace(path)
     path.unlink()
-    gloo, gloo_bytes, c10d = count_collectives(trace, ctx.rank, step=cfg.steps - 1)
-    by_step = [count_collectives(trace, ctx.rank, step)[0] for step in range(cfg.steps - 1)] + [gloo]
+    per_step = count_collectives(trace, ctx.rank, cfg.steps)
+    gloo, gloo_bytes, c10d = per_step[-1]
+    by_step = [counts for counts, _, _ in per_step]
     state = optimizer_state_bytes(opt)
     # the check runs after profiling: FSDP's full_tensor() is itself an all-gather
     full = torch.cat([(p.full_tensor() if hasattr(p, "full_tensor") else p).detach().reshape(-1)

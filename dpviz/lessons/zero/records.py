@@ -155,31 +155,38 @@ def model_for(row: ShardedRank) -> ZeroBytes:
 
 # --- rank side --------------------------------------------------------------------------------
 
-def count_collectives(trace: dict, rank: int, step: int) -> tuple[dict[str, int], dict[str, int],
-                                                                  dict[str, int]]:
-    """Collectives in one step of one rank's trace, by name.
+def count_collectives(trace: dict, rank: int, steps: int) -> list[tuple[dict[str, int], dict[str, int],
+                                                                        dict[str, int]]]:
+    """Collectives in each of the first `steps` dpviz steps of one rank's trace, by name.
 
-    Returns (gloo:* counts, their input bytes, c10d::* counts). The gloo events are what
-    actually ran; the c10d ones are what PyTorch asked for (on gloo, a
-    `c10d::_reduce_scatter_base_` launch runs as a `gloo:all_reduce`).
+    Returns one (gloo:* counts, their input bytes, c10d::* counts) per step. The gloo events
+    are what actually ran; the c10d ones are what PyTorch asked for (on gloo, a
+    `c10d::_reduce_scatter_base_` launch runs as a `gloo:all_reduce`). The trace is read into
+    spans once for every step: reading it is most of a sharded rank's work after training.
     """
     spans = spans_from_trace(trace, rank)
     windows = sorted((s for s in spans if s.kind == "step"), key=lambda s: s.start_us)
-    if step >= len(windows):
-        raise ValueError(f"the trace has {len(windows)} dpviz steps, asked for step {step}")
-    lo, hi = windows[step].start_us, windows[step].end_us
-    counts: dict[str, int] = {}
-    sizes: dict[str, int] = {}
+    if steps > len(windows):
+        raise ValueError(f"the trace has {len(windows)} dpviz steps, asked for {steps}")
+    windows = windows[:steps]
+    counts: list[dict[str, int]] = [{} for _ in windows]
+    sizes: list[dict[str, int]] = [{} for _ in windows]
+    launches: list[dict[str, int]] = [{} for _ in windows]
+
+    def step_of(t_us: float) -> int | None:
+        return next((i for i, w in enumerate(windows) if w.start_us <= t_us < w.end_us), None)
+
     for s in spans:
-        if s.name.startswith("gloo:") and lo <= s.start_us < hi:
-            counts[s.name] = counts.get(s.name, 0) + 1
-            sizes[s.name] = sizes.get(s.name, 0) + (s.bytes or 0)
-    launches: dict[str, int] = {}
+        i = step_of(s.start_us) if s.name.startswith("gloo:") else None
+        if i is not None:
+            counts[i][s.name] = counts[i].get(s.name, 0) + 1
+            sizes[i][s.name] = sizes[i].get(s.name, 0) + (s.bytes or 0)
     for ev in trace["traceEvents"]:
         name = str(ev.get("name", "")) if isinstance(ev, dict) else ""
-        if name.startswith("c10d::") and ev.get("ph") == "X" and lo <= float(ev["ts"]) < hi:
-            launches[name] = launches.get(name, 0) + 1
-    return counts, sizes, launches
+        i = step_of(float(ev["ts"])) if name.startswith("c10d::") and ev.get("ph") == "X" else None
+        if i is not None:
+            launches[i][name] = launches[i].get(name, 0) + 1
+    return list(zip(counts, sizes, launches))
 
 
 # --- parent side ------------------------------------------------------------------------------
