@@ -5,13 +5,13 @@
 # "make test"):
 #   notebooks: nbval over every notebook, logging their figures (tests/notebook_figures.py),
 #              then the tests that read that log (-m notebooks), then $MOVED (the suite's
-#              longest test, `animate all`);
+#              longest test, `animate all`, and tests/test_zero.py's live sweeps);
 #   programs:  the tests that drive other programs: chromium and JupyterLab (-m browser), the
 #              CLI and torchrun ($PROGRAMS), then the kernel paths (scripts/test_kernels.sh:
 #              numeric comparisons under other ATEN_CPU_CAPABILITY, not timings);
 #   tests:     every other test but the serial ones.
 # $MOVED runs at the end of the notebooks stream, which otherwise ends first (2 cores,
-# 2026-12-03: notebooks 428 s, tests 513 s, programs 526 s with $MOVED at its end).
+# 2026-12-03: notebooks 447 s, programs 479 s, tests 506 s with only `animate all` moved).
 # Then, alone, the `serial` tests: timing physics (pinned cores, the link's overlap, fits of α
 # and β) that need the cores to themselves. Each stream writes its log to $OUT and prints it
 # when it ends; a failing stream fails `make test`.
@@ -26,13 +26,13 @@ start=$SECONDS
 # marked FILE...: the test files that use marker $1 (collecting only those takes seconds, not
 # the whole suite's collection again)
 marked() { grep -l "mark\.$1\b" tests/test_*.py; }
-MOVED=tests/test_export.py::test_animate_all_builds_every_scene_from_fresh_runs_with_progress
+MOVED="tests/test_export.py::test_animate_all_builds_every_scene_from_fresh_runs_with_progress tests/test_zero.py"
 PROGRAMS="tests/test_cli.py tests/test_torchrun.py tests/test_rank_stderr.py"
 
 notebooks() {
   "${MAKE:-make}" --no-print-directory test-notebooks PY="$PY" FIGURE_LOG="$FIGURE_LOG" &&
   DPVIZ_FIGURE_LOG_DIR=$FIGURE_LOG "$PY" -m pytest $(marked notebooks) -m "notebooks and not serial" &&
-  "$PY" -m pytest "$MOVED"
+  "$PY" -m pytest $MOVED -m "not notebooks and not serial and not browser"
 }
 
 programs() {
@@ -42,9 +42,10 @@ programs() {
 }
 
 tests() {
-  local ignore=() f
-  for f in $PROGRAMS; do ignore+=(--ignore "$f"); done
-  "$PY" -m pytest tests "${ignore[@]}" -m "not notebooks and not serial and not browser" --deselect "$MOVED" --durations=10
+  local skip=() f
+  for f in $PROGRAMS; do skip+=(--ignore "$f"); done
+  for f in $MOVED; do [[ $f == *::* ]] && skip+=(--deselect "$f") || skip+=(--ignore "$f"); done
+  "$PY" -m pytest tests "${skip[@]}" -m "not notebooks and not serial and not browser" --durations=10
 }
 
 # run_stream NAME: the stream's function, its output to $OUT/NAME.log, printed when it ends
