@@ -7,11 +7,13 @@
 #              then the tests that read that log (-m notebooks), then $MOVED (the suite's
 #              longest test, `animate all`, and tests/test_zero.py's live sweeps);
 #   programs:  the tests that drive other programs: chromium and JupyterLab (-m browser), the
-#              CLI and torchrun ($PROGRAMS), then the kernel paths (scripts/test_kernels.sh:
-#              numeric comparisons under other ATEN_CPU_CAPABILITY, not timings);
+#              CLI, torchrun, ranks' stderr and resilience (killed ranks, runs side by side)
+#              ($PROGRAMS), then the kernel paths (scripts/test_kernels.sh: numeric comparisons
+#              under other ATEN_CPU_CAPABILITY, not timings);
 #   tests:     every other test but the serial ones.
-# $MOVED runs at the end of the notebooks stream, which otherwise ends first (2 cores,
-# 2026-12-03: notebooks 447 s, programs 479 s, tests 506 s with only `animate all` moved).
+# $MOVED and test_resilience.py (mostly waits) left the tests stream, which ended last (2 cores,
+# 2026-12-03 clean clones: streams notebooks/programs/tests 483/461/490, 514/493/519 and
+# 497/486/521 s with test_zero.py moved; 447/479/506 s before).
 # Then, alone, the `serial` tests: timing physics (pinned cores, the link's overlap, fits of α
 # and β) that need the cores to themselves. Each stream writes its log to $OUT and prints it
 # when it ends; a failing stream fails `make test`.
@@ -27,7 +29,7 @@ start=$SECONDS
 # the whole suite's collection again)
 marked() { grep -l "mark\.$1\b" tests/test_*.py; }
 MOVED="tests/test_export.py::test_animate_all_builds_every_scene_from_fresh_runs_with_progress tests/test_zero.py"
-PROGRAMS="tests/test_cli.py tests/test_torchrun.py tests/test_rank_stderr.py"
+PROGRAMS="tests/test_cli.py tests/test_torchrun.py tests/test_rank_stderr.py tests/test_resilience.py"
 
 notebooks() {
   "${MAKE:-make}" --no-print-directory test-notebooks PY="$PY" FIGURE_LOG="$FIGURE_LOG" &&
