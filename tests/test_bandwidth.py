@@ -122,6 +122,17 @@ def test_ring_profile_splits_the_call_into_transfers_and_adds(cluster2):
             assert row["transfer"] + row["reduce"] <= row["ring"]   # both inside the timed call
 
 
+def test_all_reduce_under_load_times_every_arm_of_every_repeat(cluster2):
+    from dpviz.lessons.collectives.timing import all_reduce_under_load_rank
+
+    for rows in cluster2.run_task(all_reduce_under_load_rank, 1 << 14, 5, 3):
+        assert len(rows) == 3
+        for row in rows:
+            assert set(row) == {"alone", "pair_first", "pair", "compute", "beside_compute", "beside_all_reduce"}
+            assert all(v > 0 for v in row.values())
+            assert row["pair_first"] <= row["pair"]   # the first of the two is waited for first
+
+
 def test_link_bench_refuses_other_ops_before_spawn():
     with pytest.raises(ValueError, match="carries all_reduce only"):
         bench_collectives([2], [4096], ["all_reduce", "ring"], link="classroom", progress=False)

@@ -110,6 +110,65 @@ def ring_phases_rank(ctx: RankContext, elements: int, warmup: int,
     return rows
 
 
+LOAD_ARMS = ("alone", "pair", "compute", "beside")
+
+
+def all_reduce_under_load_rank(ctx: RankContext, elements: int, burst: int,
+                               repeats: int) -> list[dict[str, float]]:
+    """gloo's all-reduce on this rank alone, two in flight at once, and beside a burst of
+    compute on the rank's main thread (what backward is to a bucket's all-reduce), each arm
+    after a barrier, their order rotated every repeat; ms per repeat after one warm-up of each.
+
+    The what-if model learns a reduction's cost from runs where all-reduces run one at a time
+    after backward; with a faster link they run beside backward and beside each other, on the
+    same cores (issue 43). `pair_first` is when the first of the two is done; `beside_all_reduce`
+    when the all-reduce was seen done, polled between the burst's matmuls (after the burst if
+    it was not done by then); `beside_compute` when the burst ended."""
+    import torch
+    import torch.distributed as dist
+
+    a, b = torch.ones(elements), torch.ones(elements)
+    x = torch.randn(128, 128, generator=torch.Generator().manual_seed(ctx.rank)) * 0.01
+
+    def burst_of(n: int, work=None) -> float | None:
+        seen = None
+        for _ in range(n):
+            torch.tanh(x @ x)
+            if seen is None and work is not None and work.is_completed():
+                seen = time.perf_counter()
+        return seen
+
+    rows: list[dict[str, float]] = []
+    for i in range(1 + repeats):
+        row: dict[str, float] = {}
+        for arm in LOAD_ARMS[i % 4:] + LOAD_ARMS[:i % 4]:
+            a.mul_(1 / ctx.world_size)   # keep repeated sums in range
+            b.mul_(1 / ctx.world_size)
+            dist.barrier()
+            t0 = time.perf_counter()
+            if arm == "alone":
+                dist.all_reduce(a)
+                row["alone"] = time.perf_counter() - t0
+            elif arm == "pair":
+                first, second = dist.all_reduce(a, async_op=True), dist.all_reduce(b, async_op=True)
+                first.wait()
+                row["pair_first"] = time.perf_counter() - t0
+                second.wait()
+                row["pair"] = time.perf_counter() - t0
+            elif arm == "compute":
+                burst_of(burst)
+                row["compute"] = time.perf_counter() - t0
+            else:
+                work = dist.all_reduce(a, async_op=True)
+                seen = burst_of(burst, work)
+                row["beside_compute"] = time.perf_counter() - t0
+                work.wait()
+                row["beside_all_reduce"] = (seen or time.perf_counter()) - t0
+        if i >= 1:
+            rows.append({k: v * 1e3 for k, v in row.items()})
+    return rows
+
+
 # --- parent side --------------------------------------------------------------------------
 
 def check_bench(world_sizes: Sequence[int], sizes: Sequence[int], ops: Sequence[str],
