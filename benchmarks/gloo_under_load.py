@@ -1,4 +1,4 @@
-"""gloo's all-reduce alone, two at once, and beside compute on the same ranks (issue 43).
+"""gloo's all-reduce alone, two at once, and beside compute on the same ranks.
 
 The what-if model learns the cost of a bucket's all-reduce from runs where all-reduces run one
 at a time; with a faster link they run beside backward and beside each other, on the cores

@@ -11,9 +11,8 @@
 #              ($PROGRAMS), then the kernel paths (scripts/test_kernels.sh: numeric comparisons
 #              under other ATEN_CPU_CAPABILITY, not timings);
 #   tests:     every other test but the serial ones.
-# $MOVED and test_resilience.py (mostly waits) left the tests stream, which ended last (2 cores,
-# 2026-12-03 clean clones: streams notebooks/programs/tests 483/461/490, 514/493/519 and
-# 497/486/521 s with test_zero.py moved; 447/479/506 s before).
+# $MOVED and test_resilience.py (mostly waits) run outside the tests stream, which otherwise
+# ends last (the streams' times: benchmarks/README.md, "make test").
 # Then, alone, the `serial` tests: timing physics (pinned cores, the link's overlap, fits of α
 # and β) that need the cores to themselves. Each stream writes its log to $OUT and prints it
 # when it ends; a failing stream fails `make test`.

@@ -66,8 +66,8 @@ def _counting_draws(fig) -> list:
 
 
 def test_the_checks_of_one_figure_draw_it_once_and_measure_what_a_draw_before_each_gives():
-    """tests/notebook_figures.py runs every check over each notebook figure: each used to draw
-    it again (nine draws of 02's step figure, 3.8 s of its 4.5 s of checks)."""
+    """tests/notebook_figures.py runs every check over each notebook figure: a draw per check
+    would be most of the checks' time."""
     fig, (ax, bx) = plt.subplots(1, 2, figsize=(8, 3), layout="constrained")
     ax.barh([0, 1], [3, 5], color=["#4C72B0", "#DD8452"], label="backward")
     ax.annotate("b0", (3, 0), xytext=(4, 0), textcoords="offset points")   # placed when drawn

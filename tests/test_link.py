@@ -260,8 +260,8 @@ def test_a_section_checks_its_backward_against_the_one_the_link_was_sized_to():
 def test_a_transfer_starts_at_hand_over_even_when_the_wires_thread_wakes_late(cluster2):
     """A real wire does not wait for a core: while the rank keeps the GIL for 100 ms after
     handing two buckets over, the first transfer still starts at the hand-over, and the second
-    when the first leaves the wire by the link's formula, not when the thread woke (before, a
-    late thread pushed every later transfer back: 1.21× the formula along a 6-bucket step).
+    when the first leaves the wire by the link's formula, not when the thread woke (a late
+    thread must not push every later transfer back).
     The all-reduces are issued when the thread runs again, after the held time, where a trace
     shows the thread's lateness. Bounds: the hand-over's time is taken in `send`, one call
     after the rank's own clock read, so well under half the held time even if the rank loses

@@ -121,7 +121,7 @@ def all_reduce_under_load_rank(ctx: RankContext, elements: int, burst: int,
 
     The what-if model learns a reduction's cost from runs where all-reduces run one at a time
     after backward; with a faster link they run beside backward and beside each other, on the
-    same cores (issue 43). `pair_first` is when the first of the two is done; `beside_all_reduce`
+    same cores. `pair_first` is when the first of the two is done; `beside_all_reduce`
     when the all-reduce was seen done, polled between the burst's matmuls (after the burst if
     it was not done by then); `beside_compute` when the burst ended."""
     import torch
