@@ -20,11 +20,12 @@ from dpviz.core.record import RecordError, RunRecord
 from dpviz.lessons.what_if.learn import (
     AT_ONCE, Linear, Workers, describe_fit, fit_linear, learn, measure, ring_factor, transfer_ms,
 )
-from dpviz.lessons.what_if.live import CHECK_CONFIG, KEPT_GRID, check_predictions, recheck
+from dpviz.lessons.what_if.live import CHECK_CONFIG, KEPT_GRID, check_predictions, measure_load, recheck
+from dpviz.lessons.what_if.load import LOWEST_RATE, GlooLoad, LoadArms
 from dpviz.lessons.what_if.plots import plot_predicted, plot_replay, plot_scaling
 from dpviz.lessons.what_if.records import (
-    NOT_MODELLED, RECORDED, TABLE_COLUMNS, CheckRow, PredictedStep, PredictionCheck, Scaling, _advance, _Rank,
-    _uncontended, contention, errors, format_check, format_scaling, predict, scaling,
+    NOT_MODELLED, RECORDED, TABLE_COLUMNS, CheckRow, PredictedStep, PredictionCheck, Scaling, _advance, _progress,
+    _Rank, _uncontended, contention, errors, format_check, format_scaling, predict, scaling,
 )
 from dpviz.lessons.what_if.widgets import move_seconds, what_if_panel
 from dpviz.plots.legibility import hidden_texts, texts_over_markers
@@ -424,6 +425,106 @@ def test_contention_slows_backward_beside_gloo_and_learning_takes_it_out_again(m
     assert ends[0] > ends[1]   # the same compute, slowed where an all-reduce ran beside it
 
 
+def _load(world_size: int, *arms: LoadArms) -> GlooLoad:
+    return GlooLoad(world_size, arms, burst=60, repeats=1, source="made up for the test")
+
+
+MIB = 1 << 20
+# arms of an all-reduce that, beside compute, ran as fast as alone (rates 1 everywhere) and one
+# that made no progress until the burst ended (seen done one alone-time after it)
+UNHURT = LoadArms(MIB, alone_ms=1.0, pair_first_ms=1.0, compute_ms=10.0, beside_compute_ms=10.0, beside_all_reduce_ms=1.0)
+STARVED = LoadArms(MIB, alone_ms=1.0, pair_first_ms=1.0, compute_ms=10.0, beside_compute_ms=10.0, beside_all_reduce_ms=11.0)
+
+
+def test_load_rates_are_read_off_the_arms():
+    """Done before the burst ended (seen at 8 ms, alone 2): it progressed at 2/8 throughout,
+    and the burst (10 ms alone, 11 beside) did 10 − 3 ms of its work in the first 8, so 7/8.
+    Done after it (seen at 14, burst 12 beside): the last 2 ms ran alone, so 4 ms of work in
+    12 beside the burst, and the burst ran at 10/12. Two at once, the first done at 4 against
+    2 alone: each at 1/2. Sizes between two measured ones take rates between theirs (on
+    log-size), sizes outside the nearest's; no progress is clamped to LOWEST_RATE."""
+    before = LoadArms(MIB, 2.0, 4.0, 10.0, 11.0, 8.0).rates()
+    assert (before.reduce_beside_compute, before.compute_beside_reduce, before.reduce_paired) == \
+        pytest.approx((0.25, 7 / 8, 0.5), abs=1e-12)
+    after = LoadArms(MIB, 6.0, 6.0, 10.0, 12.0, 14.0).rates()
+    assert (after.reduce_beside_compute, after.compute_beside_reduce, after.reduce_paired) == \
+        pytest.approx((4 / 12, 10 / 12, 1.0), abs=1e-12)
+    assert STARVED.rates().reduce_beside_compute == LOWEST_RATE
+    both = _load(2, dataclasses.replace(STARVED, bytes=4 * MIB), UNHURT)
+    assert both.rates(2 * MIB).reduce_beside_compute == pytest.approx((1 + LOWEST_RATE) / 2, abs=1e-12)
+    assert both.rates(MIB // 2) == UNHURT.rates() and both.rates(64 * MIB) == STARVED.rates()
+    assert "2 ranks" in both.describe() and both.describe().count("MiB") == 2
+
+
+def test_progress_runs_at_the_product_of_the_rates_in_force():
+    assert _progress(0.0, 4.0, []) == 4.0
+    assert _progress(0.0, 4.0, [(10.0, 0.25)]) == 11.5            # 2.5 of work in 10 ms, then 1.5
+    assert _progress(0.0, 1.0, [(10.0, 0.25)]) == 4.0             # done while slowed
+    assert _progress(0.0, 4.0, [(4.0, 0.5), (8.0, 0.5)]) == 9.0   # 1 in [0, 4], 2 in [4, 8], 1 after
+    assert _progress(5.0, 1.0, [(4.0, 0.1)]) == 6.0               # a load that ended before
+
+
+def test_gloo_under_load_slows_the_all_reduces_beside_backward(mlp_record):
+    """Rates of 1 change nothing: the replay with an unhurt gloo is the replay without a load.
+    A gloo starved while backward computes (compute unhurt, so backward is the same) ends no
+    all-reduce earlier, and every one that joined during backward strictly later; the exposed
+    communication cannot shrink. A load is this machine's gloo at one world size: another
+    cluster's prediction or another world size refuses it."""
+    learned = learn(mlp_record)
+    fast = dict(link=Link(100.0, 10.0), bucket_cap_mb=0.25, reduction=RECORDED)
+    plain, unhurt = predict(learned, **fast), predict(learned, **fast, load=_load(2, UNHURT))
+    assert (unhurt.step_ms, unhurt.exposed_comm_ms, unhurt.spans) == (plain.step_ms, plain.exposed_comm_ms, plain.spans)
+    assert "under load" in unhurt.config["costs"] and "under load" not in plain.config["costs"]
+    # one rank-step twice (ranks alike, starting together, no hand-over delay): the same step
+    # is drawn from both predictions, and its first buckets join while backward computes
+    alike = dataclasses.replace(learned.samples[0], offset_ms=0.0, handoff_idle_ms=0.0, handoff_busy_ms=0.0)
+    learned = dataclasses.replace(learned, samples=(alike, dataclasses.replace(alike, rank=1)))
+    plain, starved = (predict(learned, **fast, load=_load(2, x)) for x in (UNHURT, STARVED))
+    backward = [(sp.start_us, sp.end_us) for sp in starved.spans_of(rank=0, kind="backward")]
+    assert backward == [(sp.start_us, sp.end_us) for sp in plain.spans_of(rank=0, kind="backward")]
+    backward_end = max(end for _, end in backward)
+    pairs = list(zip(plain.buckets, starved.buckets))
+    assert all(s.reduce_end_ms >= p.reduce_end_ms for p, s in pairs)
+    during = [(p, s) for p, s in pairs if s.reduce_start_ms * 1e3 < backward_end]
+    assert during and all(s.reduce_end_ms > p.reduce_end_ms for p, s in during)
+    assert starved.exposed_comm_ms >= plain.exposed_comm_ms
+    with pytest.raises(ValueError, match="only with reduction='recorded'"):
+        predict(learned, link=Link(100.0, 10.0), load=_load(2, UNHURT))
+    with pytest.raises(ValueError, match="measured at 4 ranks"):
+        predict(learned, **fast, load=_load(4, UNHURT))
+    with pytest.raises(ValueError, match="must be a GlooLoad"):
+        predict(learned, **fast, load={"world_size": 2})
+
+
+def test_a_step_learned_under_load_counts_its_all_reduces_as_work_alone(mlp_record):
+    """Learned with an unhurt gloo, the step is the step learned without a load (work alone
+    is the time taken). Learned with a starved one, every all-reduce that ran beside backward
+    counted at LOWEST_RATE there: the cost is no larger anywhere, and predicting with the load
+    it was learned with is the default. A load of another world size is refused."""
+    from dpviz.lessons.what_if.load import work_done
+    assert work_done(0.0, 10.0, [(-1.0, 4.0, 0.5), (2.0, 6.0, 0.5)]) == pytest.approx(1 + 0.5 + 1 + 4, abs=1e-12)
+    plain, unhurt = learn(mlp_record), learn(mlp_record, load=_load(2, UNHURT))
+    assert dataclasses.replace(unhurt, load=None) == plain
+    starved = learn(mlp_record, load=_load(2, STARVED))
+    assert starved.reduction.ms(MIB) <= plain.reduction.ms(MIB) and starved.load == _load(2, STARVED)
+    fast = dict(link=Link(100.0, 10.0), bucket_cap_mb=0.25, reduction=RECORDED)
+    assert predict(starved, **fast) == predict(starved, **fast, load=_load(2, STARVED))
+    assert predict(starved, **fast, world_size=3).config["costs"].get("under load") is None   # another N: none
+    with pytest.raises(ValueError, match="measured at the record's 2 ranks"):
+        learn(mlp_record, load=_load(4, UNHURT))
+
+
+def test_measure_load_times_every_size_on_warm_ranks_and_saves_as_json(cluster2, tmp_path):
+    load_ = measure_load(cluster2, sizes=(1 << 16, MIB), burst=20, repeats=3)
+    assert load_.world_size == 2 and [a.bytes for a in load_.arms] == [1 << 16, MIB] and load_.repeats == 3
+    for arms in load_.arms:
+        assert all(ms > 0 for ms in dataclasses.astuple(arms)[1:])
+        rates = arms.rates()
+        assert all(LOWEST_RATE <= x <= 1 for x in dataclasses.astuple(rates))
+    save(load_, tmp_path / "load.json")
+    assert load(tmp_path / "load.json", GlooLoad) == load_
+
+
 def test_runs_of_one_setting_are_pooled_rank_step_by_rank_step(mlp_record):
     """Several runs of one setting are predicted from together: every rank-step of every run
     is replayed and the medians are taken over all (as `measure` pools live runs). A run
@@ -513,6 +614,7 @@ def test_what_if_against_live_runs_is_within_the_machines_own_noise(cluster2, tm
     assert what_if.median <= max(0.35, 2 * noise.median), format_check(check)
     assert errors(check, "replay").median <= 0.25, format_check(check)
     assert len(list((tmp_path / "kept").glob("point*.json"))) == 3 * 2 * 3   # points × (source, target) × repeats
+    assert load(tmp_path / "kept" / "load-2.json", GlooLoad).world_size == 2   # gloo under load, kept beside
     assert recheck(tmp_path / "kept") == check
 
 

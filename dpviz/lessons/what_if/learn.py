@@ -17,6 +17,7 @@ No torch here: a saved record is learned from on any machine.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from dpviz.analysis.overlap import quartiles, steady_steps, summarize_step, unio
 from dpviz.analysis.stragglers import collective_instances
 from dpviz.core.link import Link, as_link
 from dpviz.core.record import RunRecord, Span
+from dpviz.lessons.what_if.load import GlooLoad, work_done
 
 ACCUMULATE_GRAD = "AccumulateGrad"
 MIB = 1 << 20
@@ -188,6 +190,7 @@ class LearnedStep:
     per_gradient: bool          # True: gradients; False: recorded buckets as units
     notes: tuple[str, ...] = ()
     fit: LinkFit | None = None  # a GPU trace's fitted ring (the link is `fit.wire`)
+    load: GlooLoad | None = None   # gloo under load the reduction cost was learned with (work alone)
 
 
 def _median(values, default: float = 0.0) -> float:
@@ -311,9 +314,16 @@ def _hooks_before(sample: _Sample, t_us: float) -> float:
     return sum(max(0.0, min(h.end_us, t_us) - h.start_us) for h in sample.hooks.values())
 
 
-def learn(record: RunRecord, steps: list[int] | None = None) -> LearnedStep:
+def learn(record: RunRecord, steps: list[int] | None = None, load: GlooLoad | None = None) -> LearnedStep:
     """Take a recorded step apart (see the module's docstring); a clear ValueError where the
-    record has no step to learn from (no bucketed all-reduce, no forward or optimizer)."""
+    record has no step to learn from (no bucketed all-reduce, no forward or optimizer).
+    `load`: gloo under load on the recording machine at the record's world size; the
+    all-reduce cost is then learned as its work alone: the part of each recorded all-reduce
+    that ran beside backward or beside another counts at gloo's measured rates there, and
+    the prediction slows it there again (`predict` uses the load the step was learned with)."""
+    if load is not None and (not isinstance(load, GlooLoad) or load.world_size != record.world_size):
+        raise ValueError(f"load must be a GlooLoad measured at the record's {record.world_size} ranks, got "
+                         f"{getattr(load, 'world_size', type(load).__name__)}")
     steps = steady_steps(record) if steps is None else steps
     ranks = sorted({s.rank for s in record.spans})
     sizes = dict(zip(record.param_names, record.param_bytes))
@@ -325,10 +335,10 @@ def learn(record: RunRecord, steps: list[int] | None = None) -> LearnedStep:
     if not samples:
         raise ValueError("no step to learn from: the record needs a steady step with forward, backward, "
                          "the optimizer and DDP's bucketed all-reduces (record steps >= 2 with profile=True)")
-    return _assemble(record, samples)
+    return _assemble(record, samples, load)
 
 
-def _assemble(record: RunRecord, samples: dict[int, list[_Sample]]) -> LearnedStep:
+def _assemble(record: RunRecord, samples: dict[int, list[_Sample]], load: GlooLoad | None) -> LearnedStep:
     cfg = record.config
     trace = cfg.get("source") == "trace"
     gpu = any(s.tid.startswith("stream") for s in record.spans if s.kind == "allreduce")
@@ -342,7 +352,7 @@ def _assemble(record: RunRecord, samples: dict[int, list[_Sample]]) -> LearnedSt
     if gpu:   # ready is the kernel's start (`_bucket_ready`), NCCL reduces inside the kernel
         link, reduction, costs = fit.wire, Linear(0.0, 0.0, 0), []
     else:
-        costs = _reduce_costs(samples, link is not None)
+        costs = _reduce_costs(samples, link is not None, load)
         reduction = fit_linear([(b, ms) for b, ms, _ in costs])
     wire = "ring" if gpu else "transfer"
     idle, busy, _ = _handoffs(per_rank, link, world, wire)
@@ -372,7 +382,8 @@ def _assemble(record: RunRecord, samples: dict[int, list[_Sample]]) -> LearnedSt
         gradients=tuple(LearnedGradient(n, int(b), _median(x.ready_ms[k] for x in steps))
                         for k, (n, b) in enumerate(zip(names, sizes))),
         hook=hook, reduction=reduction, samples=tuple(steps),
-        measured=measure(record, sorted(samples)), per_gradient=per_gradient, notes=tuple(notes), fit=fit)
+        measured=measure(record, sorted(samples)), per_gradient=per_gradient, notes=tuple(notes), fit=fit,
+        load=None if gpu else load)
 
 
 def _step_sample(s: _Sample, step: int, first_us: float, link: Link | None, world: int, wire: str,
@@ -464,22 +475,32 @@ def _handoffs(samples: list[_Sample], link: Link | None, world: int, wire: str) 
     return idle, busy, extra
 
 
-def _reduce_costs(samples: dict[int, list[_Sample]], linked: bool) -> list[tuple[int, float, int]]:
+def _reduce_costs(samples: dict[int, list[_Sample]], linked: bool,
+                  load: GlooLoad | None) -> list[tuple[int, float, int]]:
     """(bytes, ms, id of the rank's sample) of each all-reduce on each rank, from the moment the
     last rank joined it (its transfer's end with a link, else its all-reduce's start), or one
     of gloo's workers freed up if that was later (`AT_ONCE`), to its end on that rank: the
-    reduction's own cost, without waiting for a late rank or the earlier buckets."""
+    reduction's own cost, without waiting for a late rank or the earlier buckets. With `load`
+    the ms are its work alone: counted at gloo's measured rates while a rank's backward still
+    computed and while an earlier one of the rank's all-reduces was in flight (`work_done`; the
+    replay slows a bucket's all-reduce by the one before it, as here)."""
     out = []
     for group in samples.values():
         workers = {id(s): Workers(AT_ONCE["cpu"]) for s in group}
+        computing = max(s.b1 for s in group)
         for i in sorted(group[0].reduces):
             if not all(i in s.reduces for s in group):
                 continue
             joined = max(s.links[i].end_us if linked and i in s.links else s.reduces[i].start_us for s in group)
             for s in group:
-                start = workers[id(s)].start(joined)
-                out.append((s.bucket_bytes[i], (s.reduces[i].end_us - start) / 1e3, id(s)))
-                workers[id(s)].take(s.reduces[i].end_us)
+                start, end = workers[id(s)].start(joined), s.reduces[i].end_us
+                ms = (end - start) / 1e3
+                if load is not None:
+                    rates = load.rates(s.bucket_bytes[i])
+                    others = [(r.start_us, r.end_us, rates.reduce_paired) for j, r in s.reduces.items() if j < i]
+                    ms = work_done(start, end, [(-math.inf, computing, rates.reduce_beside_compute), *others]) / 1e3
+                out.append((s.bucket_bytes[i], ms, id(s)))
+                workers[id(s)].take(end)
     return out
 
 

@@ -6,8 +6,8 @@ The emulated link (`dpviz.core.link`) charges what the model charges (α once pe
 bytes at β, one FIFO queue per rank), so the check measures the model, not the wire's
 fidelity to some real NIC. Every target here is this machine on another emulated link, so
 the predictions are asked for this machine's measured costs (`reduction=RECORDED`: gloo's
-all-reduce on these cores, the hand-overs). torch is imported inside the functions only,
-through `run`.
+all-reduce on these cores, the hand-overs, and gloo under load: `measure_load`). torch is
+imported inside the functions only, through `run` and the rank task.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from dpviz.core.config import RunConfig, require_int
 from dpviz.core.link import Link, as_link
 from dpviz.core.record import RecordError, RunRecord, load, read_json, save
 from dpviz.lessons.what_if.learn import learn, measure
+from dpviz.lessons.what_if.load import GlooLoad, load_from_rows
 from dpviz.lessons.what_if.records import RECORDED, CheckRow, PredictionCheck, predict
 
 FACADE = ("check_predictions",)
@@ -52,9 +53,11 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
     machine's run-to-run noise). With
     `cores`, every world size but the first is also predicted from the first world size's
     source, compute scaled by core sharing ("cross-N"). A warm `cluster` serves the world
-    size it has; the others get ranks of their own. `keep`: a folder to save every run in
-    (JSON records and the grid, `KEPT_GRID`), so that `recheck` can judge a changed model on
-    the same runs, without this machine's run-to-run noise in the comparison."""
+    size it has; the others get ranks of their own. On gloo, each world size's ranks first
+    measure gloo under load (`measure_load`), which every prediction at that size uses.
+    `keep`: a folder to save every run in (JSON records, those loads and the grid,
+    `KEPT_GRID`), so that `recheck` can judge a changed model on the same runs, without this
+    machine's run-to-run noise in the comparison."""
     from dpviz.engine.launch import using_cluster
 
     cfg = cfg or CHECK_CONFIG
@@ -76,10 +79,14 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
     grid = {"workload": cfg.to_dict(), "cores": cores, "world_sizes": list(world_sizes),
             "links": [asdict(x) for x in links], "caps": list(caps), "accum_steps": list(accum_steps),
             "points": []}
-    points = []
+    points, loads = [], {}
     for n in world_sizes:
         mine = cluster if cluster is not None and cluster.world_size == n else None
         with using_cluster(mine, n, cfg.backend, cfg.timeout_s) as ranks:
+            if cfg.backend == "gloo":
+                loads[n] = measure_load(ranks)
+                if folder is not None:
+                    save(loads[n], folder / f"load-{n}.json")
             for link, cap, k in targets:
                 sources, lives = [], []
                 for _ in range(repeats):   # source, target, source, target, …
@@ -93,7 +100,7 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
                     grid["points"].append(_kept(folder, len(grid["points"]), target, sources, lives))
     if folder is not None:
         (folder / KEPT_GRID).write_text(json.dumps(grid, indent=1) + "\n")
-    return _check(points, cfg, world_sizes, links, caps, accum_steps, cores)
+    return _check(points, cfg, world_sizes, links, caps, accum_steps, cores, loads)
 
 
 # The grid file `check_predictions(keep=…)` writes beside the records it keeps.
@@ -102,7 +109,8 @@ KEPT_GRID = "grid.json"
 
 def recheck(folder: str | os.PathLike, cores: int | None = None) -> PredictionCheck:
     """The check again on the runs `check_predictions(keep=folder)` saved: today's model
-    against the same live steps, no rank started (an A/B of the model on identical runs).
+    against the same live steps and gloo loads, no rank started (an A/B of the model on
+    identical runs; a world size kept without a load is predicted without one).
     `cores` as in the check; None: the kept check's own."""
     folder = Path(folder)
     path = folder / KEPT_GRID
@@ -114,8 +122,10 @@ def recheck(folder: str | os.PathLike, cores: int | None = None) -> PredictionCh
     links = tuple(as_link(x) for x in grid["links"])
     points = [(RunConfig.from_dict(p["target"]), [load(folder / f, RunRecord) for f in p["sources"]],
                [load(folder / f, RunRecord) for f in p["lives"]]) for p in grid["points"]]
+    loads = {n: load(folder / f"load-{n}.json", GlooLoad) for n in grid["world_sizes"]
+             if (folder / f"load-{n}.json").is_file()}
     return _check(points, cfg, tuple(grid["world_sizes"]), links, tuple(grid["caps"]),
-                  tuple(grid["accum_steps"]), grid["cores"] if cores is None else cores)
+                  tuple(grid["accum_steps"]), grid["cores"] if cores is None else cores, loads)
 
 
 def _keep_folder(keep) -> Path | None:
@@ -144,12 +154,13 @@ def _kept(folder: Path, index: int, target: RunConfig, sources: list[RunRecord],
     return {"target": target.to_dict(), **names}
 
 
-def _check(points, cfg: RunConfig, world_sizes, links, caps, accum_steps, cores) -> PredictionCheck:
+def _check(points, cfg: RunConfig, world_sizes, links, caps, accum_steps, cores,
+           loads: dict[int, GlooLoad]) -> PredictionCheck:
     """The check's rows from each grid point's (target config, source runs, live runs)."""
     rows, first = [], None
     for target, sources, lives in points:
         n, link, cap, k = target.world_size, as_link(target.link), target.bucket_cap_mb, target.accum_steps
-        learned = [learn(r) for r in sources]
+        learned = [learn(r, load=loads.get(n)) for r in sources]
         first = first or learned   # the first world size's source runs, for cross-N
         rows.append(_row("replay", sources[0].config, predict(learned, cores=cores), measure(sources), learned[0]))
         if len(sources) > 1:   # the noise floor: one run of the source "predicting" the next
@@ -159,11 +170,29 @@ def _check(points, cfg: RunConfig, world_sizes, links, caps, accum_steps, cores)
                          measure(lives), learned[0]))
         if cores is not None and first[0].world_size != n:
             rows.append(_row("cross-N", target.to_dict(), predict(first, world_size=n, link=link,
-                             bucket_cap_mb=cap, accum_steps=k, cores=cores, reduction=RECORDED),
+                             bucket_cap_mb=cap, accum_steps=k, cores=cores, reduction=RECORDED,
+                                                             load=loads.get(n)),
                              measure(lives), first[0]))
     return PredictionCheck({"source": "live + model", "workload": cfg.to_dict(), "cores": cores,
                             "world_sizes": list(world_sizes), "links": [link_label(x) for x in links],
-                            "caps": list(caps), "accum_steps": list(accum_steps)}, tuple(rows))
+                            "caps": list(caps), "accum_steps": list(accum_steps),
+                            "gloo_under_load": {str(n): x.describe() for n, x in sorted(loads.items())}},
+                           tuple(rows))
+
+
+# The sizes gloo's load is measured at: the grid's buckets run from half a MiB to all 6 MiB.
+LOAD_SIZES = (1 << 19, 1 << 20, 6 << 20)
+LOAD_BURST = 60      # 128×128 matmuls: a burst of a few ms, as long as a few layers' backward
+LOAD_REPEATS = 15
+
+
+def measure_load(ranks, sizes=LOAD_SIZES, burst: int = LOAD_BURST, repeats: int = LOAD_REPEATS) -> GlooLoad:
+    """This machine's gloo under load on `ranks` (a warm cluster): per size, an all-reduce alone,
+    two at once and beside a compute burst (`all_reduce_under_load_rank`)."""
+    from dpviz.lessons.collectives.timing import all_reduce_under_load_rank
+
+    per_size = {size: ranks.run_task(all_reduce_under_load_rank, size // 4, burst, repeats) for size in sizes}
+    return load_from_rows(ranks.world_size, per_size, burst)
 
 
 def run_live(cfg: RunConfig, ranks) -> RunRecord:

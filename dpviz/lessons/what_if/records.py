@@ -19,6 +19,7 @@ No torch here: a saved record is predicted from and drawn on any machine.
 """
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -30,6 +31,7 @@ from dpviz.core.record import RunRecord, Span, record_kind
 from dpviz.lessons.what_if.learn import (
     AT_ONCE, LearnedStep, MIB, StepSample, Workers, learn, ring_factor, transfer_ms,
 )
+from dpviz.lessons.what_if.load import GlooLoad
 
 FACADE = ("predict",)   # what `dpviz.<name>` offers from here
 WIRES = ("transfer", "ring")
@@ -52,9 +54,10 @@ NOT_MODELLED = (   # each item says which way it moves the prediction
     "subtracts where 'none' leaves a real reduction out)",
     "DDP's first iteration (one bucket) and its bucket rebuild; memory (neither: outside the steady "
     "step)",
-    "on a CPU with more threads than cores, only backward is slowed beside gloo (with `cores`): gloo's "
-    "two all-reduces at once sharing the cores, and the link's thread waking late, are not (adds "
-    "time: they slow the communication of fast links and small caps)",
+    "gloo sharing a CPU's cores: with `load` (measured on this machine) an all-reduce is slowed beside "
+    "backward and beside another and backward beside it, at a micro-benchmark's rates, not the step's "
+    "own (either way); without it only backward is slowed beside gloo (with `cores`), which leaves out "
+    "time (adds: it slows the communication of fast links and small caps)",
 )
 WORLD_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 SCALING_CAPS = (1.0, 5.0, 25.0, 100.0)
@@ -127,10 +130,11 @@ class _Settings:
     target: Reduction | None   # a target cluster's reduction (None: this machine's, measured)
     as_recorded: bool     # keep the recorded buckets (a trace's: its cap is unknown)
     costs: dict           # which cost came from where, as the record says it
+    load: GlooLoad | None = None   # this machine's gloo under load at the target's world size
 
 
 def _settings(learned: LearnedStep, world_size, link, bucket_cap_mb, accum_steps, wire, cores,
-              reduction, compute) -> _Settings:
+              reduction, compute, load=None) -> _Settings:
     """Every setting checked (one clear ValueError each), RECORDED ones filled in."""
     given_link = link
     world_size = learned.world_size if world_size is None else world_size
@@ -158,9 +162,26 @@ def _settings(learned: LearnedStep, world_size, link, bucket_cap_mb, accum_steps
     as_recorded = not learned.per_gradient and isinstance(bucket_cap_mb, str) and bucket_cap_mb == RECORDED
     sharing = core_sharing(learned, world_size, cores)
     costs = cost_sources(learned, link, replaying, target, compute, sharing)
+    if load is None and machine and learned.load is not None and learned.load.world_size == world_size:
+        load = learned.load   # the load its all-reduce cost was learned with
+    if load is not None:
+        _check_load(load, learned, world_size, machine)
+        costs["under load"] = (f"measured: gloo under load at {load.world_size} ranks ({load.source}): an "
+                               "all-reduce beside backward, beside another, and backward beside it")
     return _Settings(world_size, link, None if cap is None else float(cap), accum, wire,
                      sharing * compute, contention(learned, world_size, cores) if machine else 1.0,
-                     machine, target, as_recorded, costs)
+                     machine, target, as_recorded, costs, load)
+
+
+def _check_load(load, learned: LearnedStep, world_size: int, machine: bool) -> None:
+    """`load` must be this machine's gloo at the predicted world size, asked with its costs."""
+    if not isinstance(load, GlooLoad):
+        raise ValueError(f"load must be a GlooLoad (dpviz.lessons.what_if.live.measure_load), got {type(load).__name__}")
+    if not machine or learned.device != "cpu":
+        raise ValueError("load= is this machine's gloo under load: give it only with reduction='recorded' "
+                         "on a CPU record (another cluster's collectives do not share these cores)")
+    if load.world_size != world_size:
+        raise ValueError(f"load was measured at {load.world_size} ranks, the prediction is for {world_size}")
 
 
 def cost_sources(learned: LearnedStep, link: Link | None, replaying: bool, target: Reduction | None,
@@ -234,7 +255,7 @@ def _advance(t: float, work: float, shared: list[tuple[float, float]], rho: floa
 def predict(record: RunRecord | LearnedStep | Sequence[RunRecord | LearnedStep], *,
             world_size: int | None = None, link=RECORDED, bucket_cap_mb=RECORDED,
             accum_steps: int | None = None, wire: str | None = None, cores: int | None = None,
-            reduction=None, compute: float = 1.0) -> PredictedStep:
+            reduction=None, compute: float = 1.0, load: GlooLoad | None = None) -> PredictedStep:
     """The step `record` would take at another world size, link, cap and accumulation.
 
     Every setting left out keeps the recorded one, so `predict(record)` replays the step.
@@ -247,7 +268,11 @@ def predict(record: RunRecord | LearnedStep | Sequence[RunRecord | LearnedStep],
     recorded step's. `cores`: ranks share this many CPU cores (a CPU record's compute slows
     by max(1, N/cores) against the recorded world size's, and with this machine's costs its
     backward slows while gloo reduces beside it: `contention`). `compute`: a stated factor on
-    the recorded compute (0.1: a device ten times faster).
+    the recorded compute (0.1: a device ten times faster). `load`: this machine's gloo under
+    load at the predicted world size (`dpviz.lessons.what_if.live.measure_load`), with its
+    costs only: all-reduces then progress at its measured rates beside backward and beside
+    each other, and backward at its rate beside them (instead of `contention`). Default: the
+    load the step was learned with (`learn(record, load=...)`), at its own world size.
 
     `reduction` says whose costs beyond the link's formula count. RECORDED: this machine's,
     measured (on a CPU record gloo's all-reduce on these cores, the hand-over to the wire and
@@ -263,7 +288,7 @@ def predict(record: RunRecord | LearnedStep | Sequence[RunRecord | LearnedStep],
         raise ValueError("predict needs a record: give a RunRecord, a LearnedStep or a list of them")
     _one_setting(runs)
     return _assemble(runs, _settings(runs[0], world_size, link, bucket_cap_mb, accum_steps, wire,
-                                     cores, reduction, compute))
+                                     cores, reduction, compute, load))
 
 
 def _one_setting(runs: list[LearnedStep]) -> None:
@@ -343,6 +368,14 @@ class _Rank:
         mark_u, mark_t = before[-1] if before else self.marks[0]   # a time before backward: from its start
         return _advance(mark_t, (u - mark_u) * k, self.shared, rho)
 
+    def backward_end(self, k: float, rho: float, after: float, hooks_ms: float) -> float:
+        """At the latest, when backward ends on this step's clock: its compute left after the
+        last hook at `rho` from `after` to its end (an all-reduce in flight all along), and
+        `hooks_ms` of later comm hooks."""
+        mark_u, mark_t = self.marks[-1]
+        total = _uncontended(self.sample, self.sample.backward_ms, rho)
+        return _advance(mark_t, max(0.0, total - mark_u) * k, [*self.shared, (after, math.inf)], rho) + hooks_ms
+
     def add(self, kind: str, tid: str, start: float, end: float, name: str, **extra) -> None:
         self.spans.append(Span(rank=self.rank, tid=tid, name=name, kind=kind, start_us=start * 1e3,
                                end_us=end * 1e3, step=self.step, **extra))
@@ -351,19 +384,31 @@ class _Rank:
 def _replay_step(learned: LearnedStep, group: list[StepSample], s: _Settings, packed) -> list[_Rank]:
     """One recorded step's ranks re-assembled: each computes and hands its buckets to its own
     wire as recorded; a bucket's all-reduce ends its cost after the last rank joined it (or
-    after one of the process group's workers freed up, if later: `AT_ONCE`)."""
+    after one of the process group's workers freed up, if later: `AT_ONCE`). With `s.load`
+    an all-reduce progresses at gloo's measured rates while a rank's backward still computes
+    and while another all-reduce is in flight, and backward at its measured rate beside one."""
     ranks = [_forwards(_Rank(sample, []), s) for sample in group]
     ratio = statistics.median(r.sample.reduction_ratio for r in ranks) if s.machine else 1.0
     gpu, k = learned.device == "gpu", s.compute_scale
+    sizes = [sum(learned.gradients[m].bytes for m in members) for members in packed]
+    rho = s.load.rates(statistics.median(sizes)).compute_beside_reduce if s.load else s.contention
     # this machine replays its gloo workers; another cluster runs NCCL, one collective at a time
     workers = Workers(AT_ONCE[learned.device] if s.machine else AT_ONCE["gpu"])
-    for index, members in enumerate(packed):
-        size = sum(learned.gradients[m].bytes for m in members)
+    for index, (members, size) in enumerate(zip(packed, sizes)):
         for r in ranks:   # its backward up to this bucket ran beside the earlier all-reduces
-            _hand_over(learned, r, s, index, members)
+            _hand_over(learned, r, s, index, members, rho)
         # on the common clock (a rank that started its step later joins later)
         joined = workers.start(max(r.sample.offset_ms + r.joins[index] for r in ranks))
-        common = joined + _reduction_ms(learned, s, size) * ratio
+        work = _reduction_ms(learned, s, size) * ratio
+        if s.load is None:
+            common = joined + work
+        else:
+            rates = s.load.rates(size)
+            later = sum(learned.hook.ms(b) for b in sizes[index + 1:]) * k
+            computing = max(r.sample.offset_ms + r.backward_end(k, rho, r.joins[index], later * r.sample.hook_ratio)
+                            for r in ranks)
+            common = _progress(joined, work, [(computing, rates.reduce_beside_compute),
+                                              (max(workers.free), rates.reduce_paired)])
         workers.take(common)
         for r in ranks:
             wire = r.wire[index]
@@ -380,7 +425,6 @@ def _replay_step(learned: LearnedStep, group: list[StepSample], s: _Settings, pa
             drawn = wire if wire and start != wire[0] else (None, None)
             r.buckets.append(PredictedBucket(index, size, tuple(learned.gradients[m].name for m in members),
                                              r.ready[index], *drawn, start, max(start, done)))
-    rho = s.contention
     for r in ranks:
         sample = r.sample
         b1 = r.at(_uncontended(sample, sample.backward_ms, rho), k, rho)
@@ -394,6 +438,18 @@ def _replay_step(learned: LearnedStep, group: list[StepSample], s: _Settings, pa
         r.add("step", "main", 0.0, r.end_ms, "model:step#0")
         r.spans.sort(key=lambda sp: sp.start_us)
     return ranks
+
+
+def _progress(t: float, work: float, slowed: list[tuple[float, float]]) -> float:
+    """When `work` ms (of an all-reduce alone) started at `t` ends, progressing at the product
+    of the rates of every (until, rate) still in force."""
+    while True:
+        active = [(until, rate) for until, rate in slowed if until > t]
+        rate = math.prod(x for _, x in active)
+        edge = min((until for until, _ in active), default=math.inf)
+        if work <= (edge - t) * rate:
+            return t + work / rate
+        work, t = work - (edge - t) * rate, edge
 
 
 def _forwards(r: _Rank, s: _Settings) -> _Rank:
@@ -413,13 +469,13 @@ def _forwards(r: _Rank, s: _Settings) -> _Rank:
     return r
 
 
-def _hand_over(learned: LearnedStep, r: _Rank, s: _Settings, index: int, members: list[int]) -> None:
+def _hand_over(learned: LearnedStep, r: _Rank, s: _Settings, index: int, members: list[int], rho: float) -> None:
     """A rank's backward up to bucket `index`, its comm hook (which pushes later gradients
     back) and its wire: everything before its all-reduce needs the other ranks."""
     sample, k = r.sample, s.compute_scale
     size = sum(learned.gradients[m].bytes for m in members)
-    u = _uncontended(sample, sample.ready_ms[members[-1]], s.contention)
-    ready = r.at(u, k, s.contention)
+    u = _uncontended(sample, sample.ready_ms[members[-1]], rho)
+    ready = r.at(u, k, rho)
     first = index == 0 and sample.first_hook_ms is not None   # the first hook as it ran
     hook_end = ready + (sample.first_hook_ms if first else learned.hook.ms(size) * sample.hook_ratio) * k
     r.marks.append((u, hook_end))
@@ -639,6 +695,7 @@ def format_check(check: PredictionCheck) -> str:
         lines.append(" ".join(cell.ljust(width) if i == 0 else cell.rjust(width)
                               for i, (cell, width) in enumerate(zip(row, widths))))
     lines += [f"from {chr(ord('a') + i)}: learned from {source}" for i, source in enumerate(sources)]
+    lines += check.config.get("gloo_under_load", {}).values()
     for kind in ("repeat", "replay", "what-if", "cross-N"):
         e = errors(check, kind)
         if e is not None:
