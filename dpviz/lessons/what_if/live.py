@@ -169,10 +169,9 @@ def _check(points, cfg: RunConfig, world_sizes, links, caps, accum_steps, cores,
                          predict(learned, link=link, bucket_cap_mb=cap, accum_steps=k, reduction=RECORDED, cores=cores),
                          measure(lives), learned[0]))
         if cores is not None and first[0].world_size != n:
-            rows.append(_row("cross-N", target.to_dict(), predict(first, world_size=n, link=link,
-                             bucket_cap_mb=cap, accum_steps=k, cores=cores, reduction=RECORDED,
-                                                             load=loads.get(n)),
-                             measure(lives), first[0]))
+            cross = predict(first, world_size=n, link=link, bucket_cap_mb=cap, accum_steps=k, cores=cores,
+                            reduction=RECORDED, load=loads.get(n))
+            rows.append(_row("cross-N", target.to_dict(), cross, measure(lives), first[0]))
     return PredictionCheck({"source": "live + model", "workload": cfg.to_dict(), "cores": cores,
                             "world_sizes": list(world_sizes), "links": [link_label(x) for x in links],
                             "caps": list(caps), "accum_steps": list(accum_steps),

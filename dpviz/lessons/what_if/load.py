@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 from dpviz.core.record import record_kind
 
@@ -79,10 +79,8 @@ class GlooLoad:
         for lo, hi in zip(points, points[1:]):
             if nbytes <= hi.bytes:
                 w = math.log(nbytes / lo.bytes) / math.log(hi.bytes / lo.bytes)
-                a, b = lo.rates(), hi.rates()
-                return Rates(*(x + w * (y - x) for x, y in zip(
-                    (a.reduce_beside_compute, a.compute_beside_reduce, a.reduce_paired),
-                    (b.reduce_beside_compute, b.compute_beside_reduce, b.reduce_paired))))
+                pairs = zip(astuple(lo.rates()), astuple(hi.rates()))
+                return Rates(*(x + w * (y - x) for x, y in pairs))
         return points[-1].rates()
 
     def describe(self) -> str:

@@ -130,11 +130,11 @@ class _Settings:
     target: Reduction | None   # a target cluster's reduction (None: this machine's, measured)
     as_recorded: bool     # keep the recorded buckets (a trace's: its cap is unknown)
     costs: dict           # which cost came from where, as the record says it
-    load: GlooLoad | None = None   # this machine's gloo under load at the target's world size
+    load: GlooLoad | None   # this machine's gloo under load at the target's world size
 
 
 def _settings(learned: LearnedStep, world_size, link, bucket_cap_mb, accum_steps, wire, cores,
-              reduction, compute, load=None) -> _Settings:
+              reduction, compute, load) -> _Settings:
     """Every setting checked (one clear ValueError each), RECORDED ones filled in."""
     given_link = link
     world_size = learned.world_size if world_size is None else world_size
