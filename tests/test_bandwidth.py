@@ -122,15 +122,23 @@ def test_ring_profile_splits_the_call_into_transfers_and_adds(cluster2):
             assert row["transfer"] + row["reduce"] <= row["ring"]   # both inside the timed call
 
 
-def test_all_reduce_under_load_times_every_arm_of_every_repeat(cluster2):
+def test_all_reduce_under_load_stamps_every_arm_of_every_repeat_on_one_clock(cluster2):
+    """Every arm's start and end, on the clock every rank of the host shares: each arm ends
+    after it started, and the arms of one repeat (a barrier apart) do not overlap."""
     from dpviz.lessons.collectives.timing import all_reduce_under_load_rank
 
     for rows in cluster2.run_task(all_reduce_under_load_rank, 1 << 14, 5, 3):
         assert len(rows) == 3
         for row in rows:
-            assert set(row) == {"alone", "pair_first", "pair", "compute", "beside_compute", "beside_all_reduce"}
-            assert all(v > 0 for v in row.values())
-            assert row["pair_first"] <= row["pair"]   # the first of the two is waited for first
+            assert set(row) == {"alone_start", "alone_end", "pair_start", "pair_first", "pair_end", "compute_start",
+                                "compute_end", "beside_start", "beside_end", "beside_seen"}
+            assert row["pair_start"] < row["pair_first"] <= row["pair_end"]   # the first of two is waited for first
+            for arm in ("alone", "compute"):
+                assert row[f"{arm}_start"] < row[f"{arm}_end"]
+            assert row["beside_start"] < min(row["beside_end"], row["beside_seen"])
+            spans = sorted((row[f"{arm}_start"], max(v for k, v in row.items() if k.startswith(arm)))
+                           for arm in ("alone", "pair", "compute", "beside"))
+            assert all(end < start for (_, end), (start, _) in zip(spans, spans[1:]))
 
 
 def test_link_bench_refuses_other_ops_before_spawn():

@@ -20,8 +20,8 @@ from dpviz.core.record import RecordError, RunRecord
 from dpviz.lessons.what_if.learn import (
     AT_ONCE, Linear, Workers, describe_fit, fit_linear, learn, measure, ring_factor, transfer_ms,
 )
-from dpviz.lessons.what_if.live import CHECK_CONFIG, KEPT_GRID, check_predictions, measure_load, recheck
-from dpviz.lessons.what_if.load import LOWEST_RATE, GlooLoad, LoadArms
+from dpviz.lessons.what_if.live import CHECK_CONFIG, KEPT_GRID, check_predictions, measure_load, pool_rows, recheck
+from dpviz.lessons.what_if.load import LOWEST_RATE, GlooLoad, LoadArms, load_from_rows, work_done
 from dpviz.lessons.what_if.plots import plot_predicted, plot_replay, plot_scaling
 from dpviz.lessons.what_if.records import (
     NOT_MODELLED, RECORDED, TABLE_COLUMNS, CheckRow, PredictedStep, PredictionCheck, Scaling, _advance, _progress,
@@ -456,6 +456,32 @@ def test_load_rates_are_read_off_the_arms():
     assert "2 ranks" in both.describe() and both.describe().count("MiB") == 2
 
 
+def _stamps(t: float, lag: float) -> dict[str, float]:
+    """One repeat's arms on a rank that left each barrier `lag` ms after its peer (made up)."""
+    return {"alone_start": t + lag, "alone_end": t + 3, "pair_start": t + 10 + lag, "pair_first": t + 14,
+            "pair_end": t + 16, "compute_start": t + 20 + lag, "compute_end": t + 30,
+            "beside_start": t + 40 + lag, "beside_end": t + 51, "beside_seen": t + 48}
+
+
+def test_a_collective_under_load_is_timed_from_when_its_last_rank_joined():
+    """Rank 1 leaves every barrier 2 ms after rank 0. An all-reduce is timed from rank 1's
+    start (3 − 2 = 1 ms alone, not rank 0's 3 ms, 2 of them waiting for rank 1), as the model
+    learns one; a compute burst is each rank's own, the slowest rank's (rank 0's 10 and 11 ms,
+    not the 8 and 9 from rank 1's start). Pooled rows are each rank's repeats end to end, and
+    the median is over all of them."""
+    rows = [[_stamps(0.0, 0.0)], [_stamps(0.0, 2.0)]]
+    arms = load_from_rows(2, {MIB: rows}, burst=60).arms[0]
+    assert arms == LoadArms(MIB, alone_ms=1.0, pair_first_ms=2.0, compute_ms=10.0, beside_compute_ms=11.0,
+                            beside_all_reduce_ms=6.0)
+    first = {MIB: [[_stamps(0.0, 0.0)], [_stamps(0.0, 0.0)]]}
+    second = {MIB: [[_stamps(50.0, 0.0)], [_stamps(50.0, 0.0)]]}
+    slow = {MIB: [[{**_stamps(100.0, 0.0), "alone_end": 112.0}], [_stamps(100.0, 0.0)]]}
+    pooled = pool_rows(pool_rows(first, second), slow)
+    assert [len(x) for x in pooled[MIB]] == [3, 3] and pooled[MIB][0][1] == _stamps(50.0, 0.0)
+    load_ = load_from_rows(2, pooled, burst=60)
+    assert load_.repeats == 3 and load_.arms[0].alone_ms == 3.0   # 3, 3 and 12 ms: the median
+
+
 def test_progress_runs_at_the_product_of_the_rates_in_force():
     assert _progress(0.0, 4.0, []) == 4.0
     assert _progress(0.0, 4.0, [(10.0, 0.25)]) == 11.5            # 2.5 of work in 10 ms, then 1.5
@@ -501,7 +527,6 @@ def test_a_step_learned_under_load_counts_its_all_reduces_as_work_alone(mlp_reco
     is the time taken). Learned with a starved one, every all-reduce that ran beside backward
     counted at LOWEST_RATE there: the cost is no larger anywhere, and predicting with the load
     it was learned with is the default. A load of another world size is refused."""
-    from dpviz.lessons.what_if.load import work_done
     assert work_done(0.0, 10.0, [(-1.0, 4.0, 0.5), (2.0, 6.0, 0.5)]) == pytest.approx(1 + 0.5 + 1 + 4, abs=1e-12)
     plain, unhurt = learn(mlp_record), learn(mlp_record, load=_load(2, UNHURT))
     assert dataclasses.replace(unhurt, load=None) == plain

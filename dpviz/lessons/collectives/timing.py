@@ -117,13 +117,16 @@ def all_reduce_under_load_rank(ctx: RankContext, elements: int, burst: int,
                                repeats: int) -> list[dict[str, float]]:
     """gloo's all-reduce on this rank alone, two in flight at once, and beside a burst of
     compute on the rank's main thread (what backward is to a bucket's all-reduce), each arm
-    after a barrier, their order rotated every repeat; ms per repeat after one warm-up of each.
+    after a barrier, their order rotated every repeat, after one warm-up of each.
 
     The what-if model learns a reduction's cost from runs where all-reduces run one at a time
     after backward; with a faster link they run beside backward and beside each other, on the
-    same cores. `pair_first` is when the first of the two is done; `beside_all_reduce`
-    when the all-reduce was seen done, polled between the burst's matmuls (after the burst if
-    it was not done by then); `beside_compute` when the burst ended."""
+    same cores. Each row holds when things happened (ms on `time.perf_counter`, one clock for
+    every rank of this host), not durations: ranks leave a barrier up to a few ms apart on
+    busy cores, so the parent times a collective from when its last rank joined, as the model
+    learns it (`dpviz.lessons.what_if.load.load_from_rows`). `pair_first`: the first of the
+    two done; `beside_seen`: the all-reduce seen done, polled between the burst's matmuls (when
+    the burst ended if it was not done by then); `beside_end`: the burst's end."""
     import torch
     import torch.distributed as dist
 
@@ -145,25 +148,25 @@ def all_reduce_under_load_rank(ctx: RankContext, elements: int, burst: int,
             a.mul_(1 / ctx.world_size)   # keep repeated sums in range
             b.mul_(1 / ctx.world_size)
             dist.barrier()
-            t0 = time.perf_counter()
+            row[f"{arm}_start"] = time.perf_counter()
             if arm == "alone":
                 dist.all_reduce(a)
-                row["alone"] = time.perf_counter() - t0
+                row["alone_end"] = time.perf_counter()
             elif arm == "pair":
                 first, second = dist.all_reduce(a, async_op=True), dist.all_reduce(b, async_op=True)
                 first.wait()
-                row["pair_first"] = time.perf_counter() - t0
+                row["pair_first"] = time.perf_counter()
                 second.wait()
-                row["pair"] = time.perf_counter() - t0
+                row["pair_end"] = time.perf_counter()
             elif arm == "compute":
                 burst_of(burst)
-                row["compute"] = time.perf_counter() - t0
+                row["compute_end"] = time.perf_counter()
             else:
                 work = dist.all_reduce(a, async_op=True)
                 seen = burst_of(burst, work)
-                row["beside_compute"] = time.perf_counter() - t0
+                row["beside_end"] = time.perf_counter()
                 work.wait()
-                row["beside_all_reduce"] = (seen or time.perf_counter()) - t0
+                row["beside_seen"] = seen or time.perf_counter()
         if i >= 1:
             rows.append({k: v * 1e3 for k, v in row.items()})
     return rows

@@ -53,8 +53,9 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
     machine's run-to-run noise). With
     `cores`, every world size but the first is also predicted from the first world size's
     source, compute scaled by core sharing ("cross-N"). A warm `cluster` serves the world
-    size it has; the others get ranks of their own. On gloo, each world size's ranks first
-    measure gloo under load (`measure_load`), which every prediction at that size uses.
+    size it has; the others get ranks of their own. On gloo, each world size's ranks also
+    measure gloo under load (`measure_load`), a short round beside every grid point, pooled:
+    every prediction at that size uses it.
     `keep`: a folder to save every run in (JSON records, those loads and the grid,
     `KEPT_GRID`), so that `recheck` can judge a changed model on the same runs, without this
     machine's run-to-run noise in the comparison."""
@@ -83,11 +84,10 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
     for n in world_sizes:
         mine = cluster if cluster is not None and cluster.world_size == n else None
         with using_cluster(mine, n, cfg.backend, cfg.timeout_s) as ranks:
-            if cfg.backend == "gloo":
-                loads[n] = measure_load(ranks)
-                if folder is not None:
-                    save(loads[n], folder / f"load-{n}.json")
+            load_rows: dict[int, list[list[dict[str, float]]]] = {}
             for link, cap, k in targets:
+                if cfg.backend == "gloo":   # a round beside every point: the load's median spans the grid's time
+                    load_rows = pool_rows(load_rows, measure_load_rows(ranks, repeats=LOAD_ROUND_REPEATS))
                 sources, lives = [], []
                 for _ in range(repeats):   # source, target, source, target, …
                     sources.append(run_live(cfg.replace(world_size=n, link=source[0], bucket_cap_mb=source[1],
@@ -98,6 +98,10 @@ def check_predictions(cfg: RunConfig | None = None, *, cluster=None, world_sizes
                 points.append((target, sources, lives))
                 if folder is not None:
                     grid["points"].append(_kept(folder, len(grid["points"]), target, sources, lives))
+            if load_rows:
+                loads[n] = load_from_rows(n, load_rows, LOAD_BURST)
+                if folder is not None:
+                    save(loads[n], folder / f"load-{n}.json")
     if folder is not None:
         (folder / KEPT_GRID).write_text(json.dumps(grid, indent=1) + "\n")
     return _check(points, cfg, world_sizes, links, caps, accum_steps, cores, loads)
@@ -183,15 +187,30 @@ def _check(points, cfg: RunConfig, world_sizes, links, caps, accum_steps, cores,
 LOAD_SIZES = (1 << 19, 1 << 20, 6 << 20)
 LOAD_BURST = 60      # 128×128 matmuls: a burst of a few ms, as long as a few layers' backward
 LOAD_REPEATS = 15
+# The check measures a round of this many repeats beside each grid point and pools them: a
+# measurement's rates move by up to 4× between measurements seconds apart (benchmarks/README.md,
+# "gloo under load"), and the live runs they predict are spread over the whole grid.
+LOAD_ROUND_REPEATS = 6
 
 
 def measure_load(ranks, sizes=LOAD_SIZES, burst: int = LOAD_BURST, repeats: int = LOAD_REPEATS) -> GlooLoad:
     """This machine's gloo under load on `ranks` (a warm cluster): per size, an all-reduce alone,
     two at once and beside a compute burst (`all_reduce_under_load_rank`)."""
+    return load_from_rows(ranks.world_size, measure_load_rows(ranks, sizes, burst, repeats), burst)
+
+
+def measure_load_rows(ranks, sizes=LOAD_SIZES, burst: int = LOAD_BURST,
+                      repeats: int = LOAD_REPEATS) -> dict[int, list[list[dict[str, float]]]]:
+    """The rank task's rows behind `measure_load`: per size, per rank, per repeat."""
     from dpviz.lessons.collectives.timing import all_reduce_under_load_rank
 
-    per_size = {size: ranks.run_task(all_reduce_under_load_rank, size // 4, burst, repeats) for size in sizes}
-    return load_from_rows(ranks.world_size, per_size, burst)
+    return {size: ranks.run_task(all_reduce_under_load_rank, size // 4, burst, repeats) for size in sizes}
+
+
+def pool_rows(a: dict[int, list[list[dict]]], b: dict[int, list[list[dict]]]) -> dict[int, list[list[dict]]]:
+    """Two measurements' rows as one: each rank's repeats of each size, `a`'s then `b`'s."""
+    return {size: [mine + theirs for mine, theirs in zip(a[size], b[size])] if size in a else b[size]
+            for size in b}
 
 
 def run_live(cfg: RunConfig, ranks) -> RunRecord:

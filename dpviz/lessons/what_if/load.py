@@ -23,7 +23,7 @@ LOWEST_RATE = 0.02   # a rate is clamped here: "starved" still ends once the loa
 
 @dataclass(frozen=True)
 class LoadArms:
-    """One size's arms, ms: the slowest rank's median over repeats."""
+    """One size's arms, ms: medians over repeats (`load_from_rows`)."""
 
     bytes: int
     alone_ms: float              # the all-reduce alone
@@ -103,12 +103,21 @@ def work_done(start: float, end: float, slowed: list[tuple[float, float, float]]
 
 
 def load_from_rows(world_size: int, per_size: dict[int, list[list[dict[str, float]]]], burst: int) -> GlooLoad:
-    """A GlooLoad from the rank task's rows (per size: per rank, per repeat, ms by arm): the
-    slowest rank of each repeat, the median over repeats."""
+    """A GlooLoad from the rank task's rows (per size: per rank, per repeat, when each arm
+    started and ended, ms on one clock): the median over repeats. A collective is timed from
+    when its last rank joined to when its slowest rank saw it done, the way the model learns
+    an all-reduce's cost (the earlier ranks' wait is the skew of leaving a barrier, not gloo's
+    work); a compute burst is each rank's own, the slowest rank's."""
     arms = []
     for nbytes, ranks in sorted(per_size.items()):
-        repeats = len(ranks[0])
-        ms = {k: statistics.median(max(rows[i][k] for rows in ranks) for i in range(repeats)) for k in ranks[0][0]}
-        arms.append(LoadArms(nbytes, ms["alone"], ms["pair_first"], ms["compute"], ms["beside_compute"],
-                             ms["beside_all_reduce"]))
+        def median(end: str, start: str, joined: bool) -> float:
+            spans = [max(r[i][end] for r in ranks) - max(r[i][start] for r in ranks) if joined
+                     else max(r[i][end] - r[i][start] for r in ranks) for i in range(len(ranks[0]))]
+            return statistics.median(spans)
+
+        arms.append(LoadArms(nbytes, median("alone_end", "alone_start", True),
+                             median("pair_first", "pair_start", True),
+                             median("compute_end", "compute_start", False),
+                             median("beside_end", "beside_start", False),
+                             median("beside_seen", "beside_start", True)))
     return GlooLoad(world_size, tuple(arms), burst, len(next(iter(per_size.values()))[0]))
