@@ -13,8 +13,19 @@ from dpviz.core.discover import command_modules
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
+    """`python -m dpviz ARGS` as a user runs it: a process of its own."""
     return subprocess.run([sys.executable, "-m", "dpviz", *args], capture_output=True, text=True,
                           timeout=600)
+
+
+def _main(capsys, *args: str) -> str:
+    """`dpviz ARGS` in this process, what it printed; it must exit 0. The same `main` as
+    `_cli`'s (test_run_writes_record_traces_and_prints_a_summary runs it end to end), without
+    a new interpreter importing torch and its own forkserver for every call."""
+    code = main(list(args))
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    return printed.out
 
 
 def test_help_lists_subcommands_and_console_script_agrees():
@@ -88,20 +99,19 @@ def test_run_writes_record_traces_and_prints_a_summary(tmp_path):
                                                       "trace-rank1.json", "trace-merged.json"}
 
 
-def test_a_first_link_run_names_the_link_and_has_buckets_to_overlap(tmp_path):
+def test_a_first_link_run_names_the_link_and_has_buckets_to_overlap(tmp_path, capsys):
     """`dpviz run --link classroom` with every other option left alone: the printed
     communication names the link's time (it is in the total), and the default model splits
     into several buckets, the first handed to the link while backward still runs."""
     from dpviz.analysis.overlap import steady_steps, summarize
     from dpviz.core.record import load
 
-    out = _cli("run", "--ranks", "2", "--steps", "3", "--link", "classroom", "--out", str(tmp_path))
-    assert out.returncode == 0, out.stderr
+    printed = _main(capsys, "run", "--ranks", "2", "--steps", "3", "--link", "classroom", "--out", str(tmp_path))
     record = load(tmp_path / "record.json")
     rows = summarize(record, steady_steps(record))
     link_ms = sum(r.link_ms for r in rows) / len(rows)
     n_links = sum(r.n_links for r in rows) / len(rows)
-    line = next(line for line in out.stdout.splitlines() if line.startswith("communication"))
+    line = next(line for line in printed.splitlines() if line.startswith("communication"))
     assert f"emulated link {n_links:.3g}× {link_ms:.2f} ms" in line, line   # as printed: 2 decimals
     for step in steady_steps(record):
         mine = record.spans_of(rank=0, step=step)
@@ -110,29 +120,25 @@ def test_a_first_link_run_names_the_link_and_has_buckets_to_overlap(tmp_path):
         assert hooks[0] < max(s.end_us for s in mine if s.kind == "backward")
 
 
-def test_run_accumulates_and_its_record_animates(tmp_path):
+def test_run_accumulates_and_its_record_animates(tmp_path, capsys):
     """`--accum-steps 3`: no_sync on the first two micro-steps, so only the third all-reduces
     (one bucket in iteration 0, then the 0.25 MB cap's four); both scenes build from the record."""
-    out = _cli("run", "--ranks", "2", "--steps", "2", "--accum-steps", "3", "--bucket-cap-mb", "0.25",
-               "--out", str(tmp_path))
-    assert out.returncode == 0, out.stderr
+    _main(capsys, "run", "--ranks", "2", "--steps", "2", "--accum-steps", "3", "--bucket-cap-mb", "0.25",
+          "--out", str(tmp_path))
     record = json.loads((tmp_path / "record.json").read_text())
     assert [m["all_reduces"] for m in record["micro_steps"]] == [0, 0, 1, 0, 0, 4]
     for scene in ("buckets", "accumulation"):
-        out = _cli("animate", scene, "--record", str(tmp_path / "record.json"),
-                   "--out", str(tmp_path / f"{scene}.mp4"), "--dry-run")
-        assert out.returncode == 0, out.stderr
-        assert "scene builds" in out.stdout
+        printed = _main(capsys, "animate", scene, "--record", str(tmp_path / "record.json"),
+                        "--out", str(tmp_path / f"{scene}.mp4"), "--dry-run")
+        assert "scene builds" in printed
 
 
-def test_checkpointing_writes_its_record_and_the_scene_builds_from_it(tmp_path):
-    out = _cli("checkpointing", "--layers", "8", "--width", "64", "--batch", "64",
-               "--checkpoint-every", "0,2,4", "--out", str(tmp_path))
-    assert out.returncode == 0, out.stderr
+def test_checkpointing_writes_its_record_and_the_scene_builds_from_it(tmp_path, capsys):
+    _main(capsys, "checkpointing", "--layers", "8", "--width", "64", "--batch", "64",
+          "--checkpoint-every", "0,2,4", "--out", str(tmp_path))
     record = json.loads((tmp_path / "checkpointing.json").read_text())
     peaks = {row["checkpoint_every"]: row["peak_activation_bytes"] for row in record["rows"]}
     assert list(peaks) == [0, 2, 4] and peaks[2] < peaks[0]   # checkpointing keeps fewer activations
-    out = _cli("animate", "checkpointing", "--record", str(tmp_path / "checkpointing.json"),
-               "--out", str(tmp_path / "checkpointing.mp4"), "--dry-run")
-    assert out.returncode == 0, out.stderr
-    assert "scene builds" in out.stdout
+    printed = _main(capsys, "animate", "checkpointing", "--record", str(tmp_path / "checkpointing.json"),
+                    "--out", str(tmp_path / "checkpointing.mp4"), "--dry-run")
+    assert "scene builds" in printed

@@ -1,9 +1,6 @@
 """`dpviz animate all`: fresh live runs → records → videos, one scene checked end to end."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from dpviz import load
@@ -27,17 +24,21 @@ def test_unknown_scenes_are_refused_before_any_run(tmp_path):
 
 
 @pytest.mark.manim
-def test_animate_all_builds_every_scene_from_fresh_runs_with_progress(tmp_path):
+def test_animate_all_builds_every_scene_from_fresh_runs_with_progress(tmp_path, capsys):
     """Every scene from its own fresh record, built frame by frame (a dry run: the encoder is
-    the same for every scene, and test_export_records_live_then_renders_a_real_video runs it)."""
-    out = subprocess.run([sys.executable, "-m", "dpviz", "animate", "all", "--dry-run", "--out", str(tmp_path)],
-                         capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stderr
+    the same for every scene, and test_export_records_live_then_renders_a_real_video runs it),
+    through the command line's `main` in this process (tests/test_cli.py runs `python -m dpviz`
+    as a process of its own)."""
+    from dpviz.app.cli import main
+
+    code = main(["animate", "all", "--dry-run", "--out", str(tmp_path)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
     for name in SCENES:
         assert (tmp_path / name / SCENES[name].record_file).is_file(), name   # its fresh record
-        assert f"{name}: recorded in" in out.stdout + out.stderr and "(dry run)" in out.stdout + out.stderr
+        assert f"{name}: recorded in" in out.out + out.err and "(dry run)" in out.out + out.err
     assert not list(tmp_path.glob("*.mp4"))                          # a dry run writes no video
-    assert "scene/s" in out.stderr or "s/scene" in out.stderr        # tqdm's progress bar
+    assert "scene/s" in out.err or "s/scene" in out.err              # tqdm's progress bar
 
 
 @pytest.mark.manim

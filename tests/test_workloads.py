@@ -112,11 +112,13 @@ def test_bad_factories_are_refused_before_any_rank_starts(tmp_path):
     assert not (tmp_path / "out" / "record.json").exists()
 
 
-def test_gpt_run_from_the_command_line_writes_real_buckets_spans_and_checks(tmp_path):
-    out = subprocess.run([*_dpviz_command(), "run", "--model", "gpt", "--ranks", "2", "--steps", "3",
-                          "--out", str(tmp_path)], env=_env(), capture_output=True, text=True,
-                         timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
+def test_gpt_run_from_the_command_line_writes_real_buckets_spans_and_checks(tmp_path, capsys):
+    """`dpviz run --model gpt`, through the command line's `main` in this process (the console
+    script as a process of its own: test_a_users_factory_in_the_current_folder_trains_under_ddp)."""
+    from dpviz.app.cli import main
+
+    code = main(["run", "--model", "gpt", "--ranks", "2", "--steps", "3", "--out", str(tmp_path)])
+    assert code == 0, capsys.readouterr().err[-2000:]
     record = load(tmp_path / "record.json")
     names = record.workload.param_names()
     assert names[:2] == ("tok_emb.weight", "pos_emb.weight")
