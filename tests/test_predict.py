@@ -376,21 +376,37 @@ def test_gloo_runs_two_all_reduces_at_once_and_nccl_one(mlp_record, monkeypatch)
 def test_a_steps_first_forward_is_learned_apart_and_opens_every_predicted_step(cluster2):
     """The first micro-step's forward follows the previous step's all-reduces; the model learns
     it apart from the synchronising one's and starts each predicted step with it: at K = 1 it
-    is the only forward (the synchronising one's length does not count at all), at K = 2 both
-    count. Shifts are exact up to float rounding: every rank moves by the same amount."""
+    is the only forward (the synchronising one's length does not count at all), at K = 2 and 3
+    both count. Shifts are exact up to float rounding: every rank moves by the same amount.
+    At the recorded K (2) each micro-step that all-reduces nothing is replayed as it ran (its
+    forward, then the rest of it: given as 5 and 9 ms here, the next forward starts 14 ms
+    later), at another K a typical one opens with the first forward."""
     record = run(SMALL.replace(link=LINK, accum_steps=2), cluster=cluster2)
     learned = learn(record)
     for x in learned.samples:
         first = min((sp for sp in record.spans_of(rank=x.rank, step=x.step) if sp.kind == "forward"),
                     key=lambda sp: sp.start_us)
         assert x.first_forward_ms == pytest.approx((first.end_us - first.start_us) / 1e3)
+        assert len(x.micro_ms) == 1 and x.micro_ms[0][0] == x.first_forward_ms
     def moved(**change):
         return dataclasses.replace(learned, samples=tuple(
             dataclasses.replace(x, **{f: getattr(x, f) + ms for f, ms in change.items()}) for x in learned.samples))
     for k, field, shift in ((1, "first_forward_ms", 7.0), (1, "forward_ms", 0.0), (2, "forward_ms", 7.0),
-                            (2, "first_forward_ms", 7.0)):
+                            (3, "first_forward_ms", 7.0), (3, "forward_ms", 14.0)):
         base, later = (predict(x, accum_steps=k) for x in (learned, moved(**{field: 7.0})))
         assert later.step_ms - base.step_ms == pytest.approx(shift, abs=1e-9), (k, field)
+    ran = dataclasses.replace(learned, samples=tuple(dataclasses.replace(x, micro_ms=((5.0, 9.0),))
+                                                     for x in learned.samples))
+    firsts = {x.first_forward_ms for x in learned.samples}
+    for k in (2, 3):
+        spans = predict(ran, accum_steps=k).spans
+        micro = [sp for sp in spans if sp.name == "forward (micro-step 0)"]
+        synced = {sp.rank: sp.start_us for sp in spans if sp.name == "forward"}
+        lengths = [(sp.end_us - sp.start_us) / 1e3 for sp in micro]
+        expected = [[5.0]] * len(lengths) if k == 2 else [firsts] * len(lengths)   # a drawn rank's own first forward
+        assert micro and all(any(x == pytest.approx(e, abs=1e-9) for e in ok) for x, ok in zip(lengths, expected))
+        if k == 2:
+            assert all((synced[sp.rank] - sp.start_us) / 1e3 == pytest.approx(14.0, abs=1e-9) for sp in micro)
 
 
 def test_contention_slows_backward_beside_gloo_and_learning_takes_it_out_again(mlp_record):

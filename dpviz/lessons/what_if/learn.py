@@ -149,6 +149,9 @@ class StepSample:
     finish_ms: float            # last of (backward, all-reduces) → the optimizer starts
     optimizer_ms: float         # optimizer start → step end
     first_hook_ms: float | None = None   # the step's first comm hook, as measured (None: no hooks)
+    micro_ms: tuple[tuple[float, float], ...] = ()   # each micro-step that all-reduced nothing, as
+    #                             it ran: (its forward, the rest of it); a rank descheduled in one
+    #                             carries it there, and the ranks join the all-reduces that far apart
 
 
 @dataclass(frozen=True)
@@ -412,7 +415,8 @@ def _step_sample(s: _Sample, step: int, first_us: float, link: Link | None, worl
         handoff_idle_ms=max(0.0, _mean(idle, handoffs[0])), handoff_busy_ms=max(0.0, _mean(busy, handoffs[1])),
         reduction_ratio=reduction_ratio,
         finish_ms=(s.opt0 - max(s.b1, comm_end)) / 1e3, optimizer_ms=(s.step_end - s.opt0) / 1e3,
-        first_hook_ms=s.hooks[min(s.hooks)].dur_us / 1e3 if len(s.hooks) > 1 else None)
+        first_hook_ms=s.hooks[min(s.hooks)].dur_us / 1e3 if len(s.hooks) > 1 else None,
+        micro_ms=tuple((f / 1e3, (b - a - f) / 1e3) for a, b, f in zip(s.micro_starts, s.micro_starts[1:], s.micro_forwards)))
 
 
 def _later_hooks(s: _Sample) -> list[tuple[int, Span]]:

@@ -457,12 +457,15 @@ def _forwards(r: _Rank, s: _Settings) -> _Rank:
     sample, k = r.sample, s.compute_scale
     t = sample.pre_ms * k
     forwards = [sample.first_forward_ms] + [sample.forward_ms] * (s.accum_steps - 1)   # the first follows a step
-    for micro, forward in enumerate(forwards[:-1]):        # accumulation: no all-reduce
+    # accumulation: micro-steps that all-reduce nothing, each as it ran at the recorded K, else typical
+    micros = sample.micro_ms if len(sample.micro_ms) == s.accum_steps - 1 else [
+        (forward, sample.nosync_ms) for forward in forwards[:-1]]
+    for micro, (forward, rest) in enumerate(micros):
         bwd_start = t + (forward + sample.gap_ms) * k
         r.add("forward", "main", t, t + forward * k, f"forward (micro-step {micro})")
-        r.add("backward", "main", bwd_start, max(bwd_start, t + (forward + sample.nosync_ms) * k),
+        r.add("backward", "main", bwd_start, max(bwd_start, t + (forward + rest) * k),
               f"backward (micro-step {micro})")
-        t += (forward + sample.nosync_ms) * k
+        t += (forward + rest) * k
     r.add("forward", "main", t, t + forwards[-1] * k, "forward")
     r.b0 = t + (forwards[-1] + sample.gap_ms) * k
     r.marks.append((0.0, r.b0))
