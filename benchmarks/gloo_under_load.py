@@ -16,27 +16,14 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
 import time
 
 from dpviz import Cluster
 from dpviz.core.arguments import comma_list, positive_int, size_bytes
 from dpviz.lessons.what_if.live import LOAD_SIZES, measure_load_rows, pool_rows
-from dpviz.lessons.what_if.load import GlooLoad, LoadArms, load_from_rows
+from dpviz.lessons.what_if.load import GlooLoad, load_from_rows
 
 RATES = ("reduce_beside_compute", "compute_beside_reduce", "reduce_paired")
-
-
-def own_spans(world_size: int, rows: dict, burst: int) -> GlooLoad:
-    """The arms as each rank's own span from the barrier, the slowest rank's median."""
-    def median(ranks, end: str, start: str) -> float:
-        return statistics.median(max(r[i][end] - r[i][start] for r in ranks) for i in range(len(ranks[0])))
-
-    return GlooLoad(world_size, tuple(
-        LoadArms(size, median(ranks, "alone_end", "alone_start"), median(ranks, "pair_first", "pair_start"),
-                 median(ranks, "compute_end", "compute_start"), median(ranks, "beside_end", "beside_start"),
-                 median(ranks, "beside_seen", "beside_start")) for size, ranks in sorted(rows.items())),
-        burst, len(next(iter(rows.values()))[0]))
 
 
 def spread(loads: list[GlooLoad], size_index: int) -> str:
@@ -61,7 +48,7 @@ def main() -> None:
             rounds = [measure_load_rows(cluster, args.sizes, args.burst, args.repeats) for _ in range(args.times)]
             took = (time.perf_counter() - t0) / args.times
         joined = [load_from_rows(n, rows, args.burst) for rows in rounds]
-        own = [own_spans(n, rows, args.burst) for rows in rounds]
+        own = [load_from_rows(n, rows, args.burst, from_last_join=False) for rows in rounds]
         for i, size in enumerate(sorted(args.sizes)):
             print(f"  {n} ranks {size / 2**20:4.1f} MiB, the rates' range over the measurements:")
             print(f"    from the last rank's join (the model's): {spread(joined, i)}")

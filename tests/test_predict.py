@@ -489,6 +489,8 @@ def test_a_collective_under_load_is_timed_from_when_its_last_rank_joined():
     arms = load_from_rows(2, {MIB: rows}, burst=60).arms[0]
     assert arms == LoadArms(MIB, alone_ms=1.0, pair_first_ms=2.0, compute_ms=10.0, beside_compute_ms=11.0,
                             beside_all_reduce_ms=6.0)
+    own = load_from_rows(2, {MIB: rows}, burst=60, from_last_join=False).arms[0]   # the older reading
+    assert (own.alone_ms, own.pair_first_ms, own.beside_all_reduce_ms) == (3.0, 4.0, 8.0)
     first = {MIB: [[_stamps(0.0, 0.0)], [_stamps(0.0, 0.0)]]}
     second = {MIB: [[_stamps(50.0, 0.0)], [_stamps(50.0, 0.0)]]}
     slow = {MIB: [[{**_stamps(100.0, 0.0), "alone_end": 112.0}], [_stamps(100.0, 0.0)]]}

@@ -102,12 +102,15 @@ def work_done(start: float, end: float, slowed: list[tuple[float, float, float]]
                for lo, hi in zip(edges, edges[1:]))
 
 
-def load_from_rows(world_size: int, per_size: dict[int, list[list[dict[str, float]]]], burst: int) -> GlooLoad:
+def load_from_rows(world_size: int, per_size: dict[int, list[list[dict[str, float]]]], burst: int,
+                   from_last_join: bool = True) -> GlooLoad:
     """A GlooLoad from the rank task's rows (per size: per rank, per repeat, when each arm
     started and ended, ms on one clock): the median over repeats. A collective is timed from
     when its last rank joined to when its slowest rank saw it done, the way the model learns
     an all-reduce's cost (the earlier ranks' wait is the skew of leaving a barrier, not gloo's
-    work); a compute burst is each rank's own, the slowest rank's."""
+    work); a compute burst is each rank's own, the slowest rank's. `from_last_join=False`:
+    collectives too as each rank's own span (the older reading, which
+    benchmarks/gloo_under_load.py compares)."""
     arms = []
     for nbytes, ranks in sorted(per_size.items()):
         def median(end: str, start: str, joined: bool) -> float:
@@ -115,9 +118,9 @@ def load_from_rows(world_size: int, per_size: dict[int, list[list[dict[str, floa
                      else max(r[i][end] - r[i][start] for r in ranks) for i in range(len(ranks[0]))]
             return statistics.median(spans)
 
-        arms.append(LoadArms(nbytes, median("alone_end", "alone_start", True),
-                             median("pair_first", "pair_start", True),
+        arms.append(LoadArms(nbytes, median("alone_end", "alone_start", from_last_join),
+                             median("pair_first", "pair_start", from_last_join),
                              median("compute_end", "compute_start", False),
                              median("beside_end", "beside_start", False),
-                             median("beside_seen", "beside_start", True)))
+                             median("beside_seen", "beside_start", from_last_join)))
     return GlooLoad(world_size, tuple(arms), burst, len(next(iter(per_size.values()))[0]))
