@@ -9,7 +9,7 @@ communication), the medians and the worst row against issue 43's goals, and the 
 conditions. `--out FILE` saves the check record (JSON). `--keep DIR` saves every run too;
 `--from DIR` judges today's model on those runs again, starting no rank: two models A/B'd on the
 same runs, without the run-to-run noise a fresh check carries.
-Usage: python benchmarks/predict_vs_live.py [--world-sizes 2,3,4] [--steps 10] [--repeats 3] [--cores 2]
+Usage: python benchmarks/predict_vs_live.py [--world-sizes 2,3,4] [--steps 10] [--repeats 5] [--cores 2]
        [--out F] [--keep DIR | --from DIR]
 """
 from __future__ import annotations
@@ -29,6 +29,11 @@ GOALS = {"replay": (0.05, None, None), "what-if": (0.05, 0.10, 0.25)}
 # (CHECK_CONFIG's, the notebook's speed) two kept grids' worst rows were 28-30 %; with 10 the
 # third's was 19 % (benchmarks/README.md, "predict_vs_live"); a run of the grid took 549-615 s.
 STEPS = 10
+# Source/target runs in turn per grid point. A K = 4 run's compute per micro-step against the
+# source run beside it (seconds apart) was 0.80-1.14x in 8 pairs of 10 (0.52-2.07x at worst):
+# a row's two medians of 3 runs moved with it, worst rows 19-35 % in six fresh checks; with 5,
+# 15-22 % in three (benchmarks/README.md, "predict_vs_live", more repeats).
+REPEATS = 5
 
 
 def verdict(check) -> list[str]:
@@ -55,7 +60,7 @@ def main() -> None:
     parser.add_argument("--world-sizes", default="2,3,4")
     parser.add_argument("--steps", type=int, default=STEPS,
                         help="steps per run: the analysed ones after DDP's rebuild are what the model learns from")
-    parser.add_argument("--repeats", type=int, default=3, help="source/target runs in turn per grid point")
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="source/target runs in turn per grid point")
     parser.add_argument("--cores", type=int, default=os.cpu_count())
     parser.add_argument("--out", default=None)
     kept = parser.add_mutually_exclusive_group()
