@@ -113,14 +113,19 @@ def load_from_rows(world_size: int, per_size: dict[int, list[list[dict[str, floa
     benchmarks/gloo_under_load.py compares)."""
     arms = []
     for nbytes, ranks in sorted(per_size.items()):
-        def median(end: str, start: str, joined: bool) -> float:
-            spans = [max(r[i][end] for r in ranks) - max(r[i][start] for r in ranks) if joined
-                     else max(r[i][end] - r[i][start] for r in ranks) for i in range(len(ranks[0]))]
-            return statistics.median(spans)
-
-        arms.append(LoadArms(nbytes, median("alone_end", "alone_start", from_last_join),
-                             median("pair_first", "pair_start", from_last_join),
-                             median("compute_end", "compute_start", False),
-                             median("beside_end", "beside_start", False),
-                             median("beside_seen", "beside_start", from_last_join)))
+        arms.append(LoadArms(nbytes, _median_span(ranks, "alone_start", "alone_end", from_last_join),
+                             _median_span(ranks, "pair_start", "pair_first", from_last_join),
+                             _median_span(ranks, "compute_start", "compute_end", False),
+                             _median_span(ranks, "beside_start", "beside_end", False),
+                             _median_span(ranks, "beside_start", "beside_seen", from_last_join)))
     return GlooLoad(world_size, tuple(arms), burst, len(next(iter(per_size.values()))[0]))
+
+
+def _median_span(ranks: list[list[dict[str, float]]], start: str, end: str, from_last_join: bool) -> float:
+    """The median over repeats of one arm's span: from the last rank's `start` to the last
+    rank's `end` (`from_last_join`), else the slowest rank's own span."""
+    def span(i: int) -> float:
+        if from_last_join:
+            return max(r[i][end] for r in ranks) - max(r[i][start] for r in ranks)
+        return max(r[i][end] - r[i][start] for r in ranks)
+    return statistics.median(span(i) for i in range(len(ranks[0])))
